@@ -1,0 +1,237 @@
+-- acpdb index schema, version 1.
+-- Everything here is rebuilt by `acpdb import`; the debug/hack journal lives in its own
+-- database file (see migrations/journal) and is never touched by an import.
+--
+-- Conventions used by every entry table:
+--   * `key` is the entry's map key exactly as it appears in the cache.
+--   * A modelled column holds a field's value when the field is present with the expected JSON
+--     type; SQL NULL means "absent". Columns ending in `_json` hold any JSON value as text.
+--   * `extra` is a JSON object with every field of the entry that no column models (unknown
+--     fields, alternative spellings, values of an unexpected type), verbatim.
+--   * Export = modelled columns + `extra`, so every entry round-trips losslessly.
+
+-- Import bookkeeping: acpdb version, source cache path/size/mtime/sha256, import time.
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT
+) WITHOUT ROWID;
+
+-- Top-level members of the cache that are not streamed into their own tables
+-- ($schema, version, generated_at, git_commit, project, stats, provenance, bridge,
+-- conventions, documentation, unknown keys), as JSON text. The streamed sections
+-- (source_files, files, symbols, graph, domains, constraints) appear here with
+-- value_json NULL when present as objects, or with their literal JSON when not objects.
+CREATE TABLE cache_root (
+    key        TEXT PRIMARY KEY,
+    ord        INTEGER NOT NULL,
+    value_json TEXT
+) WITHOUT ROWID;
+
+-- `source_files`: path -> mtime.
+CREATE TABLE source_files (
+    id         INTEGER PRIMARY KEY,
+    key        TEXT NOT NULL UNIQUE,
+    path       TEXT NOT NULL,          -- canonical path
+    mtime      TEXT,                   -- the value when it is a string
+    value_json TEXT                    -- the value when it is not a string
+);
+
+-- `files`: one row per file entry.
+CREATE TABLE files (
+    id              INTEGER PRIMARY KEY,
+    key             TEXT NOT NULL UNIQUE,  -- original map key (may be ./x, absolute, backslashes)
+    path            TEXT NOT NULL,         -- canonical relative path (forward slashes, no ./)
+    path_field      TEXT,                  -- the entry's own `path` value
+    lines           INTEGER,
+    language        TEXT,
+    module          TEXT,
+    summary         TEXT,
+    purpose         TEXT,
+    owner           TEXT,
+    layer           TEXT,
+    stability       TEXT,
+    exports_json    TEXT,
+    imports_json    TEXT,
+    imported_by_json TEXT,
+    domains_json    TEXT,
+    inline_json     TEXT,
+    extra           TEXT NOT NULL DEFAULT '{}'
+);
+
+-- `symbols`: one row per symbol entry.
+CREATE TABLE symbols (
+    id               INTEGER PRIMARY KEY,
+    key              TEXT NOT NULL UNIQUE, -- original map key (simple name in acp-cli caches)
+    name             TEXT,
+    qualified_name   TEXT,
+    type             TEXT,
+    file             TEXT,                 -- the entry's own `file` value
+    file_path        TEXT,                 -- canonical path of `file`
+    line_start       INTEGER,
+    line_end         INTEGER,
+    exported         INTEGER,
+    signature        TEXT,
+    summary          TEXT,
+    purpose          TEXT,
+    async            INTEGER,
+    visibility       TEXT,
+    calls_json       TEXT,
+    called_by_json   TEXT,
+    constraints_json TEXT,
+    extra            TEXT NOT NULL DEFAULT '{}'
+);
+
+-- `graph.forward` / `graph.reverse` exactly as written (order and duplicates kept).
+CREATE TABLE graph_lists (
+    direction  TEXT NOT NULL CHECK (direction IN ('forward', 'reverse')),
+    key        TEXT NOT NULL,
+    items_json TEXT NOT NULL,
+    PRIMARY KEY (direction, key)
+) WITHOUT ROWID;
+
+-- Every distinct call-graph endpoint name, resolved to a symbol when possible
+-- (exact key, then qualified name, then a globally unique simple name).
+CREATE TABLE graph_nodes (
+    id        INTEGER PRIMARY KEY,
+    name      TEXT NOT NULL UNIQUE,
+    symbol_id INTEGER,                     -- NULL when dangling or ambiguous
+    callers   INTEGER NOT NULL DEFAULT 0,  -- distinct callers
+    callees   INTEGER NOT NULL DEFAULT 0,  -- distinct callees
+    reverse_len INTEGER NOT NULL DEFAULT 0 -- length of graph.reverse[name], duplicates included
+);
+
+-- The call graph: union of forward, reverse and symbol calls/called_by, de-duplicated.
+CREATE TABLE call_edges (
+    caller_id     INTEGER NOT NULL,   -- graph_nodes.id
+    callee_id     INTEGER NOT NULL,   -- graph_nodes.id
+    count         INTEGER NOT NULL,   -- max multiplicity seen in any one source
+    forward_count INTEGER NOT NULL,
+    reverse_count INTEGER NOT NULL,
+    PRIMARY KEY (caller_id, callee_id)
+) WITHOUT ROWID;
+
+-- `domains`.
+CREATE TABLE domains (
+    id           INTEGER PRIMARY KEY,
+    key          TEXT NOT NULL UNIQUE,
+    name         TEXT,
+    description  TEXT,
+    files_json   TEXT,
+    symbols_json TEXT,
+    extra        TEXT NOT NULL DEFAULT '{}'
+);
+
+-- Domain membership, derived from domains[*].files/symbols and files[*].domains.
+CREATE TABLE domain_files (
+    domain TEXT NOT NULL,
+    path   TEXT NOT NULL,      -- canonical path
+    source TEXT NOT NULL CHECK (source IN ('domain', 'file')),
+    PRIMARY KEY (domain, path, source)
+) WITHOUT ROWID;
+
+CREATE TABLE domain_symbols (
+    domain TEXT NOT NULL,
+    symbol TEXT NOT NULL,      -- as written in domains[*].symbols
+    PRIMARY KEY (domain, symbol)
+) WITHOUT ROWID;
+
+-- `constraints.by_file`: both the spec's flat shape and acp-cli's nested `mutation` shape.
+CREATE TABLE constraints (
+    id           INTEGER PRIMARY KEY,
+    key          TEXT NOT NULL UNIQUE,
+    path         TEXT NOT NULL,   -- canonical path
+    lock_level   TEXT NOT NULL,   -- normalised: lock_level ?? mutation.level ?? 'normal'
+    lock_reason  TEXT,            -- lock_reason ?? mutation.reason
+    directive    TEXT,
+    style        TEXT,            -- style (string) ?? style.guide
+    behavior     TEXT,            -- behavior (string) ?? behavior.approach
+    quality_json TEXT NOT NULL,   -- normalised quality list (JSON array of strings)
+    raw_json     TEXT NOT NULL    -- the entry verbatim
+);
+
+-- `constraints.by_lock_level`, verbatim.
+CREATE TABLE lock_level_lists (
+    key        TEXT PRIMARY KEY,   -- as written (acp-cli writes e.g. 'testsrequired')
+    lock_level TEXT NOT NULL,      -- normalised spelling
+    items_json TEXT NOT NULL
+) WITHOUT ROWID;
+
+-- `constraints.hacks` and `constraints.debug_sessions`, verbatim, in order.
+CREATE TABLE cache_hacks (
+    ord        INTEGER PRIMARY KEY,
+    id         TEXT,
+    path       TEXT,               -- canonical path of `file`
+    line       INTEGER,
+    expires    TEXT,
+    raw_json   TEXT NOT NULL
+);
+
+CREATE TABLE cache_debug_sessions (
+    ord      INTEGER PRIMARY KEY,
+    raw_json TEXT NOT NULL
+);
+
+-- Members of `constraints` other than the four known lists, and how the known ones were written
+-- when they were not of the expected type.
+CREATE TABLE constraints_root (
+    key        TEXT PRIMARY KEY,
+    ord        INTEGER NOT NULL,
+    value_json TEXT
+) WITHOUT ROWID;
+
+-- Members of `graph` other than forward/reverse (and forward/reverse when not objects).
+CREATE TABLE graph_root (
+    key        TEXT PRIMARY KEY,
+    ord        INTEGER NOT NULL,
+    value_json TEXT
+) WITHOUT ROWID;
+
+-- Inline annotations, derived from files[*].inline.
+CREATE TABLE inline_annotations (
+    id             INTEGER PRIMARY KEY,
+    file_id        INTEGER NOT NULL,
+    ord            INTEGER NOT NULL,
+    line           INTEGER,
+    type           TEXT,
+    directive      TEXT,
+    value          TEXT,
+    ticket         TEXT,
+    expires        TEXT,
+    auto_generated INTEGER NOT NULL DEFAULT 0
+);
+
+-- Conventions (RFC-0015): file naming rules, derived from cache_root['conventions'].
+CREATE TABLE conventions (
+    id         INTEGER PRIMARY KEY,
+    kind       TEXT NOT NULL,      -- 'file_naming' or 'imports'
+    directory  TEXT,
+    pattern    TEXT,
+    confidence REAL,
+    value_json TEXT NOT NULL
+);
+
+-- The variables file (acp.vars.json).
+CREATE TABLE vars (
+    name        TEXT PRIMARY KEY,
+    type        TEXT,
+    value       TEXT,
+    description TEXT,
+    refs_json   TEXT,
+    source      TEXT,
+    lines_json  TEXT,
+    extra       TEXT NOT NULL DEFAULT '{}'
+) WITHOUT ROWID;
+
+-- Top-level members of the vars file other than `variables` ($schema, version, unknown keys).
+CREATE TABLE vars_root (
+    key        TEXT PRIMARY KEY,
+    ord        INTEGER NOT NULL,
+    value_json TEXT
+) WITHOUT ROWID;
+
+-- Warnings raised while importing (unknown enum values, dangling references, duplicates, ...).
+CREATE TABLE import_warnings (
+    id      INTEGER PRIMARY KEY,
+    path    TEXT NOT NULL,    -- JSON path in the source document
+    message TEXT NOT NULL
+);

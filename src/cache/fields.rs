@@ -1,0 +1,230 @@
+//! How a cache entry maps to table columns, and back.
+//!
+//! Each entry kind has a fixed list of modelled fields. A field goes to its column only when
+//! its JSON value has the column's type; anything else (unknown fields, other spellings,
+//! unexpected types, explicit `null`s of typed columns) stays verbatim in the `extra` object.
+//! Rebuilding an entry from the columns plus `extra` therefore gives back the original object.
+
+use serde_json::{Map, Number, Value};
+
+/// The storage type of a modelled field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A JSON string.
+    Text,
+    /// A JSON integer that fits in `i64`.
+    Int,
+    /// A JSON boolean (stored as 0/1).
+    Bool,
+    /// Any JSON value, stored as JSON text.
+    Json,
+    /// A `[start, end]` pair of integers, stored in two columns.
+    Lines,
+}
+
+/// A modelled field: its JSON name and storage type.
+#[derive(Debug, Clone, Copy)]
+pub struct Field {
+    /// The JSON member name.
+    pub name: &'static str,
+    /// How it is stored.
+    pub kind: Kind,
+}
+
+const fn f(name: &'static str, kind: Kind) -> Field {
+    Field { name, kind }
+}
+
+/// File entry fields, in column order (`path` is stored in `path_field`).
+pub const FILE_FIELDS: &[Field] = &[
+    f("path", Kind::Text),
+    f("lines", Kind::Int),
+    f("language", Kind::Text),
+    f("module", Kind::Text),
+    f("summary", Kind::Text),
+    f("purpose", Kind::Text),
+    f("owner", Kind::Text),
+    f("layer", Kind::Text),
+    f("stability", Kind::Text),
+    f("exports", Kind::Json),
+    f("imports", Kind::Json),
+    f("imported_by", Kind::Json),
+    f("domains", Kind::Json),
+    f("inline", Kind::Json),
+];
+
+/// Symbol entry fields, in column order (`lines` takes two columns).
+pub const SYMBOL_FIELDS: &[Field] = &[
+    f("name", Kind::Text),
+    f("qualified_name", Kind::Text),
+    f("type", Kind::Text),
+    f("file", Kind::Text),
+    f("lines", Kind::Lines),
+    f("exported", Kind::Bool),
+    f("signature", Kind::Text),
+    f("summary", Kind::Text),
+    f("purpose", Kind::Text),
+    f("async", Kind::Bool),
+    f("visibility", Kind::Text),
+    f("calls", Kind::Json),
+    f("called_by", Kind::Json),
+    f("constraints", Kind::Json),
+];
+
+/// Domain entry fields, in column order.
+pub const DOMAIN_FIELDS: &[Field] = &[
+    f("name", Kind::Text),
+    f("description", Kind::Text),
+    f("files", Kind::Json),
+    f("symbols", Kind::Json),
+];
+
+/// Variable entry fields, in column order.
+pub const VAR_FIELDS: &[Field] = &[
+    f("type", Kind::Text),
+    f("value", Kind::Text),
+    f("description", Kind::Text),
+    f("refs", Kind::Json),
+    f("source", Kind::Text),
+    f("lines", Kind::Json),
+];
+
+/// One stored value; `Null` means the field was absent (or kept in `extra`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// Absent.
+    Null,
+    /// Text or JSON text.
+    Text(String),
+    /// Integer (also booleans as 0/1).
+    Int(i64),
+}
+
+impl Cell {
+    /// The text, if this is a text cell.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Cell::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Number of columns a field list occupies.
+pub fn column_count(fields: &[Field]) -> usize {
+    fields.iter().map(|f| if f.kind == Kind::Lines { 2 } else { 1 }).sum()
+}
+
+/// Splits an entry into column cells (in field order) and the `extra` remainder.
+pub fn split(mut entry: Map<String, Value>, fields: &[Field]) -> (Vec<Cell>, Map<String, Value>) {
+    let mut cells = Vec::with_capacity(column_count(fields));
+    for field in fields {
+        let taken = match entry.get(field.name) {
+            None => None,
+            Some(value) => take_typed(value, field.kind),
+        };
+        match taken {
+            Some(mut values) => {
+                entry.remove(field.name);
+                cells.append(&mut values);
+            }
+            None => {
+                cells.push(Cell::Null);
+                if field.kind == Kind::Lines {
+                    cells.push(Cell::Null);
+                }
+            }
+        }
+    }
+    (cells, entry)
+}
+
+fn take_typed(value: &Value, kind: Kind) -> Option<Vec<Cell>> {
+    match (kind, value) {
+        (Kind::Text, Value::String(s)) => Some(vec![Cell::Text(s.clone())]),
+        (Kind::Int, Value::Number(n)) => n.as_i64().filter(|_| !n.is_f64()).map(|i| vec![Cell::Int(i)]),
+        (Kind::Bool, Value::Bool(b)) => Some(vec![Cell::Int(i64::from(*b))]),
+        (Kind::Json, v) => Some(vec![Cell::Text(v.to_string())]),
+        (Kind::Lines, Value::Array(items)) if items.len() == 2 => {
+            let start = items[0].as_i64().filter(|_| !items[0].is_f64())?;
+            let end = items[1].as_i64().filter(|_| !items[1].is_f64())?;
+            Some(vec![Cell::Int(start), Cell::Int(end)])
+        }
+        _ => None,
+    }
+}
+
+/// Rebuilds an entry from its cells (in field order) and its `extra` object.
+pub fn rebuild(fields: &[Field], cells: &[Cell], extra: Map<String, Value>) -> Result<Map<String, Value>, serde_json::Error> {
+    let mut entry = Map::new();
+    let mut i = 0;
+    for field in fields {
+        let cell = &cells[i];
+        i += 1;
+        let value = match (field.kind, cell) {
+            (_, Cell::Null) => {
+                if field.kind == Kind::Lines {
+                    i += 1;
+                }
+                continue;
+            }
+            (Kind::Text, Cell::Text(s)) => Value::String(s.clone()),
+            (Kind::Int, Cell::Int(n)) => Value::Number(Number::from(*n)),
+            (Kind::Bool, Cell::Int(n)) => Value::Bool(*n != 0),
+            (Kind::Json, Cell::Text(s)) => serde_json::from_str(s)?,
+            (Kind::Lines, Cell::Int(start)) => {
+                let end = match &cells[i] {
+                    Cell::Int(e) => *e,
+                    _ => *start,
+                };
+                i += 1;
+                Value::Array(vec![Value::from(*start), Value::from(end)])
+            }
+            (_, other) => {
+                return Err(serde::de::Error::custom(format!(
+                    "column for `{}` holds an unexpected value {other:?}",
+                    field.name
+                )))
+            }
+        };
+        entry.insert(field.name.to_string(), value);
+    }
+    entry.extend(extra);
+    Ok(entry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn round_trip(value: Value, fields: &[Field]) {
+        let Value::Object(map) = value.clone() else { panic!("object expected") };
+        let (cells, extra) = split(map, fields);
+        assert_eq!(cells.len(), column_count(fields));
+        let rebuilt = rebuild(fields, &cells, extra).unwrap();
+        assert_eq!(Value::Object(rebuilt), value);
+    }
+
+    #[test]
+    fn typed_values_go_to_columns() {
+        let entry = json!({"name": "f", "lines": [1, 9], "exported": true, "calls": ["g"], "x_unknown": 5});
+        let Value::Object(map) = entry.clone() else { unreachable!() };
+        let (cells, extra) = split(map, SYMBOL_FIELDS);
+        assert_eq!(cells[0], Cell::Text("f".into()));
+        assert_eq!(cells[4], Cell::Int(1));
+        assert_eq!(cells[5], Cell::Int(9));
+        assert_eq!(cells[6], Cell::Int(1));
+        assert_eq!(extra.len(), 1);
+        round_trip(entry, SYMBOL_FIELDS);
+    }
+
+    #[test]
+    fn unexpected_types_and_nulls_stay_in_extra() {
+        round_trip(json!({"name": 7, "lines": "ten", "exported": null, "signature": null, "async": false}), SYMBOL_FIELDS);
+        round_trip(json!({"lines": [1.5, 2], "calls": null, "visibility": ["public"]}), SYMBOL_FIELDS);
+        round_trip(json!({"path": "a", "lines": 3.0, "inline": [{"line": 1}], "importedBy": []}), FILE_FIELDS);
+        round_trip(json!({"lines": 18446744073709551615u64}), FILE_FIELDS);
+        round_trip(json!({}), DOMAIN_FIELDS);
+    }
+}

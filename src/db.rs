@@ -1,0 +1,68 @@
+//! Opening the index database: connection settings, migrations and the read pool.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rusqlite::{Connection, OpenFlags};
+
+mod embedded {
+    refinery::embed_migrations!("migrations/index");
+}
+
+/// Schema version of the bulk-loaded tables (before secondary indexes and FTS).
+pub const LOAD_SCHEMA_VERSION: i32 = 1;
+
+/// Applies index migrations up to `target` (all when `None`).
+pub fn migrate(conn: &mut Connection, target: Option<i32>) -> Result<()> {
+    let mut runner = embedded::migrations::runner();
+    if let Some(version) = target {
+        runner = runner.set_target(refinery::Target::Version(version));
+    }
+    runner.run(conn).context("applying index migrations")?;
+    Ok(())
+}
+
+/// Opens the index database read-only for queries.
+pub fn open_read_only(path: &Path) -> Result<Connection> {
+    if !path.is_file() {
+        anyhow::bail!(
+            "no acpdb database at {}; run `acpdb import` in the project first",
+            path.display()
+        );
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .with_context(|| format!("opening {}", path.display()))?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "query_only", true)?;
+    Ok(conn)
+}
+
+/// A pool of read-only connections for concurrent tool calls.
+pub type ReadPool = r2d2::Pool<r2d2_sqlite::SqliteConnectionManager>;
+
+/// Builds a read-only connection pool over the index database.
+pub fn read_pool(path: &Path, size: u32) -> Result<ReadPool> {
+    if !path.is_file() {
+        anyhow::bail!(
+            "no acpdb database at {}; run `acpdb import` in the project first",
+            path.display()
+        );
+    }
+    let manager = r2d2_sqlite::SqliteConnectionManager::file(path)
+        .with_flags(OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .with_init(|c| {
+            c.busy_timeout(Duration::from_secs(5))?;
+            c.pragma_update(None, "query_only", true)?;
+            c.pragma_update(None, "cache_size", -16_000)?;
+            c.pragma_update(None, "mmap_size", 0)
+        });
+    r2d2::Pool::builder()
+        .max_size(size)
+        .min_idle(Some(1))
+        .build(manager)
+        .with_context(|| format!("opening {}", path.display()))
+}

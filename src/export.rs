@@ -1,0 +1,249 @@
+//! `acpdb export-cache`: writes the cache (and vars) back out of the database.
+//!
+//! The output is JSON-equal to what was imported (key order aside): entries are rebuilt from
+//! their modelled columns plus `extra`, verbatim sections are copied as stored. Output is
+//! streamed, so exporting a multi-gigabyte cache needs little memory.
+
+use std::fs;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, Row};
+use serde_json::{Map, Value};
+
+use crate::cache::fields::{self, Cell, Field};
+use crate::db;
+use crate::project::Project;
+
+/// Options of `acpdb export-cache`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExportArgs {
+    /// Write the cache here instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Also write the vars file here.
+    #[arg(long)]
+    pub vars_out: Option<PathBuf>,
+}
+
+/// Runs `acpdb export-cache`.
+pub fn run(project: &Project, args: &ExportArgs) -> Result<()> {
+    let conn = db::open_read_only(&project.db)?;
+    match &args.out {
+        Some(path) => write_to_file(path, |w| export_cache(&conn, w))?,
+        None => {
+            let stdout = io::stdout();
+            let mut out = BufWriter::new(stdout.lock());
+            export_cache(&conn, &mut out)?;
+            out.flush()?;
+        }
+    }
+    if let Some(path) = &args.vars_out {
+        write_to_file(path, |w| export_vars(&conn, w))?;
+    }
+    Ok(())
+}
+
+fn write_to_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    let file = fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut out = BufWriter::new(file);
+    write(&mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Writes the cache document stored in `conn`.
+pub fn export_cache(conn: &Connection, out: &mut dyn Write) -> Result<()> {
+    let mut root = conn.prepare("SELECT key, value_json FROM cache_root ORDER BY ord")?;
+    let members: Vec<(String, Option<String>)> =
+        root.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    out.write_all(b"{")?;
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        write_key(out, key)?;
+        match value {
+            Some(json) => out.write_all(json.as_bytes())?,
+            None => match key.as_str() {
+                "source_files" => write_source_files(conn, out)?,
+                "files" => write_entries(conn, out, FILES_SQL, fields::FILE_FIELDS)?,
+                "symbols" => write_entries(conn, out, SYMBOLS_SQL, fields::SYMBOL_FIELDS)?,
+                "domains" => write_entries(conn, out, DOMAINS_SQL, fields::DOMAIN_FIELDS)?,
+                "graph" => write_graph(conn, out)?,
+                "constraints" => write_constraints(conn, out)?,
+                other => anyhow::bail!("the database has no content for section `{other}`"),
+            },
+        }
+    }
+    out.write_all(b"}")?;
+    Ok(())
+}
+
+/// Writes the vars document stored in `conn` (an empty document when none was imported).
+pub fn export_vars(conn: &Connection, out: &mut dyn Write) -> Result<()> {
+    let mut root = conn.prepare("SELECT key, value_json FROM vars_root ORDER BY ord")?;
+    let members: Vec<(String, Option<String>)> =
+        root.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    out.write_all(b"{")?;
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        write_key(out, key)?;
+        match value {
+            Some(json) => out.write_all(json.as_bytes())?,
+            None => write_entries(conn, out, VARS_SQL, fields::VAR_FIELDS)?,
+        }
+    }
+    out.write_all(b"}")?;
+    Ok(())
+}
+
+const FILES_SQL: &str = "SELECT key, path_field, lines, language, module, summary, purpose, owner, layer, stability, exports_json, imports_json, imported_by_json, domains_json, inline_json, extra FROM files ORDER BY id";
+const SYMBOLS_SQL: &str = "SELECT key, name, qualified_name, type, file, line_start, line_end, exported, signature, summary, purpose, async, visibility, calls_json, called_by_json, constraints_json, extra FROM symbols ORDER BY id";
+const DOMAINS_SQL: &str = "SELECT key, name, description, files_json, symbols_json, extra FROM domains ORDER BY id";
+const VARS_SQL: &str = "SELECT name, type, value, description, refs_json, source, lines_json, extra FROM vars";
+
+fn write_key(out: &mut dyn Write, key: &str) -> Result<()> {
+    serde_json::to_writer(&mut *out, key)?;
+    out.write_all(b":")?;
+    Ok(())
+}
+
+fn cell(row: &Row, i: usize) -> rusqlite::Result<Cell> {
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => Cell::Null,
+        ValueRef::Integer(n) => Cell::Int(n),
+        ValueRef::Real(f) => Cell::Text(f.to_string()),
+        ValueRef::Text(t) | ValueRef::Blob(t) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
+    })
+}
+
+/// Writes `{key: entry, ...}` for rows shaped `key, <columns of fields>, extra`.
+fn write_entries(conn: &Connection, out: &mut dyn Write, sql: &str, fields: &[Field]) -> Result<()> {
+    let columns = fields::column_count(fields);
+    let mut stmt = conn.prepare(sql)?;
+    let mut rows = stmt.query([])?;
+    out.write_all(b"{")?;
+    let mut first = true;
+    let mut cells = Vec::with_capacity(columns);
+    while let Some(row) = rows.next()? {
+        let key: String = row.get(0)?;
+        cells.clear();
+        for i in 0..columns {
+            cells.push(cell(row, i + 1)?);
+        }
+        let extra: String = row.get(columns + 1)?;
+        let extra: Map<String, Value> = serde_json::from_str(&extra)?;
+        let entry = fields::rebuild(fields, &cells, extra)?;
+        if !first {
+            out.write_all(b",")?;
+        }
+        first = false;
+        write_key(out, &key)?;
+        serde_json::to_writer(&mut *out, &entry)?;
+    }
+    out.write_all(b"}")?;
+    Ok(())
+}
+
+fn write_source_files(conn: &Connection, out: &mut dyn Write) -> Result<()> {
+    let mut stmt = conn.prepare("SELECT key, mtime, value_json FROM source_files ORDER BY id")?;
+    let mut rows = stmt.query([])?;
+    out.write_all(b"{")?;
+    let mut first = true;
+    while let Some(row) = rows.next()? {
+        if !first {
+            out.write_all(b",")?;
+        }
+        first = false;
+        let key: String = row.get(0)?;
+        write_key(out, &key)?;
+        match (row.get::<_, Option<String>>(1)?, row.get::<_, Option<String>>(2)?) {
+            (Some(mtime), _) => serde_json::to_writer(&mut *out, &mtime)?,
+            (None, Some(raw)) => out.write_all(raw.as_bytes())?,
+            (None, None) => out.write_all(b"null")?,
+        }
+    }
+    out.write_all(b"}")?;
+    Ok(())
+}
+
+/// Writes `{key: raw, ...}` from a query returning `key, raw_json`.
+fn write_raw_map(conn: &Connection, out: &mut dyn Write, sql: &str) -> Result<()> {
+    let mut stmt = conn.prepare(sql)?;
+    let mut rows = stmt.query([])?;
+    out.write_all(b"{")?;
+    let mut first = true;
+    while let Some(row) = rows.next()? {
+        if !first {
+            out.write_all(b",")?;
+        }
+        first = false;
+        let key: String = row.get(0)?;
+        let raw: String = row.get(1)?;
+        write_key(out, &key)?;
+        out.write_all(raw.as_bytes())?;
+    }
+    out.write_all(b"}")?;
+    Ok(())
+}
+
+fn write_raw_list(conn: &Connection, out: &mut dyn Write, sql: &str) -> Result<()> {
+    let mut stmt = conn.prepare(sql)?;
+    let mut rows = stmt.query([])?;
+    out.write_all(b"[")?;
+    let mut first = true;
+    while let Some(row) = rows.next()? {
+        if !first {
+            out.write_all(b",")?;
+        }
+        first = false;
+        let raw: String = row.get(0)?;
+        out.write_all(raw.as_bytes())?;
+    }
+    out.write_all(b"]")?;
+    Ok(())
+}
+
+fn write_graph(conn: &Connection, out: &mut dyn Write) -> Result<()> {
+    write_scope(conn, out, "graph_root", |conn, out, key| match key {
+        "forward" => write_raw_map(conn, out, "SELECT key, items_json FROM graph_lists WHERE direction = 'forward'"),
+        "reverse" => write_raw_map(conn, out, "SELECT key, items_json FROM graph_lists WHERE direction = 'reverse'"),
+        other => anyhow::bail!("the database has no content for graph.{other}"),
+    })
+}
+
+fn write_constraints(conn: &Connection, out: &mut dyn Write) -> Result<()> {
+    write_scope(conn, out, "constraints_root", |conn, out, key| match key {
+        "by_file" => write_raw_map(conn, out, "SELECT key, raw_json FROM constraints ORDER BY id"),
+        "by_lock_level" => write_raw_map(conn, out, "SELECT key, items_json FROM lock_level_lists"),
+        "hacks" => write_raw_list(conn, out, "SELECT raw_json FROM cache_hacks ORDER BY ord"),
+        "debug_sessions" => write_raw_list(conn, out, "SELECT raw_json FROM cache_debug_sessions ORDER BY ord"),
+        other => anyhow::bail!("the database has no content for constraints.{other}"),
+    })
+}
+
+type SectionWriter = fn(&Connection, &mut dyn Write, &str) -> Result<()>;
+
+fn write_scope(conn: &Connection, out: &mut dyn Write, table: &str, streamed: SectionWriter) -> Result<()> {
+    let mut stmt = conn.prepare(&format!("SELECT key, value_json FROM {table} ORDER BY ord"))?;
+    let members: Vec<(String, Option<String>)> =
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    out.write_all(b"{")?;
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        write_key(out, key)?;
+        match value {
+            Some(json) => out.write_all(json.as_bytes())?,
+            None => streamed(conn, out, key)?,
+        }
+    }
+    out.write_all(b"}")?;
+    Ok(())
+}

@@ -1,0 +1,14 @@
+//! acpdb: turns an ACP code index (`.acp/acp.cache.json`) into a SQLite database and serves it
+//! to AI agents over MCP.
+//!
+//! The data path is `cache` (streaming reader) → `import` (bulk load into the schema of
+//! `migrations/index`) → `query` (typed query functions) → `mcp` (the protocol layer).
+//! See `ARCHITECTURE.md` for the code map and the invariants each module keeps.
+
+pub mod cache;
+pub mod console;
+pub mod db;
+pub mod export;
+pub mod gen;
+pub mod import;
+pub mod project;
