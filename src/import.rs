@@ -453,6 +453,27 @@ impl<'c> Loader<'c> {
 
     fn member(&mut self, kind: DocumentKind, scope: Scope, key: String, value: Option<Value>) -> Result<()> {
         let text = value.as_ref().map(Value::to_string);
+        if let Some(value) = &value {
+            let streamed = match (kind, scope) {
+                (DocumentKind::Vars, _) => key == "variables",
+                (DocumentKind::Cache, Scope::Root) => {
+                    ["source_files", "files", "symbols", "domains", "graph", "constraints"].contains(&key.as_str())
+                }
+                (DocumentKind::Cache, Scope::Graph) => ["forward", "reverse"].contains(&key.as_str()),
+                (DocumentKind::Cache, Scope::Constraints) => ["by_file", "by_lock_level"].contains(&key.as_str()),
+            };
+            if streamed && !value.is_null() {
+                let prefix = match scope {
+                    Scope::Root => "",
+                    Scope::Graph => "graph.",
+                    Scope::Constraints => "constraints.",
+                };
+                self.warn(
+                    format!("{prefix}{key}"),
+                    format!("expected an object, found {}; kept verbatim, no entries imported from it", json_kind(value)),
+                )?;
+            }
+        }
         match (kind, scope) {
             (DocumentKind::Vars, _) => {
                 self.vars_ord += 1;
@@ -796,8 +817,19 @@ impl<'c> Loader<'c> {
         Ok(())
     }
 
-    /// Refuses a document that has no `files` or `symbols` map: it is not an ACP cache.
-    fn check_cache_shape(&self, path: &Path) -> Result<()> {
+    /// Refuses a document that has no `files` or `symbols` member (it is not an ACP cache) and
+    /// warns about other missing required members.
+    fn check_cache_shape(&mut self, path: &Path) -> Result<()> {
+        let present: Vec<String> = {
+            let mut stmt = self.conn.prepare("SELECT key FROM cache_root")?;
+            let keys = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            keys
+        };
+        for required in ["version", "generated_at", "project", "stats", "source_files"] {
+            if !present.iter().any(|k| k == required) {
+                self.warn(required, format!("required member `{required}` is missing"))?;
+            }
+        }
         let mut missing = Vec::new();
         if !self.saw_files {
             missing.push("`files`");
@@ -851,6 +883,17 @@ impl<'c> Loader<'c> {
             rebase_absolute_paths(self.conn, &root)?;
         }
         Ok(std::mem::take(&mut self.counts))
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 

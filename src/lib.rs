@@ -11,4 +11,6 @@ pub mod db;
 pub mod export;
 pub mod gen;
 pub mod import;
+pub mod journal;
 pub mod project;
+pub mod query;

@@ -7,7 +7,7 @@ CREATE INDEX symbols_qualified_name ON symbols(qualified_name);
 CREATE INDEX symbols_name ON symbols(name);
 CREATE INDEX symbols_file_path ON symbols(file_path, line_start);
 CREATE INDEX graph_nodes_symbol ON graph_nodes(symbol_id);
-CREATE INDEX graph_nodes_reverse_len ON graph_nodes(reverse_len DESC);
+CREATE INDEX graph_nodes_reverse_len ON graph_nodes(reverse_len DESC, name);
 CREATE INDEX call_edges_callee ON call_edges(callee_id, caller_id);
 CREATE INDEX domain_files_path ON domain_files(path);
 CREATE INDEX constraints_path ON constraints(path);

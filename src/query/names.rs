@@ -1,0 +1,249 @@
+//! Resolving the names agents give (files, symbols, domains) to rows, with candidates for
+//! ambiguous names and suggestions for unknown ones.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde::Serialize;
+use serde_json::json;
+
+use super::{QueryError, QueryResult};
+use crate::cache::paths::{canonical_path, split_qualified_name};
+
+/// Most suggestions or candidates listed in an error.
+pub const MAX_SUGGESTIONS: usize = 5;
+
+/// A symbol row, enough to locate it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SymbolRef {
+    /// Row id.
+    #[serde(skip)]
+    pub id: i64,
+    /// The cache's own map key.
+    #[serde(skip)]
+    pub key: String,
+    /// Simple name.
+    pub name: Option<String>,
+    /// Qualified name (falls back to the map key).
+    pub qualified_name: String,
+    /// Canonical file path.
+    pub file: Option<String>,
+    /// `[start, end]` lines.
+    pub lines: Option<[i64; 2]>,
+    /// Symbol type.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+}
+
+const SYMBOL_COLUMNS: &str = "id, key, name, coalesce(qualified_name, key), file_path, line_start, line_end, type";
+
+fn symbol_ref(row: &Row) -> rusqlite::Result<SymbolRef> {
+    let start: Option<i64> = row.get(5)?;
+    let end: Option<i64> = row.get(6)?;
+    Ok(SymbolRef {
+        id: row.get(0)?,
+        key: row.get(1)?,
+        name: row.get(2)?,
+        qualified_name: row.get(3)?,
+        file: row.get(4)?,
+        lines: start.map(|s| [s, end.unwrap_or(s)]),
+        kind: row.get(7)?,
+    })
+}
+
+/// How a symbol name matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SymbolMatch {
+    /// The cache's map key.
+    Key,
+    /// The qualified name (possibly after canonicalising its path part).
+    QualifiedName,
+    /// A unique simple name.
+    SimpleName,
+}
+
+/// Finds the symbol an agent means: the cache's map key first, then the qualified name (its path
+/// part canonicalised, so `./src/a.ts:f` works), then a unique simple name. An ambiguous simple
+/// name is an error listing the candidates; an unknown one lists close names.
+pub fn resolve_symbol(conn: &Connection, name: &str) -> QueryResult<(SymbolRef, SymbolMatch)> {
+    if let Some(found) = find_symbol(conn, name)? {
+        return Ok(found);
+    }
+    let candidates = symbols_named(conn, name, MAX_SUGGESTIONS + 1)?;
+    if candidates.len() > 1 {
+        let total = count_symbols_named(conn, name)?;
+        let shown: Vec<_> = candidates.into_iter().take(MAX_SUGGESTIONS).collect();
+        let list = shown.iter().map(|c| c.qualified_name.as_str()).collect::<Vec<_>>().join(", ");
+        return Err(QueryError::invalid_with(
+            format!(
+                "Symbol name is ambiguous: {name} matches {total} symbols ({list}{}). Call again with a qualified name (path:name).",
+                if total as usize > shown.len() { ", ..." } else { "" }
+            ),
+            json!({"candidates": shown, "total": total}),
+        ));
+    }
+    let suggestions = suggest_symbols(conn, name)?;
+    Err(not_found("Symbol", name, suggestions))
+}
+
+/// Like [`resolve_symbol`] but `None` instead of a not-found error (ambiguity is still an error).
+pub fn find_symbol(conn: &Connection, name: &str) -> QueryResult<Option<(SymbolRef, SymbolMatch)>> {
+    let by_key = conn
+        .prepare_cached(&format!("SELECT {SYMBOL_COLUMNS} FROM symbols WHERE key = ?1"))?
+        .query_row([name], symbol_ref)
+        .optional()?;
+    if let Some(symbol) = by_key {
+        return Ok(Some((symbol, SymbolMatch::Key)));
+    }
+    let mut forms = vec![name.to_string()];
+    if let Some((path, member)) = split_qualified_name(name, None) {
+        let canonical = format!("{}:{member}", canonical_path(path, None));
+        if canonical != name {
+            forms.push(canonical);
+        }
+    }
+    for form in &forms {
+        let by_qualified = conn
+            .prepare_cached(&format!("SELECT {SYMBOL_COLUMNS} FROM symbols WHERE qualified_name = ?1 ORDER BY id LIMIT 1"))?
+            .query_row([form], symbol_ref)
+            .optional()?;
+        if let Some(symbol) = by_qualified {
+            return Ok(Some((symbol, SymbolMatch::QualifiedName)));
+        }
+    }
+    if let Some((path, member)) = split_qualified_name(name, None) {
+        let by_file_and_name = conn
+            .prepare_cached(&format!(
+                "SELECT {SYMBOL_COLUMNS} FROM symbols WHERE file_path = ?1 AND name = ?2 ORDER BY id LIMIT 1"
+            ))?
+            .query_row(params![canonical_path(path, None), member], symbol_ref)
+            .optional()?;
+        if let Some(symbol) = by_file_and_name {
+            return Ok(Some((symbol, SymbolMatch::QualifiedName)));
+        }
+    }
+    let named = symbols_named(conn, name, 2)?;
+    if named.len() == 1 {
+        return Ok(named.into_iter().next().map(|s| (s, SymbolMatch::SimpleName)));
+    }
+    Ok(None)
+}
+
+fn symbols_named(conn: &Connection, name: &str, limit: usize) -> QueryResult<Vec<SymbolRef>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {SYMBOL_COLUMNS} FROM symbols WHERE name = ?1 ORDER BY qualified_name, id LIMIT ?2"
+    ))?;
+    let rows = stmt.query_map(params![name, limit as i64], symbol_ref)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+fn count_symbols_named(conn: &Connection, name: &str) -> QueryResult<i64> {
+    Ok(conn.prepare_cached("SELECT count(*) FROM symbols WHERE name = ?1")?.query_row([name], |r| r.get(0))?)
+}
+
+/// Up to [`MAX_SUGGESTIONS`] qualified names close to `name` (prefix, then substring matches).
+pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>> {
+    let member = split_qualified_name(name, None).map(|(_, m)| m).unwrap_or(name);
+    let mut out: Vec<String> = Vec::new();
+    let mut prefix = conn.prepare_cached(
+        "SELECT coalesce(qualified_name, key) FROM symbols WHERE name >= ?1 AND name < ?1 || x'ff' ORDER BY name LIMIT ?2",
+    )?;
+    for row in prefix.query_map(params![member, MAX_SUGGESTIONS as i64], |r| r.get::<_, String>(0))? {
+        out.push(row?);
+    }
+    if out.len() < MAX_SUGGESTIONS && member.chars().count() >= 3 {
+        let mut substring = conn.prepare_cached(
+            "SELECT coalesce(s.qualified_name, s.key) FROM symbols_trigram t JOIN symbols s ON s.id = t.rowid
+             WHERE symbols_trigram MATCH ?1 LIMIT ?2",
+        )?;
+        let pattern = format!("name : {}", fts_quote(member));
+        for row in substring.query_map(params![pattern, (MAX_SUGGESTIONS * 2) as i64], |r| r.get::<_, String>(0))? {
+            let row = row?;
+            if !out.contains(&row) && out.len() < MAX_SUGGESTIONS {
+                out.push(row);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A file row, enough to locate it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileRef {
+    /// Row id.
+    pub id: i64,
+    /// The cache's own map key.
+    pub key: String,
+    /// Canonical path.
+    pub path: String,
+}
+
+/// Finds a file by its exact key, then by canonical path (so `./x`, `x`, `.\x` and `x/` all work).
+pub fn find_file(conn: &Connection, path: &str) -> QueryResult<Option<FileRef>> {
+    let map = |r: &Row| Ok(FileRef { id: r.get(0)?, key: r.get(1)?, path: r.get(2)? });
+    if let Some(found) = conn.prepare_cached("SELECT id, key, path FROM files WHERE key = ?1")?.query_row([path], map).optional()? {
+        return Ok(Some(found));
+    }
+    let canonical = canonical_path(path, project_root(conn)?.as_deref());
+    Ok(conn
+        .prepare_cached("SELECT id, key, path FROM files WHERE path = ?1 ORDER BY id LIMIT 1")?
+        .query_row([canonical], map)
+        .optional()?)
+}
+
+/// Like [`find_file`] but a not-found error with suggestions.
+pub fn resolve_file(conn: &Connection, path: &str) -> QueryResult<FileRef> {
+    match find_file(conn, path)? {
+        Some(file) => Ok(file),
+        None => Err(not_found("File", path, suggest_files(conn, path)?)),
+    }
+}
+
+/// The cache's `project.root`, used to relativise absolute paths.
+pub fn project_root(conn: &Connection) -> QueryResult<Option<String>> {
+    Ok(conn
+        .prepare_cached("SELECT json_extract(value_json, '$.root') FROM cache_root WHERE key = 'project'")?
+        .query_row([], |r| r.get::<_, Option<String>>(0))
+        .optional()?
+        .flatten())
+}
+
+/// Up to [`MAX_SUGGESTIONS`] file paths close to `path` (same file name, then substring).
+pub fn suggest_files(conn: &Connection, path: &str) -> QueryResult<Vec<String>> {
+    let canonical = canonical_path(path, None);
+    let base = canonical.rsplit('/').next().unwrap_or(&canonical).to_string();
+    let mut out = Vec::new();
+    if base.chars().count() >= 3 {
+        let mut stmt = conn.prepare_cached(
+            "SELECT f.path FROM files_trigram t JOIN files f ON f.id = t.rowid WHERE files_trigram MATCH ?1 ORDER BY length(f.path) LIMIT ?2",
+        )?;
+        for row in stmt.query_map(params![fts_quote(&base), MAX_SUGGESTIONS as i64], |r| r.get::<_, String>(0))? {
+            out.push(row?);
+        }
+    }
+    Ok(out)
+}
+
+/// Domain names close to `name` (case-insensitive equal or containing it).
+pub fn suggest_domains(conn: &Connection, name: &str) -> QueryResult<Vec<String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT key FROM domains WHERE lower(key) = lower(?1) OR instr(lower(key), lower(?1)) > 0 OR instr(lower(?1), lower(key)) > 0 ORDER BY key LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![name, MAX_SUGGESTIONS as i64], |r| r.get::<_, String>(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// A not-found error: `<What> not found: <name>`, with suggestions when there are any.
+pub fn not_found(what: &str, name: &str, suggestions: Vec<String>) -> QueryError {
+    if suggestions.is_empty() {
+        QueryError::invalid(format!("{what} not found: {name}"))
+    } else {
+        QueryError::invalid_with(
+            format!("{what} not found: {name}. Did you mean: {}?", suggestions.join(", ")),
+            json!({"suggestions": suggestions}),
+        )
+    }
+}
+
+/// Quotes text as one FTS5 string, so syntax characters in it are taken literally.
+pub fn fts_quote(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
