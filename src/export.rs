@@ -47,7 +47,8 @@ pub fn run(project: &Project, args: &ExportArgs) -> Result<()> {
 }
 
 fn write_to_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
-    let file = fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let file =
+        fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     let mut out = BufWriter::new(file);
     write(&mut out)?;
     out.flush()?;
@@ -57,8 +58,9 @@ fn write_to_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) 
 /// Writes the cache document stored in `conn`.
 pub fn export_cache(conn: &Connection, out: &mut dyn Write) -> Result<()> {
     let mut root = conn.prepare("SELECT key, value_json FROM cache_root ORDER BY ord")?;
-    let members: Vec<(String, Option<String>)> =
-        root.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    let members: Vec<(String, Option<String>)> = root
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
     out.write_all(b"{")?;
     for (i, (key, value)) in members.iter().enumerate() {
         if i > 0 {
@@ -85,8 +87,9 @@ pub fn export_cache(conn: &Connection, out: &mut dyn Write) -> Result<()> {
 /// Writes the vars document stored in `conn` (an empty document when none was imported).
 pub fn export_vars(conn: &Connection, out: &mut dyn Write) -> Result<()> {
     let mut root = conn.prepare("SELECT key, value_json FROM vars_root ORDER BY ord")?;
-    let members: Vec<(String, Option<String>)> =
-        root.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    let members: Vec<(String, Option<String>)> = root
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
     out.write_all(b"{")?;
     for (i, (key, value)) in members.iter().enumerate() {
         if i > 0 {
@@ -104,8 +107,10 @@ pub fn export_vars(conn: &Connection, out: &mut dyn Write) -> Result<()> {
 
 const FILES_SQL: &str = "SELECT key, path_field, lines, language, module, summary, purpose, owner, layer, stability, exports_json, imports_json, imported_by_json, domains_json, inline_json, extra FROM files ORDER BY id";
 const SYMBOLS_SQL: &str = "SELECT key, name, qualified_name, type, file, line_start, line_end, exported, signature, summary, purpose, async, visibility, calls_json, called_by_json, constraints_json, extra FROM symbols ORDER BY id";
-const DOMAINS_SQL: &str = "SELECT key, name, description, files_json, symbols_json, extra FROM domains ORDER BY id";
-const VARS_SQL: &str = "SELECT name, type, value, description, refs_json, source, lines_json, extra FROM vars";
+const DOMAINS_SQL: &str =
+    "SELECT key, name, description, files_json, symbols_json, extra FROM domains ORDER BY id";
+const VARS_SQL: &str =
+    "SELECT name, type, value, description, refs_json, source, lines_json, extra FROM vars";
 
 fn write_key(out: &mut dyn Write, key: &str) -> Result<()> {
     serde_json::to_writer(&mut *out, key)?;
@@ -118,12 +123,19 @@ fn cell(row: &Row, i: usize) -> rusqlite::Result<Cell> {
         ValueRef::Null => Cell::Null,
         ValueRef::Integer(n) => Cell::Int(n),
         ValueRef::Real(f) => Cell::Text(f.to_string()),
-        ValueRef::Text(t) | ValueRef::Blob(t) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Text(t) | ValueRef::Blob(t) => {
+            Cell::Text(String::from_utf8_lossy(t).into_owned())
+        }
     })
 }
 
 /// Writes `{key: entry, ...}` for rows shaped `key, <columns of fields>, extra`.
-fn write_entries(conn: &Connection, out: &mut dyn Write, sql: &str, fields: &[Field]) -> Result<()> {
+fn write_entries(
+    conn: &Connection,
+    out: &mut dyn Write,
+    sql: &str,
+    fields: &[Field],
+) -> Result<()> {
     let columns = fields::column_count(fields);
     let mut stmt = conn.prepare(sql)?;
     let mut rows = stmt.query([])?;
@@ -162,7 +174,10 @@ fn write_source_files(conn: &Connection, out: &mut dyn Write) -> Result<()> {
         first = false;
         let key: String = row.get(0)?;
         write_key(out, &key)?;
-        match (row.get::<_, Option<String>>(1)?, row.get::<_, Option<String>>(2)?) {
+        match (
+            row.get::<_, Option<String>>(1)?,
+            row.get::<_, Option<String>>(2)?,
+        ) {
             (Some(mtime), _) => serde_json::to_writer(&mut *out, &mtime)?,
             (None, Some(raw)) => out.write_all(raw.as_bytes())?,
             (None, None) => out.write_all(b"null")?,
@@ -211,28 +226,50 @@ fn write_raw_list(conn: &Connection, out: &mut dyn Write, sql: &str) -> Result<(
 
 fn write_graph(conn: &Connection, out: &mut dyn Write) -> Result<()> {
     write_scope(conn, out, "graph_root", |conn, out, key| match key {
-        "forward" => write_raw_map(conn, out, "SELECT key, items_json FROM graph_lists WHERE direction = 'forward'"),
-        "reverse" => write_raw_map(conn, out, "SELECT key, items_json FROM graph_lists WHERE direction = 'reverse'"),
+        "forward" => write_raw_map(
+            conn,
+            out,
+            "SELECT key, items_json FROM graph_lists WHERE direction = 'forward'",
+        ),
+        "reverse" => write_raw_map(
+            conn,
+            out,
+            "SELECT key, items_json FROM graph_lists WHERE direction = 'reverse'",
+        ),
         other => anyhow::bail!("the database has no content for graph.{other}"),
     })
 }
 
 fn write_constraints(conn: &Connection, out: &mut dyn Write) -> Result<()> {
     write_scope(conn, out, "constraints_root", |conn, out, key| match key {
-        "by_file" => write_raw_map(conn, out, "SELECT key, raw_json FROM constraints ORDER BY id"),
+        "by_file" => write_raw_map(
+            conn,
+            out,
+            "SELECT key, raw_json FROM constraints ORDER BY id",
+        ),
         "by_lock_level" => write_raw_map(conn, out, "SELECT key, items_json FROM lock_level_lists"),
         "hacks" => write_raw_list(conn, out, "SELECT raw_json FROM cache_hacks ORDER BY ord"),
-        "debug_sessions" => write_raw_list(conn, out, "SELECT raw_json FROM cache_debug_sessions ORDER BY ord"),
+        "debug_sessions" => write_raw_list(
+            conn,
+            out,
+            "SELECT raw_json FROM cache_debug_sessions ORDER BY ord",
+        ),
         other => anyhow::bail!("the database has no content for constraints.{other}"),
     })
 }
 
 type SectionWriter = fn(&Connection, &mut dyn Write, &str) -> Result<()>;
 
-fn write_scope(conn: &Connection, out: &mut dyn Write, table: &str, streamed: SectionWriter) -> Result<()> {
+fn write_scope(
+    conn: &Connection,
+    out: &mut dyn Write,
+    table: &str,
+    streamed: SectionWriter,
+) -> Result<()> {
     let mut stmt = conn.prepare(&format!("SELECT key, value_json FROM {table} ORDER BY ord"))?;
-    let members: Vec<(String, Option<String>)> =
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    let members: Vec<(String, Option<String>)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
     out.write_all(b"{")?;
     for (i, (key, value)) in members.iter().enumerate() {
         if i > 0 {

@@ -21,7 +21,9 @@ use serde_json::Value;
 
 use crate::cache::fields::{self, Cell};
 use crate::cache::paths::canonical_path;
-use crate::cache::reader::{self, DocumentKind, Event, Limits, List, Progress, ReadOutcome, Scope, Section};
+use crate::cache::reader::{
+    self, DocumentKind, Event, Limits, List, Progress, ReadOutcome, Scope, Section,
+};
 use crate::cache::{normalize_lock_level, LOCK_LEVELS};
 use crate::db;
 use crate::project::Project;
@@ -39,7 +41,10 @@ pub struct ImportArgs {
 
 impl Default for ImportArgs {
     fn default() -> Self {
-        ImportArgs { max_entry_mb: 256, no_progress: true }
+        ImportArgs {
+            max_entry_mb: 256,
+            no_progress: true,
+        }
     }
 }
 
@@ -93,15 +98,21 @@ pub fn run(project: &Project, args: &ImportArgs) -> Result<ImportSummary> {
 
 /// Imports the project's cache and vars into `project.db`, atomically replacing it.
 pub fn import(project: &Project, args: &ImportArgs) -> Result<ImportSummary> {
+    import_with_progress(project, args, Arc::new(Progress::default()))
+}
+
+/// Like [`import`], reporting the bytes of the cache read so far through `progress`.
+pub fn import_with_progress(project: &Project, args: &ImportArgs, progress: Arc<Progress>) -> Result<ImportSummary> {
     let started = Instant::now();
     let cache_path = project.require_cache()?.to_path_buf();
-    let cache_meta = fs::metadata(&cache_path).with_context(|| format!("cannot read {}", cache_path.display()))?;
+    let cache_meta = fs::metadata(&cache_path)
+        .with_context(|| format!("cannot read {}", cache_path.display()))?;
     if let Some(dir) = project.db.parent() {
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     remove_stale_temp_files(&project.db);
     let tmp = temp_path(&project.db);
-    let result = build(project, args, &cache_path, &cache_meta, &tmp, started);
+    let result = build(project, args, &cache_path, &cache_meta, &tmp, started, progress);
     match result {
         Ok(mut summary) => {
             swap_in(&tmp, &project.db)?;
@@ -126,13 +137,17 @@ fn remove_stale_temp_files(db: &Path) {
         return;
     };
     let prefix = format!("{name}.importing-");
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let file_name = entry.file_name();
         let Some(pid) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
             continue;
         };
-        let alive = pid.parse::<u32>().is_ok_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        let alive = pid
+            .parse::<u32>()
+            .is_ok_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
         if !alive {
             let _ = fs::remove_file(entry.path());
         }
@@ -141,7 +156,12 @@ fn remove_stale_temp_files(db: &Path) {
 
 fn swap_in(tmp: &Path, db: &Path) -> Result<()> {
     fs::File::open(tmp)?.sync_all()?;
-    fs::rename(tmp, db).with_context(|| format!("cannot move the new database into place at {}", db.display()))?;
+    fs::rename(tmp, db).with_context(|| {
+        format!(
+            "cannot move the new database into place at {}",
+            db.display()
+        )
+    })?;
     if let Some(dir) = db.parent() {
         if let Ok(dir) = fs::File::open(dir) {
             let _ = dir.sync_all();
@@ -157,9 +177,11 @@ fn build(
     cache_meta: &fs::Metadata,
     tmp: &Path,
     started: Instant,
+    progress: Arc<Progress>,
 ) -> Result<ImportSummary> {
     let _ = fs::remove_file(tmp);
-    let mut conn = Connection::open(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let mut conn =
+        Connection::open(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
     conn.execute_batch(
         "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;
          PRAGMA cache_size = -65536; PRAGMA temp_store = FILE;",
@@ -170,16 +192,28 @@ fn build(
         "CREATE TEMP TABLE edge_raw (caller INTEGER NOT NULL, callee INTEGER NOT NULL, fwd INTEGER NOT NULL, rev INTEGER NOT NULL);",
     )?;
 
-    let limits = Limits { max_entry_bytes: args.max_entry_mb.saturating_mul(1 << 20) };
+    let limits = Limits {
+        max_entry_bytes: args.max_entry_mb.saturating_mul(1 << 20),
+    };
     let show_progress = !args.no_progress && std::io::stderr().is_terminal();
     let bar = progress_bar(show_progress, cache_meta.len());
 
     conn.execute_batch("BEGIN")?;
     let mut loader = Loader::new(&conn)?;
-    let cache_outcome = stream(cache_path, DocumentKind::Cache, limits, &mut loader, bar.as_ref())?;
+    let cache_outcome = stream(
+        cache_path,
+        DocumentKind::Cache,
+        limits,
+        &mut loader,
+        bar.as_ref(),
+        progress,
+    )?;
     let mut vars_outcome = None;
     if let Some(vars_path) = &project.vars {
-        vars_outcome = Some((vars_path.clone(), stream(vars_path, DocumentKind::Vars, limits, &mut loader, None)?));
+        vars_outcome = Some((
+            vars_path.clone(),
+            stream(vars_path, DocumentKind::Vars, limits, &mut loader, None, Arc::new(Progress::default()))?,
+        ));
     }
     if let Some(bar) = &bar {
         bar.set_message("linking the call graph");
@@ -203,7 +237,10 @@ fn build(
         ("source_size", cache_meta.len().to_string()),
         ("source_mtime", mtime_text(cache_meta)),
         ("source_sha256", cache_outcome.sha256.clone()),
-        ("imported_at", chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+        (
+            "imported_at",
+            chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        ),
     ];
     if let Some((vars_path, outcome)) = &vars_outcome {
         let vars_meta = fs::metadata(vars_path)?;
@@ -225,7 +262,9 @@ fn build(
 
     let warnings = counts.warnings;
     if warnings > 0 {
-        tracing::warn!("{warnings} import warnings; see `acpdb sql \"SELECT * FROM import_warnings\"`");
+        tracing::warn!(
+            "{warnings} import warnings; see `acpdb sql \"SELECT * FROM import_warnings\"`"
+        );
     }
     Ok(ImportSummary {
         db: project.db.clone(),
@@ -252,10 +291,15 @@ fn progress_bar(show: bool, total: u64) -> Option<indicatif::ProgressBar> {
     if !show {
         return None;
     }
-    let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     Some(bar)
 }
@@ -267,9 +311,9 @@ fn stream(
     limits: Limits,
     loader: &mut Loader<'_>,
     bar: Option<&indicatif::ProgressBar>,
+    progress: Arc<Progress>,
 ) -> Result<ReadOutcome> {
     let (tx, rx) = sync_channel::<Vec<Event>>(64);
-    let progress = Arc::new(Progress::default());
     let reader_progress = progress.clone();
     let owned_path = path.to_path_buf();
     let handle = std::thread::Builder::new()
@@ -291,7 +335,9 @@ fn stream(
         }
     }
     drop(rx);
-    let read_result = handle.join().map_err(|_| anyhow::anyhow!("the reader thread panicked"))?;
+    let read_result = handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("the reader thread panicked"))?;
     if let Some(err) = write_error {
         return Err(err);
     }
@@ -349,9 +395,31 @@ struct Node {
 const MAX_WARNING_ROWS: u64 = 10_000;
 
 const KNOWN_LANGUAGES: &[&str] = &[
-    "typescript", "javascript", "python", "rust", "go", "java", "c-sharp", "cpp", "c", "ruby", "php", "swift", "kotlin",
+    "typescript",
+    "javascript",
+    "python",
+    "rust",
+    "go",
+    "java",
+    "c-sharp",
+    "cpp",
+    "c",
+    "ruby",
+    "php",
+    "swift",
+    "kotlin",
 ];
-const KNOWN_SYMBOL_TYPES: &[&str] = &["function", "method", "class", "interface", "type", "enum", "struct", "trait", "const"];
+const KNOWN_SYMBOL_TYPES: &[&str] = &[
+    "function",
+    "method",
+    "class",
+    "interface",
+    "type",
+    "enum",
+    "struct",
+    "trait",
+    "const",
+];
 const KNOWN_INLINE_TYPES: &[&str] = &["critical", "todo", "fixme", "perf", "hack"];
 const KNOWN_VISIBILITY: &[&str] = &["public", "private", "protected"];
 
@@ -425,15 +493,25 @@ impl<'c> Loader<'c> {
     fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) -> Result<()> {
         self.counts.warnings += 1;
         if self.counts.warnings <= MAX_WARNING_ROWS {
-            self.insert_warning.execute(params![path.into(), message.into()])?;
+            self.insert_warning
+                .execute(params![path.into(), message.into()])?;
         }
         Ok(())
     }
 
-    fn check_enum(&mut self, path: impl FnOnce() -> String, what: &str, value: Option<&str>, known: &[&str]) -> Result<()> {
+    fn check_enum(
+        &mut self,
+        path: impl FnOnce() -> String,
+        what: &str,
+        value: Option<&str>,
+        known: &[&str],
+    ) -> Result<()> {
         if let Some(value) = value {
             if !known.contains(&value) {
-                self.warn(path(), format!("unknown {what} `{value}` (kept as written)"))?;
+                self.warn(
+                    path(),
+                    format!("unknown {what} `{value}` (kept as written)"),
+                )?;
             }
         }
         Ok(())
@@ -446,21 +524,41 @@ impl<'c> Loader<'c> {
     fn event(&mut self, kind: DocumentKind, event: Event) -> Result<()> {
         match event {
             Event::Member { scope, key, value } => self.member(kind, scope, key, value),
-            Event::Entry { section, key, value } => self.entry(section, key, value),
+            Event::Entry {
+                section,
+                key,
+                value,
+            } => self.entry(section, key, value),
             Event::Item { list, value } => self.item(list, value),
         }
     }
 
-    fn member(&mut self, kind: DocumentKind, scope: Scope, key: String, value: Option<Value>) -> Result<()> {
+    fn member(
+        &mut self,
+        kind: DocumentKind,
+        scope: Scope,
+        key: String,
+        value: Option<Value>,
+    ) -> Result<()> {
         let text = value.as_ref().map(Value::to_string);
         if let Some(value) = &value {
             let streamed = match (kind, scope) {
                 (DocumentKind::Vars, _) => key == "variables",
-                (DocumentKind::Cache, Scope::Root) => {
-                    ["source_files", "files", "symbols", "domains", "graph", "constraints"].contains(&key.as_str())
+                (DocumentKind::Cache, Scope::Root) => [
+                    "source_files",
+                    "files",
+                    "symbols",
+                    "domains",
+                    "graph",
+                    "constraints",
+                ]
+                .contains(&key.as_str()),
+                (DocumentKind::Cache, Scope::Graph) => {
+                    ["forward", "reverse"].contains(&key.as_str())
                 }
-                (DocumentKind::Cache, Scope::Graph) => ["forward", "reverse"].contains(&key.as_str()),
-                (DocumentKind::Cache, Scope::Constraints) => ["by_file", "by_lock_level"].contains(&key.as_str()),
+                (DocumentKind::Cache, Scope::Constraints) => {
+                    ["by_file", "by_lock_level"].contains(&key.as_str())
+                }
             };
             if streamed && !value.is_null() {
                 let prefix = match scope {
@@ -470,7 +568,10 @@ impl<'c> Loader<'c> {
                 };
                 self.warn(
                     format!("{prefix}{key}"),
-                    format!("expected an object, found {}; kept verbatim, no entries imported from it", json_kind(value)),
+                    format!(
+                        "expected an object, found {}; kept verbatim, no entries imported from it",
+                        json_kind(value)
+                    ),
                 )?;
             }
         }
@@ -525,7 +626,9 @@ impl<'c> Loader<'c> {
     }
 
     fn conventions(&mut self, conventions: &Value) -> Result<()> {
-        let naming = conventions.get("fileNaming").or_else(|| conventions.get("file_naming"));
+        let naming = conventions
+            .get("fileNaming")
+            .or_else(|| conventions.get("file_naming"));
         if let Some(Value::Array(rules)) = naming {
             for rule in rules {
                 self.conn.execute(
@@ -558,9 +661,14 @@ impl<'c> Loader<'c> {
                     Value::String(s) => (Some(s), None),
                     other => (None, Some(other.to_string())),
                 };
-                let inserted = self.insert_source_file.execute(params![key, path, mtime, raw])?;
+                let inserted = self
+                    .insert_source_file
+                    .execute(params![key, path, mtime, raw])?;
                 if inserted == 0 {
-                    self.warn(format!("source_files[{key:?}]"), "duplicate key; the first entry is kept")?;
+                    self.warn(
+                        format!("source_files[{key:?}]"),
+                        "duplicate key; the first entry is kept",
+                    )?;
                 }
                 Ok(())
             }
@@ -570,7 +678,10 @@ impl<'c> Loader<'c> {
             Section::ByLockLevel => {
                 let level = normalize_lock_level(&key);
                 if !LOCK_LEVELS.contains(&level.as_str()) {
-                    self.warn(format!("constraints.by_lock_level[{key:?}]"), format!("unknown lock level `{key}`"))?;
+                    self.warn(
+                        format!("constraints.by_lock_level[{key:?}]"),
+                        format!("unknown lock level `{key}`"),
+                    )?;
                 }
                 self.conn.execute(
                     "INSERT OR IGNORE INTO lock_level_lists(key, lock_level, items_json) VALUES (?1, ?2, ?3)",
@@ -583,7 +694,9 @@ impl<'c> Loader<'c> {
     }
 
     fn file(&mut self, key: String, value: Value) -> Result<()> {
-        let Value::Object(map) = value else { unreachable!("the reader only yields object entries") };
+        let Value::Object(map) = value else {
+            unreachable!("the reader only yields object entries")
+        };
         let path = self.canonical(&key);
         let (cells, extra) = fields::split(map, fields::FILE_FIELDS);
         let json_path = || format!("files[{key:?}]");
@@ -606,7 +719,8 @@ impl<'c> Loader<'c> {
         if let Some(domains) = cells[12].as_str() {
             if let Ok(Value::Array(domains)) = serde_json::from_str::<Value>(domains) {
                 for domain in domains.iter().filter_map(Value::as_str) {
-                    self.insert_domain_file.execute(params![domain, path, "file"])?;
+                    self.insert_domain_file
+                        .execute(params![domain, path, "file"])?;
                 }
             }
         }
@@ -615,7 +729,12 @@ impl<'c> Loader<'c> {
                 for (ord, item) in items.iter().enumerate() {
                     let text = |k: &str| item.get(k).and_then(Value::as_str).map(str::to_string);
                     let kind = text("type");
-                    self.check_enum(|| format!("files[{key:?}].inline[{ord}]"), "inline annotation type", kind.as_deref(), KNOWN_INLINE_TYPES)?;
+                    self.check_enum(
+                        || format!("files[{key:?}].inline[{ord}]"),
+                        "inline annotation type",
+                        kind.as_deref(),
+                        KNOWN_INLINE_TYPES,
+                    )?;
                     self.insert_inline.execute(params![
                         file_id,
                         ord as i64,
@@ -625,7 +744,9 @@ impl<'c> Loader<'c> {
                         text("value"),
                         text("ticket"),
                         text("expires"),
-                        item.get("auto_generated").and_then(Value::as_bool).unwrap_or(false),
+                        item.get("auto_generated")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
                     ])?;
                 }
             }
@@ -634,11 +755,23 @@ impl<'c> Loader<'c> {
     }
 
     fn symbol(&mut self, key: String, value: Value) -> Result<()> {
-        let Value::Object(map) = value else { unreachable!("the reader only yields object entries") };
+        let Value::Object(map) = value else {
+            unreachable!("the reader only yields object entries")
+        };
         let (cells, extra) = fields::split(map, fields::SYMBOL_FIELDS);
         let json_path = || format!("symbols[{key:?}]");
-        self.check_enum(json_path, "symbol type", cells[2].as_str(), KNOWN_SYMBOL_TYPES)?;
-        self.check_enum(json_path, "visibility", cells[11].as_str(), KNOWN_VISIBILITY)?;
+        self.check_enum(
+            json_path,
+            "symbol type",
+            cells[2].as_str(),
+            KNOWN_SYMBOL_TYPES,
+        )?;
+        self.check_enum(
+            json_path,
+            "visibility",
+            cells[11].as_str(),
+            KNOWN_VISIBILITY,
+        )?;
         let file_path = cells[3].as_str().map(|f| self.canonical(f));
         let mut values: Vec<&dyn ToSql> = Vec::with_capacity(18);
         values.push(&key);
@@ -656,13 +789,22 @@ impl<'c> Loader<'c> {
         self.counts.symbols += 1;
         let own_name = cells[1].as_str().unwrap_or(&key).to_string();
         for (column, forward) in [(12usize, true), (13usize, false)] {
-            let Some(list) = cells[column].as_str() else { continue };
-            let Ok(Value::Array(items)) = serde_json::from_str::<Value>(list) else { continue };
+            let Some(list) = cells[column].as_str() else {
+                continue;
+            };
+            let Ok(Value::Array(items)) = serde_json::from_str::<Value>(list) else {
+                continue;
+            };
             let me = self.node(&own_name);
             for other in items.iter().filter_map(Value::as_str) {
                 let other = self.node(other);
                 let (caller, callee) = if forward { (me, other) } else { (other, me) };
-                self.insert_edge.execute(params![caller, callee, i64::from(forward), i64::from(!forward)])?;
+                self.insert_edge.execute(params![
+                    caller,
+                    callee,
+                    i64::from(forward),
+                    i64::from(!forward)
+                ])?;
             }
         }
         Ok(())
@@ -673,14 +815,16 @@ impl<'c> Loader<'c> {
             return node.id;
         }
         let id = self.nodes.len() as i64 + 1;
-        self.nodes.insert(name.to_string(), Node { id, reverse_len: 0 });
+        self.nodes
+            .insert(name.to_string(), Node { id, reverse_len: 0 });
         id
     }
 
     fn graph_list(&mut self, section: Section, key: String, value: Value) -> Result<()> {
         let forward = section == Section::GraphForward;
         let direction = if forward { "forward" } else { "reverse" };
-        self.insert_graph_list.execute(params![direction, key, value.to_string()])?;
+        self.insert_graph_list
+            .execute(params![direction, key, value.to_string()])?;
         let key_id = self.node(&key);
         let Value::Array(items) = &value else {
             return self.warn(
@@ -695,14 +839,21 @@ impl<'c> Loader<'c> {
         }
         for other in items.iter().filter_map(Value::as_str) {
             let other_id = self.node(other);
-            let (caller, callee, fwd, rev) = if forward { (key_id, other_id, 1, 0) } else { (other_id, key_id, 0, 1) };
-            self.insert_edge.execute(params![caller, callee, fwd, rev])?;
+            let (caller, callee, fwd, rev) = if forward {
+                (key_id, other_id, 1, 0)
+            } else {
+                (other_id, key_id, 0, 1)
+            };
+            self.insert_edge
+                .execute(params![caller, callee, fwd, rev])?;
         }
         Ok(())
     }
 
     fn domain(&mut self, key: String, value: Value) -> Result<()> {
-        let Value::Object(map) = value else { unreachable!("the reader only yields object entries") };
+        let Value::Object(map) = value else {
+            unreachable!("the reader only yields object entries")
+        };
         let (cells, extra) = fields::split(map, fields::DOMAIN_FIELDS);
         let extra_text = Value::Object(extra).to_string();
         let inserted = self.insert_domain.execute(params![
@@ -714,17 +865,24 @@ impl<'c> Loader<'c> {
             extra_text
         ])?;
         if inserted == 0 {
-            return self.warn(format!("domains[{key:?}]"), "duplicate key; the first entry is kept");
+            return self.warn(
+                format!("domains[{key:?}]"),
+                "duplicate key; the first entry is kept",
+            );
         }
         self.counts.domains += 1;
         let name = cells[0].as_str().unwrap_or(&key).to_string();
-        if let Some(Ok(Value::Array(files))) = cells[2].as_str().map(serde_json::from_str::<Value>) {
+        if let Some(Ok(Value::Array(files))) = cells[2].as_str().map(serde_json::from_str::<Value>)
+        {
             for file in files.iter().filter_map(Value::as_str) {
                 let path = self.canonical(file);
-                self.insert_domain_file.execute(params![name, path, "domain"])?;
+                self.insert_domain_file
+                    .execute(params![name, path, "domain"])?;
             }
         }
-        if let Some(Ok(Value::Array(symbols))) = cells[3].as_str().map(serde_json::from_str::<Value>) {
+        if let Some(Ok(Value::Array(symbols))) =
+            cells[3].as_str().map(serde_json::from_str::<Value>)
+        {
             for symbol in symbols.iter().filter_map(Value::as_str) {
                 self.insert_domain_symbol.execute(params![name, symbol])?;
             }
@@ -736,12 +894,20 @@ impl<'c> Loader<'c> {
         let path = self.canonical(&key);
         let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
         let mutation = value.get("mutation");
-        let raw_level = text(value.get("lock_level")).or_else(|| text(mutation.and_then(|m| m.get("level"))));
-        let lock_level = raw_level.as_deref().map(normalize_lock_level).unwrap_or_else(|| "normal".into());
+        let raw_level =
+            text(value.get("lock_level")).or_else(|| text(mutation.and_then(|m| m.get("level"))));
+        let lock_level = raw_level
+            .as_deref()
+            .map(normalize_lock_level)
+            .unwrap_or_else(|| "normal".into());
         if !LOCK_LEVELS.contains(&lock_level.as_str()) {
-            self.warn(format!("constraints.by_file[{key:?}]"), format!("unknown lock level `{lock_level}` (kept as written)"))?;
+            self.warn(
+                format!("constraints.by_file[{key:?}]"),
+                format!("unknown lock level `{lock_level}` (kept as written)"),
+            )?;
         }
-        let lock_reason = text(value.get("lock_reason")).or_else(|| text(mutation.and_then(|m| m.get("reason"))));
+        let lock_reason =
+            text(value.get("lock_reason")).or_else(|| text(mutation.and_then(|m| m.get("reason"))));
         let style = match value.get("style") {
             Some(Value::String(s)) => Some(s.clone()),
             Some(style) => text(style.get("guide")),
@@ -771,7 +937,10 @@ impl<'c> Loader<'c> {
         match list {
             List::Hacks => {
                 self.hack_ord += 1;
-                let file = value.get("file").and_then(Value::as_str).map(|f| self.canonical(f));
+                let file = value
+                    .get("file")
+                    .and_then(Value::as_str)
+                    .map(|f| self.canonical(f));
                 self.conn.execute(
                     "INSERT INTO cache_hacks(ord, id, path, line, expires, raw_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     params![
@@ -796,7 +965,9 @@ impl<'c> Loader<'c> {
     }
 
     fn variable(&mut self, key: String, value: Value) -> Result<()> {
-        let Value::Object(map) = value else { unreachable!("the reader only yields object entries") };
+        let Value::Object(map) = value else {
+            unreachable!("the reader only yields object entries")
+        };
         let (cells, extra) = fields::split(map, fields::VAR_FIELDS);
         self.check_enum(
             || format!("variables[{key:?}]"),
@@ -812,7 +983,10 @@ impl<'c> Loader<'c> {
         }
         values.push(&extra_text);
         if self.insert_var.execute(values.as_slice())? == 0 {
-            self.warn(format!("variables[{key:?}]"), "duplicate key; the first entry is kept")?;
+            self.warn(
+                format!("variables[{key:?}]"),
+                "duplicate key; the first entry is kept",
+            )?;
         }
         Ok(())
     }
@@ -822,10 +996,18 @@ impl<'c> Loader<'c> {
     fn check_cache_shape(&mut self, path: &Path) -> Result<()> {
         let present: Vec<String> = {
             let mut stmt = self.conn.prepare("SELECT key FROM cache_root")?;
-            let keys = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            let keys = stmt
+                .query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
             keys
         };
-        for required in ["version", "generated_at", "project", "stats", "source_files"] {
+        for required in [
+            "version",
+            "generated_at",
+            "project",
+            "stats",
+            "source_files",
+        ] {
             if !present.iter().any(|k| k == required) {
                 self.warn(required, format!("required member `{required}` is missing"))?;
             }
@@ -860,7 +1042,9 @@ impl<'c> Loader<'c> {
         let mut callers = vec![0i64; node_count + 1];
         let mut callees = vec![0i64; node_count + 1];
         {
-            let mut scan = self.conn.prepare("SELECT caller_id, callee_id FROM call_edges")?;
+            let mut scan = self
+                .conn
+                .prepare("SELECT caller_id, callee_id FROM call_edges")?;
             let mut rows = scan.query([])?;
             while let Some(row) = rows.next()? {
                 let caller: i64 = row.get(0)?;
@@ -876,10 +1060,20 @@ impl<'c> Loader<'c> {
         nodes.sort_unstable_by_key(|(_, node)| node.id);
         for (name, node) in nodes {
             let i = node.id as usize;
-            insert.execute(params![node.id, name, callers[i], callees[i], node.reverse_len])?;
+            insert.execute(params![
+                node.id,
+                name,
+                callers[i],
+                callees[i],
+                node.reverse_len
+            ])?;
         }
         drop(insert);
-        if let Some(root) = self.root.clone().filter(|r| r.starts_with('/') || r.contains(":\\") || r.contains(":/")) {
+        if let Some(root) = self
+            .root
+            .clone()
+            .filter(|r| r.starts_with('/') || r.contains(":\\") || r.contains(":/"))
+        {
             rebase_absolute_paths(self.conn, &root)?;
         }
         Ok(std::mem::take(&mut self.counts))
@@ -899,8 +1093,15 @@ fn json_kind(value: &Value) -> &'static str {
 
 fn insert_sql(table: &str, columns: &str, or_ignore: bool) -> String {
     let n = columns.split(',').count();
-    let placeholders = (1..=n).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ");
-    let verb = if or_ignore { "INSERT OR IGNORE" } else { "INSERT" };
+    let placeholders = (1..=n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let verb = if or_ignore {
+        "INSERT OR IGNORE"
+    } else {
+        "INSERT"
+    };
     format!("{verb} INTO {table}({columns}) VALUES ({placeholders})")
 }
 
@@ -908,7 +1109,9 @@ fn insert_sql(table: &str, columns: &str, or_ignore: bool) -> String {
 fn quality_list(value: &Value) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     match value.get("quality") {
-        Some(Value::Array(items)) => out.extend(items.iter().filter_map(Value::as_str).map(str::to_string)),
+        Some(Value::Array(items)) => {
+            out.extend(items.iter().filter_map(Value::as_str).map(str::to_string))
+        }
         Some(Value::Object(q)) => {
             if q.get("tests_required").and_then(Value::as_bool) == Some(true) {
                 out.push("tests-required".into());
@@ -920,8 +1123,13 @@ fn quality_list(value: &Value) -> Vec<String> {
         _ => {}
     }
     if let Some(Value::Object(m)) = value.get("mutation") {
-        for (flag, name) in [("requires_tests", "tests-required"), ("requires_docs", "docs-required"), ("requires_approval", "approval-required")] {
-            if m.get(flag).and_then(Value::as_bool) == Some(true) && !out.iter().any(|q| q == name) {
+        for (flag, name) in [
+            ("requires_tests", "tests-required"),
+            ("requires_docs", "docs-required"),
+            ("requires_approval", "approval-required"),
+        ] {
+            if m.get(flag).and_then(Value::as_bool) == Some(true) && !out.iter().any(|q| q == name)
+            {
                 out.push(name.into());
             }
         }
@@ -969,9 +1177,14 @@ mod tests {
 
     #[test]
     fn quality_from_both_shapes() {
-        assert_eq!(quality_list(&json!({"quality": ["security-review"]})), vec!["security-review"]);
         assert_eq!(
-            quality_list(&json!({"quality": {"tests_required": true}, "mutation": {"requires_docs": true, "requires_tests": true}})),
+            quality_list(&json!({"quality": ["security-review"]})),
+            vec!["security-review"]
+        );
+        assert_eq!(
+            quality_list(
+                &json!({"quality": {"tests_required": true}, "mutation": {"requires_docs": true, "requires_tests": true}})
+            ),
             vec!["tests-required", "docs-required"]
         );
         assert!(quality_list(&json!({})).is_empty());
@@ -979,6 +1192,9 @@ mod tests {
 
     #[test]
     fn insert_sql_has_one_placeholder_per_column() {
-        assert_eq!(insert_sql("t", "a, b", true), "INSERT OR IGNORE INTO t(a, b) VALUES (?1, ?2)");
+        assert_eq!(
+            insert_sql("t", "a, b", true),
+            "INSERT OR IGNORE INTO t(a, b) VALUES (?1, ?2)"
+        );
     }
 }

@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use acpdb::project::{Project, ProjectArgs};
-use acpdb::{console, export, gen, import};
+use acpdb::{console, export, gen, import, journal, mcp};
 
 /// Import an ACP code index into SQLite and serve it to AI agents over MCP.
 #[derive(Debug, Parser)]
@@ -29,13 +29,21 @@ enum Command {
     ExportCache(export::ExportArgs),
     /// Run a read-only SQL query against the database.
     Sql(console::SqlArgs),
+    /// Serve the index to AI agents over MCP on stdin/stdout.
+    Serve(mcp::ServeArgs),
+    /// Show debug sessions recorded with acp_debug.
+    Debug(journal::DebugArgs),
+    /// Show hack markers recorded with acp_hack.
+    Hack(journal::HackArgs),
+    /// Rewrite .acp/acp.attempts.json from the journal.
+    ExportAttempts(journal::ExportAttemptsArgs),
     /// Write a deterministic synthetic cache for tests and benchmarks.
     GenFixture(gen::GenArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log_level);
+    acpdb::logging::init(&cli.log_level);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -54,22 +62,12 @@ fn run(cli: Cli) -> Result<()> {
                 Command::Import(args) => import::run(&project, args).map(|_| ()),
                 Command::ExportCache(args) => export::run(&project, args),
                 Command::Sql(args) => console::run(&project, args),
+                Command::Serve(args) => mcp::run(&project, args),
+                Command::Debug(args) => journal::run_debug(&project, args),
+                Command::Hack(args) => journal::run_hack(&project, args),
+                Command::ExportAttempts(args) => journal::run_export_attempts(&project, args),
                 Command::GenFixture(_) => unreachable!("handled above"),
             }
         }
     }
-}
-
-fn init_logging(level: &str) {
-    use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ACPDB_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!("{level},refinery=warn,refinery_core=warn"))
-    });
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .compact()
-        .init();
 }

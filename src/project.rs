@@ -38,8 +38,12 @@ pub struct Project {
 impl Project {
     /// Resolves the project's paths from command-line options.
     pub fn from_args(args: &ProjectArgs) -> Result<Project> {
-        let root = std::path::absolute(&args.project)
-            .with_context(|| format!("cannot resolve project directory {}", args.project.display()))?;
+        let root = std::path::absolute(&args.project).with_context(|| {
+            format!(
+                "cannot resolve project directory {}",
+                args.project.display()
+            )
+        })?;
         if !root.is_dir() {
             bail!("project directory {} does not exist", root.display());
         }
@@ -52,7 +56,9 @@ impl Project {
             .and_then(Path::parent)
             .map(|dir| dir.join("acp.vars.json"))
             .filter(|p| p.is_file())
-            .or_else(|| first_file(&[root.join(".acp/acp.vars.json"), root.join(".acp.vars.json")]));
+            .or_else(|| {
+                first_file(&[root.join(".acp/acp.vars.json"), root.join(".acp.vars.json")])
+            });
         let acp_dir = root.join(".acp");
         let db = match &args.db {
             Some(path) => std::path::absolute(path)?,
@@ -62,7 +68,14 @@ impl Project {
             "{}.journal.db",
             db.file_stem().and_then(|s| s.to_str()).unwrap_or("acp")
         ));
-        Ok(Project { root, cache, vars, db, journal_db, attempts: acp_dir.join("acp.attempts.json") })
+        Ok(Project {
+            root,
+            cache,
+            vars,
+            db,
+            journal_db,
+            attempts: acp_dir.join("acp.attempts.json"),
+        })
     }
 
     /// The cache path, or an error that says how to make one.
@@ -79,7 +92,10 @@ impl Project {
 
 /// `.acp/acp.cache.json`, else `.acp.cache.json`.
 pub fn find_cache(root: &Path) -> Option<PathBuf> {
-    first_file(&[root.join(".acp/acp.cache.json"), root.join(".acp.cache.json")])
+    first_file(&[
+        root.join(".acp/acp.cache.json"),
+        root.join(".acp.cache.json"),
+    ])
 }
 
 fn first_file(candidates: &[PathBuf]) -> Option<PathBuf> {

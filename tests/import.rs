@@ -21,10 +21,20 @@ fn assert_round_trip(cache: &str, vars: Option<&str>) -> TempProject {
     assert_eq!(exported, original, "cache does not round-trip");
     if let Some(vars) = vars {
         let out_path = project.root().join("vars-out.json");
-        let out = project.run(&["export-cache", "--out", "/dev/null", "--vars-out", out_path.to_str().unwrap()]);
+        let out = project.run(&[
+            "export-cache",
+            "--out",
+            "/dev/null",
+            "--vars-out",
+            out_path.to_str().unwrap(),
+        ]);
         assert!(out.status.success(), "{}", stderr(&out));
         let exported: Value = serde_json::from_str(&fs::read_to_string(out_path).unwrap()).unwrap();
-        assert_eq!(exported, serde_json::from_str::<Value>(vars).unwrap(), "vars do not round-trip");
+        assert_eq!(
+            exported,
+            serde_json::from_str::<Value>(vars).unwrap(),
+            "vars do not round-trip"
+        );
     }
     project
 }
@@ -39,8 +49,14 @@ fn count(conn: &Connection, sql: &str) -> i64 {
 
 #[test]
 fn valid_samples_round_trip() {
-    assert_round_trip(&read("samples/cache-full.json"), Some(&read("samples/vars-full.json")));
-    assert_round_trip(&read("samples/cache-minimal.json"), Some(&read("samples/vars-minimal.json")));
+    assert_round_trip(
+        &read("samples/cache-full.json"),
+        Some(&read("samples/vars-full.json")),
+    );
+    assert_round_trip(
+        &read("samples/cache-minimal.json"),
+        Some(&read("samples/vars-minimal.json")),
+    );
     assert_round_trip(&read("samples/cache-spec-shaped.json"), None);
 }
 
@@ -49,33 +65,89 @@ fn cli_shaped_cache_is_normalised() {
     let project = assert_round_trip(&read("samples/cache-cli-shaped.json"), None);
     let conn = db(&project);
     // File keys carry ./ but canonical paths do not; symbols join on them.
-    let path: String = conn.query_row("SELECT path FROM files WHERE key = './src/orders/tax.ts'", [], |r| r.get(0)).unwrap();
+    let path: String = conn
+        .query_row(
+            "SELECT path FROM files WHERE key = './src/orders/tax.ts'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert_eq!(path, "src/orders/tax.ts");
-    assert_eq!(count(&conn, "SELECT count(*) FROM symbols s JOIN files f ON f.path = s.file_path"), 4);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM symbols s JOIN files f ON f.path = s.file_path"
+        ),
+        4
+    );
     // Nested constraint shape: levels normalised, by_lock_level kept verbatim.
-    let level: String = conn.query_row("SELECT lock_level FROM constraints WHERE path = 'src/orders/tax.ts'", [], |r| r.get(0)).unwrap();
+    let level: String = conn
+        .query_row(
+            "SELECT lock_level FROM constraints WHERE path = 'src/orders/tax.ts'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert_eq!(level, "frozen");
     // reverse held computeTax twice: one edge with count 2, plus forward-only and dangling edges.
     let (count2, rev): (i64, i64) = conn
         .query_row("SELECT count, reverse_count FROM call_graph JOIN call_edges USING (count) WHERE caller = 'placeOrder' AND callee = 'computeTax' LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap();
     assert_eq!((count2, rev), (2, 2));
-    assert_eq!(count(&conn, "SELECT count(*) FROM call_graph WHERE caller = 'placeOrder' AND callee = 'save'"), 1);
-    let dangling: Option<i64> = conn.query_row("SELECT symbol_id FROM graph_nodes WHERE name = 'save'", [], |r| r.get(0)).unwrap();
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM call_graph WHERE caller = 'placeOrder' AND callee = 'save'"
+        ),
+        1
+    );
+    let dangling: Option<i64> = conn
+        .query_row(
+            "SELECT symbol_id FROM graph_nodes WHERE name = 'save'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert_eq!(dangling, None);
-    let resolved: Option<i64> = conn.query_row("SELECT symbol_id FROM graph_nodes WHERE name = 'computeTax'", [], |r| r.get(0)).unwrap();
+    let resolved: Option<i64> = conn
+        .query_row(
+            "SELECT symbol_id FROM graph_nodes WHERE name = 'computeTax'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert!(resolved.is_some());
-    let reverse_len: i64 = conn.query_row("SELECT reverse_len FROM graph_nodes WHERE name = 'computeTax'", [], |r| r.get(0)).unwrap();
+    let reverse_len: i64 = conn
+        .query_row(
+            "SELECT reverse_len FROM graph_nodes WHERE name = 'computeTax'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert_eq!(reverse_len, 2);
     // Inline annotations and domain membership are derived.
     assert_eq!(count(&conn, "SELECT count(*) FROM inline_annotations"), 2);
-    assert_eq!(count(&conn, "SELECT count(*) FROM domain_files WHERE domain = 'orders' AND source = 'domain'"), 2);
-    assert_eq!(count(&conn, "SELECT count(*) FROM cache_hacks WHERE path = 'src/legacy/export.ts'"), 1);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM domain_files WHERE domain = 'orders' AND source = 'domain'"
+        ),
+        2
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM cache_hacks WHERE path = 'src/legacy/export.ts'"
+        ),
+        1
+    );
 }
 
 /// A cache with the quirks real generators produce.
 fn quirky_cache() -> Value {
-    let callers: Vec<String> = (0..12_000).map(|i| format!("caller{}", i % 11_000)).collect();
+    let callers: Vec<String> = (0..12_000)
+        .map(|i| format!("caller{}", i % 11_000))
+        .collect();
     let destructuring = "{\n  alpha,\n  beta: { gamma, delta = 4 },\n  ...rest\n}".repeat(8);
     json!({
         "symbols": {
@@ -108,53 +180,148 @@ fn real_world_quirks_import_and_round_trip() {
     let conn = db(&project);
     assert_eq!(count(&conn, "SELECT count(*) FROM symbols"), 4);
     // Absolute Windows keys become root-relative canonical paths.
-    assert_eq!(count(&conn, "SELECT count(*) FROM files WHERE path = 'src/hub.ts'"), 1);
-    assert_eq!(count(&conn, "SELECT count(*) FROM symbols WHERE file_path = 'src/hub.ts'"), 1);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM files WHERE path = 'src/hub.ts'"
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM symbols WHERE file_path = 'src/hub.ts'"
+        ),
+        1
+    );
     assert_eq!(count(&conn, "SELECT count(*) FROM constraints WHERE path = 'src/hub.ts' AND lock_level = 'tests-required'"), 1);
-    assert_eq!(count(&conn, "SELECT count(*) FROM lock_level_lists WHERE lock_level = 'tests-required'"), 1);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM lock_level_lists WHERE lock_level = 'tests-required'"
+        ),
+        1
+    );
     // 12,000 reverse entries with duplicates: 11,000 distinct callers, duplicates counted.
-    assert_eq!(count(&conn, "SELECT reverse_len FROM graph_nodes WHERE name = 'hub'"), 12_000);
-    assert_eq!(count(&conn, "SELECT count(*) FROM call_graph WHERE callee = 'hub'"), 11_001);
-    assert_eq!(count(&conn, "SELECT count FROM call_graph WHERE caller = 'caller1' AND callee = 'hub'"), 2);
-    assert_eq!(count(&conn, "SELECT count FROM call_graph WHERE caller = 'hub' AND callee = 'ghost'"), 2);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT reverse_len FROM graph_nodes WHERE name = 'hub'"
+        ),
+        12_000
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM call_graph WHERE callee = 'hub'"
+        ),
+        11_001
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count FROM call_graph WHERE caller = 'caller1' AND callee = 'hub'"
+        ),
+        2
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count FROM call_graph WHERE caller = 'hub' AND callee = 'ghost'"
+        ),
+        2
+    );
     // Unknown enum values and wrong types are warnings, kept verbatim.
-    assert!(count(&conn, "SELECT count(*) FROM import_warnings WHERE message LIKE '%cobol%'") == 1);
-    assert!(count(&conn, "SELECT count(*) FROM import_warnings WHERE message LIKE '%gizmo%'") == 1);
-    let extra: String = conn.query_row("SELECT extra FROM symbols WHERE key = 'orphan'", [], |r| r.get(0)).unwrap();
+    assert!(
+        count(
+            &conn,
+            "SELECT count(*) FROM import_warnings WHERE message LIKE '%cobol%'"
+        ) == 1
+    );
+    assert!(
+        count(
+            &conn,
+            "SELECT count(*) FROM import_warnings WHERE message LIKE '%gizmo%'"
+        ) == 1
+    );
+    let extra: String = conn
+        .query_row("SELECT extra FROM symbols WHERE key = 'orphan'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
     let extra: Value = serde_json::from_str(&extra).unwrap();
-    assert_eq!(extra, json!({"lines": "ten", "exported": "yes", "signature": null}));
+    assert_eq!(
+        extra,
+        json!({"lines": "ten", "exported": "yes", "signature": null})
+    );
     // Domain names made of punctuation and file keys with spaces survive.
-    assert_eq!(count(&conn, "SELECT count(*) FROM domain_files WHERE domain = '?!' AND path = 'src/a b/x=y.ts'"), 2);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM domain_files WHERE domain = '?!' AND path = 'src/a b/x=y.ts'"
+        ),
+        2
+    );
 }
 
 #[test]
 fn key_order_does_not_matter() {
     let cache: Value = serde_json::from_str(&read("samples/cache-cli-shaped.json")).unwrap();
-    let Value::Object(map) = cache else { unreachable!() };
+    let Value::Object(map) = cache else {
+        unreachable!()
+    };
     let reversed: serde_json::Map<String, Value> = map.into_iter().rev().collect();
     let text = serde_json::to_string(&Value::Object(reversed)).unwrap();
     let project = assert_round_trip(&text, None);
-    assert_eq!(count(&db(&project), "SELECT count(*) FROM symbols s JOIN files f ON f.path = s.file_path"), 4);
+    assert_eq!(
+        count(
+            &db(&project),
+            "SELECT count(*) FROM symbols s JOIN files f ON f.path = s.file_path"
+        ),
+        4
+    );
 }
 
 #[test]
 fn invalid_samples_are_rejected_or_warned_never_crash() {
-    for name in ["cache-invalid-bad-behavior.json", "cache-invalid-bad-language.json", "cache-invalid-missing-version.json"] {
+    for name in [
+        "cache-invalid-bad-behavior.json",
+        "cache-invalid-bad-language.json",
+        "cache-invalid-missing-version.json",
+    ] {
         let project = TempProject::with_cache(&read(&format!("samples/{name}")), None);
         let out = project.run(&["import"]);
         assert!(out.status.code().is_some(), "{name}: killed by a signal");
         if out.status.success() {
-            assert!(count(&db(&project), "SELECT count(*) FROM import_warnings") > 0, "{name}: imported without a warning");
-            assert_eq!(project.export(), serde_json::from_str::<Value>(&read(&format!("samples/{name}"))).unwrap());
+            assert!(
+                count(&db(&project), "SELECT count(*) FROM import_warnings") > 0,
+                "{name}: imported without a warning"
+            );
+            assert_eq!(
+                project.export(),
+                serde_json::from_str::<Value>(&read(&format!("samples/{name}"))).unwrap()
+            );
         } else {
-            assert!(stderr(&out).contains("acp.cache.json"), "{name}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains("acp.cache.json"),
+                "{name}: {}",
+                stderr(&out)
+            );
         }
     }
-    let project = TempProject::with_cache(&read("samples/cache-minimal.json"), Some(&read("samples/vars-invalid-bad-type.json")));
+    let project = TempProject::with_cache(
+        &read("samples/cache-minimal.json"),
+        Some(&read("samples/vars-invalid-bad-type.json")),
+    );
     let out = project.run(&["import"]);
     assert!(out.status.code().is_some());
     if out.status.success() {
-        assert!(count(&db(&project), "SELECT count(*) FROM import_warnings WHERE path = 'variables'") == 1);
+        assert!(
+            count(
+                &db(&project),
+                "SELECT count(*) FROM import_warnings WHERE path = 'variables'"
+            ) == 1
+        );
     }
 }
 
@@ -169,11 +336,18 @@ fn assert_bad_input(bad: &[u8], extra_args: &[&str], expected: &[&str]) {
     let out = project.run(&args);
     let err = stderr(&out);
     assert!(!out.status.success(), "import of bad input succeeded");
-    assert!(err.contains("acp.cache.json"), "error does not name the file: {err}");
+    assert!(
+        err.contains("acp.cache.json"),
+        "error does not name the file: {err}"
+    );
     for needle in expected {
         assert!(err.contains(needle), "error lacks {needle:?}: {err}");
     }
-    assert_eq!(fs::read(project.db()).unwrap(), before, "previous database changed");
+    assert_eq!(
+        fs::read(project.db()).unwrap(),
+        before,
+        "previous database changed"
+    );
     let leftovers: Vec<_> = fs::read_dir(project.root().join(".acp"))
         .unwrap()
         .filter_map(|e| e.ok())
@@ -191,42 +365,66 @@ fn not_json_is_an_error() {
 fn truncated_json_is_an_error_with_path() {
     let text = read("samples/cache-cli-shaped.json");
     let cut = text.find("\"CheckoutError\"").unwrap() + 60;
-    assert_bad_input(&text.as_bytes()[..cut], &[], &["truncated", "symbols.CheckoutError", "line"]);
+    assert_bad_input(
+        &text.as_bytes()[..cut],
+        &[],
+        &["truncated", "symbols.CheckoutError", "line"],
+    );
 }
 
 #[test]
 fn wrong_entry_type_is_an_error_with_path() {
     let mut cache: Value = serde_json::from_str(&read("samples/cache-cli-shaped.json")).unwrap();
     cache["symbols"]["toCsv"] = json!(42);
-    assert_bad_input(cache.to_string().as_bytes(), &[], &["symbols.toCsv", "expected an object", "line 1 column"]);
+    assert_bad_input(
+        cache.to_string().as_bytes(),
+        &[],
+        &["symbols.toCsv", "expected an object", "line 1 column"],
+    );
 }
 
 #[test]
 fn huge_string_is_refused() {
     let mut cache: Value = serde_json::from_str(&read("samples/cache-cli-shaped.json")).unwrap();
     cache["symbols"]["toCsv"]["summary"] = json!("x".repeat(3 << 20));
-    assert_bad_input(cache.to_string().as_bytes(), &["--max-entry-mb", "1"], &["larger than the 1 MiB limit"]);
+    assert_bad_input(
+        cache.to_string().as_bytes(),
+        &["--max-entry-mb", "1"],
+        &["larger than the 1 MiB limit"],
+    );
 }
 
 #[test]
 fn deep_nesting_is_refused() {
     let mut cache: Value = serde_json::from_str(&read("samples/cache-cli-shaped.json")).unwrap();
     cache["symbols"]["toCsv"]["x_deep"] = json!("PLACEHOLDER");
-    let text = cache.to_string().replace("\"PLACEHOLDER\"", &format!("{}{}", "[".repeat(5000), "]".repeat(5000)));
+    let text = cache.to_string().replace(
+        "\"PLACEHOLDER\"",
+        &format!("{}{}", "[".repeat(5000), "]".repeat(5000)),
+    );
     assert_bad_input(text.as_bytes(), &[], &["recursion limit", "symbols.toCsv"]);
 }
 
 #[test]
 fn missing_cache_says_how_to_make_one() {
     let dir = tempfile::tempdir().unwrap();
-    let out = acpdb().arg("-C").arg(dir.path()).arg("import").output().unwrap();
+    let out = acpdb()
+        .arg("-C")
+        .arg(dir.path())
+        .arg("import")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(stderr(&out).contains("acp index"), "{}", stderr(&out));
 }
 
 #[test]
 fn non_cache_json_is_refused() {
-    assert_bad_input(b"{\"hello\": [1, 2, 3]}", &[], &["not an ACP cache", "`files`"]);
+    assert_bad_input(
+        b"{\"hello\": [1, 2, 3]}",
+        &[],
+        &["not an ACP cache", "`files`"],
+    );
     assert_bad_input(b"[1, 2, 3]", &[], &["expected an ACP cache"]);
 }
 
@@ -235,11 +433,27 @@ fn database_opens_in_the_sqlite3_shell() {
     let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
     project.import();
     let conn = db(&project);
-    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(check, "ok");
-    assert_eq!(count(&conn, "SELECT count(*) FROM symbols_fts WHERE symbols_fts MATCH 'computeTax'"), 1);
-    if let Ok(out) = std::process::Command::new("sqlite3").arg(project.db()).arg("SELECT count(*) FROM symbols_trigram WHERE symbols_trigram MATCH 'ompute'").output() {
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM symbols_fts WHERE symbols_fts MATCH 'computeTax'"
+        ),
+        1
+    );
+    if let Ok(out) = std::process::Command::new("sqlite3")
+        .arg(project.db())
+        .arg("SELECT count(*) FROM symbols_trigram WHERE symbols_trigram MATCH 'ompute'")
+        .output()
+    {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
     }
 }
@@ -251,13 +465,25 @@ fn killed_import_leaves_previous_database() {
     let before = fs::read(project.db()).unwrap();
     // A bigger cache so that the import is still running when it is killed.
     let out = acpdb()
-        .args(["gen-fixture", "--files", "3000", "--symbols-per-file", "10", "--out"])
+        .args([
+            "gen-fixture",
+            "--files",
+            "3000",
+            "--symbols-per-file",
+            "10",
+            "--out",
+        ])
         .arg(project.root())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     for delay_ms in [20u64, 80, 200] {
-        let mut child = acpdb().arg("-C").arg(project.root()).arg("import").spawn().unwrap();
+        let mut child = acpdb()
+            .arg("-C")
+            .arg(project.root())
+            .arg("import")
+            .spawn()
+            .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
         child.kill().unwrap();
         child.wait().unwrap();
@@ -273,6 +499,10 @@ fn killed_import_leaves_previous_database() {
     }
     // The next import cleans up what the killed ones left and succeeds.
     project.import();
-    let leftovers = fs::read_dir(project.root().join(".acp")).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().contains("importing")).count();
+    let leftovers = fs::read_dir(project.root().join(".acp"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("importing"))
+        .count();
     assert_eq!(leftovers, 0);
 }

@@ -112,7 +112,10 @@ impl Cell {
 
 /// Number of columns a field list occupies.
 pub fn column_count(fields: &[Field]) -> usize {
-    fields.iter().map(|f| if f.kind == Kind::Lines { 2 } else { 1 }).sum()
+    fields
+        .iter()
+        .map(|f| if f.kind == Kind::Lines { 2 } else { 1 })
+        .sum()
 }
 
 /// Splits an entry into column cells (in field order) and the `extra` remainder.
@@ -142,7 +145,10 @@ pub fn split(mut entry: Map<String, Value>, fields: &[Field]) -> (Vec<Cell>, Map
 fn take_typed(value: &Value, kind: Kind) -> Option<Vec<Cell>> {
     match (kind, value) {
         (Kind::Text, Value::String(s)) => Some(vec![Cell::Text(s.clone())]),
-        (Kind::Int, Value::Number(n)) => n.as_i64().filter(|_| !n.is_f64()).map(|i| vec![Cell::Int(i)]),
+        (Kind::Int, Value::Number(n)) => n
+            .as_i64()
+            .filter(|_| !n.is_f64())
+            .map(|i| vec![Cell::Int(i)]),
         (Kind::Bool, Value::Bool(b)) => Some(vec![Cell::Int(i64::from(*b))]),
         (Kind::Json, v) => Some(vec![Cell::Text(v.to_string())]),
         (Kind::Lines, Value::Array(items)) if items.len() == 2 => {
@@ -155,7 +161,11 @@ fn take_typed(value: &Value, kind: Kind) -> Option<Vec<Cell>> {
 }
 
 /// Rebuilds an entry from its cells (in field order) and its `extra` object.
-pub fn rebuild(fields: &[Field], cells: &[Cell], extra: Map<String, Value>) -> Result<Map<String, Value>, serde_json::Error> {
+pub fn rebuild(
+    fields: &[Field],
+    cells: &[Cell],
+    extra: Map<String, Value>,
+) -> Result<Map<String, Value>, serde_json::Error> {
     let mut entry = Map::new();
     let mut i = 0;
     for field in fields {
@@ -199,7 +209,9 @@ mod tests {
     use serde_json::json;
 
     fn round_trip(value: Value, fields: &[Field]) {
-        let Value::Object(map) = value.clone() else { panic!("object expected") };
+        let Value::Object(map) = value.clone() else {
+            panic!("object expected")
+        };
         let (cells, extra) = split(map, fields);
         assert_eq!(cells.len(), column_count(fields));
         let rebuilt = rebuild(fields, &cells, extra).unwrap();
@@ -208,8 +220,11 @@ mod tests {
 
     #[test]
     fn typed_values_go_to_columns() {
-        let entry = json!({"name": "f", "lines": [1, 9], "exported": true, "calls": ["g"], "x_unknown": 5});
-        let Value::Object(map) = entry.clone() else { unreachable!() };
+        let entry =
+            json!({"name": "f", "lines": [1, 9], "exported": true, "calls": ["g"], "x_unknown": 5});
+        let Value::Object(map) = entry.clone() else {
+            unreachable!()
+        };
         let (cells, extra) = split(map, SYMBOL_FIELDS);
         assert_eq!(cells[0], Cell::Text("f".into()));
         assert_eq!(cells[4], Cell::Int(1));
@@ -221,9 +236,18 @@ mod tests {
 
     #[test]
     fn unexpected_types_and_nulls_stay_in_extra() {
-        round_trip(json!({"name": 7, "lines": "ten", "exported": null, "signature": null, "async": false}), SYMBOL_FIELDS);
-        round_trip(json!({"lines": [1.5, 2], "calls": null, "visibility": ["public"]}), SYMBOL_FIELDS);
-        round_trip(json!({"path": "a", "lines": 3.0, "inline": [{"line": 1}], "importedBy": []}), FILE_FIELDS);
+        round_trip(
+            json!({"name": 7, "lines": "ten", "exported": null, "signature": null, "async": false}),
+            SYMBOL_FIELDS,
+        );
+        round_trip(
+            json!({"lines": [1.5, 2], "calls": null, "visibility": ["public"]}),
+            SYMBOL_FIELDS,
+        );
+        round_trip(
+            json!({"path": "a", "lines": 3.0, "inline": [{"line": 1}], "importedBy": []}),
+            FILE_FIELDS,
+        );
         round_trip(json!({"lines": 18446744073709551615u64}), FILE_FIELDS);
         round_trip(json!({}), DOMAIN_FIELDS);
     }

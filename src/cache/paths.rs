@@ -50,7 +50,10 @@ fn normalize_segments(path: &str, absolute: bool) -> String {
 /// Splits a qualified name `path:member` into its path and member parts (cache-format §11.2):
 /// when it starts with `file` followed by `:` split there, else at the first `:` not followed by
 /// `/` or `\`.
-pub fn split_qualified_name<'a>(qualified: &'a str, file: Option<&str>) -> Option<(&'a str, &'a str)> {
+pub fn split_qualified_name<'a>(
+    qualified: &'a str,
+    file: Option<&str>,
+) -> Option<(&'a str, &'a str)> {
     if let Some(file) = file {
         if let Some(rest) = qualified.strip_prefix(file) {
             if let Some(member) = rest.strip_prefix(':') {
@@ -79,31 +82,63 @@ mod tests {
 
     #[test]
     fn canonicalises_relative_variants() {
-        for raw in ["./src/a.ts", "src/a.ts", ".\\src\\a.ts", "src//a.ts", "src/./a.ts", "src/a.ts/", "src/x/../a.ts"] {
+        for raw in [
+            "./src/a.ts",
+            "src/a.ts",
+            ".\\src\\a.ts",
+            "src//a.ts",
+            "src/./a.ts",
+            "src/a.ts/",
+            "src/x/../a.ts",
+        ] {
             assert_eq!(canonical_path(raw, None), "src/a.ts", "{raw}");
         }
     }
 
     #[test]
     fn strips_absolute_root() {
-        assert_eq!(canonical_path("/home/dev/shop/src/a.ts", Some("/home/dev/shop")), "src/a.ts");
-        assert_eq!(canonical_path("C:\\dev\\shop\\src\\a.ts", Some("C:\\dev\\shop")), "src/a.ts");
-        assert_eq!(canonical_path("/elsewhere/a.ts", Some("/home/dev/shop")), "/elsewhere/a.ts");
+        assert_eq!(
+            canonical_path("/home/dev/shop/src/a.ts", Some("/home/dev/shop")),
+            "src/a.ts"
+        );
+        assert_eq!(
+            canonical_path("C:\\dev\\shop\\src\\a.ts", Some("C:\\dev\\shop")),
+            "src/a.ts"
+        );
+        assert_eq!(
+            canonical_path("/elsewhere/a.ts", Some("/home/dev/shop")),
+            "/elsewhere/a.ts"
+        );
         assert_eq!(canonical_path("./a.ts", Some(".")), "a.ts");
     }
 
     #[test]
     fn keeps_odd_names() {
-        assert_eq!(canonical_path("./dir with space/a=b.ts", None), "dir with space/a=b.ts");
+        assert_eq!(
+            canonical_path("./dir with space/a=b.ts", None),
+            "dir with space/a=b.ts"
+        );
         assert_eq!(canonical_path("../outside.ts", None), "../outside.ts");
     }
 
     #[test]
     fn splits_qualified_names() {
-        assert_eq!(split_qualified_name("src/a.ts:run", Some("src/a.ts")), Some(("src/a.ts", "run")));
-        assert_eq!(split_qualified_name("src/a.ts:C.m", None), Some(("src/a.ts", "C.m")));
-        assert_eq!(split_qualified_name("C:\\x\\a.rs:f", None), Some(("C:\\x\\a.rs", "f")));
-        assert_eq!(split_qualified_name("src/a.rs:ns::f", Some("src/a.rs")), Some(("src/a.rs", "ns::f")));
+        assert_eq!(
+            split_qualified_name("src/a.ts:run", Some("src/a.ts")),
+            Some(("src/a.ts", "run"))
+        );
+        assert_eq!(
+            split_qualified_name("src/a.ts:C.m", None),
+            Some(("src/a.ts", "C.m"))
+        );
+        assert_eq!(
+            split_qualified_name("C:\\x\\a.rs:f", None),
+            Some(("C:\\x\\a.rs", "f"))
+        );
+        assert_eq!(
+            split_qualified_name("src/a.rs:ns::f", Some("src/a.rs")),
+            Some(("src/a.rs", "ns::f"))
+        );
         assert_eq!(split_qualified_name("plain", None), None);
     }
 }

@@ -62,7 +62,14 @@ impl Section {
 
     /// Whether every entry must be a JSON object.
     fn entries_are_objects(self) -> bool {
-        matches!(self, Section::Files | Section::Symbols | Section::Domains | Section::ByFile | Section::Variables)
+        matches!(
+            self,
+            Section::Files
+                | Section::Symbols
+                | Section::Domains
+                | Section::ByFile
+                | Section::Variables
+        )
     }
 }
 
@@ -91,9 +98,17 @@ pub enum Scope {
 pub enum Event {
     /// A member kept verbatim; `value` is `None` when the member is an object streamed as
     /// entries (or as a nested scope) that follow.
-    Member { scope: Scope, key: String, value: Option<Value> },
+    Member {
+        scope: Scope,
+        key: String,
+        value: Option<Value>,
+    },
     /// One entry of a streamed map section.
-    Entry { section: Section, key: String, value: Value },
+    Entry {
+        section: Section,
+        key: String,
+        value: Value,
+    },
     /// One element of a streamed array section.
     Item { list: List, value: Value },
 }
@@ -155,7 +170,9 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_entry_bytes: 256 << 20 }
+        Limits {
+            max_entry_bytes: 256 << 20,
+        }
     }
 }
 
@@ -170,7 +187,11 @@ pub fn read_document(
     progress: Arc<Progress>,
     tx: SyncSender<Vec<Event>>,
 ) -> Result<ReadOutcome, ReadError> {
-    let fail = |json_path: Option<String>, message: String| ReadError { file: path.to_path_buf(), json_path, message };
+    let fail = |json_path: Option<String>, message: String| ReadError {
+        file: path.to_path_buf(),
+        json_path,
+        message,
+    };
     let file = File::open(path).map_err(|e| fail(None, format!("cannot open: {e}")))?;
     let entry_start = Arc::new(AtomicU64::new(u64::MAX));
     let tap = Tap {
@@ -182,20 +203,33 @@ pub fn read_document(
         read: 0,
     };
     let mut buffered = BufReader::with_capacity(1 << 18, tap);
-    let ctx = Ctx { tx, batch: RefCell::new(Vec::with_capacity(BATCH)), json_path: RefCell::new(None), entry_start, progress, hung_up: RefCell::new(false) };
+    let ctx = Ctx {
+        tx,
+        batch: RefCell::new(Vec::with_capacity(BATCH)),
+        json_path: RefCell::new(None),
+        entry_start,
+        progress,
+        hung_up: RefCell::new(false),
+    };
     let result = {
         let mut de = serde_json::Deserializer::from_reader(&mut buffered);
         let root = RootSeed { ctx: &ctx, kind };
         root.deserialize(&mut de).and_then(|()| de.end())
     };
     if *ctx.hung_up.borrow() {
-        return Err(fail(None, "import stopped before the document was read".into()));
+        return Err(fail(
+            None,
+            "import stopped before the document was read".into(),
+        ));
     }
     match result {
         Ok(()) => {
             ctx.flush();
             let tap = buffered.into_inner();
-            Ok(ReadOutcome { sha256: hex(&tap.hasher.finalize()), bytes: tap.read })
+            Ok(ReadOutcome {
+                sha256: hex(&tap.hasher.finalize()),
+                bytes: tap.read,
+            })
         }
         Err(err) => {
             let json_path = ctx.json_path.borrow().clone();
@@ -282,7 +316,10 @@ impl Ctx {
     }
 
     fn begin_entry(&self) {
-        self.entry_start.store(self.progress.bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.entry_start.store(
+            self.progress.bytes.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
     }
 
     fn end_entry(&self) {
@@ -291,7 +328,10 @@ impl Ctx {
 }
 
 fn member_path(parent: &str, key: &str) -> String {
-    let simple = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+    let simple = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
     match (parent.is_empty(), simple) {
         (true, true) => key.to_string(),
         (true, false) => format!("[{}]", Value::String(key.to_string())),
@@ -328,7 +368,9 @@ impl<'de> Visitor<'de> for RootSeed<'_> {
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self.kind {
-            DocumentKind::Cache => f.write_str("an ACP cache: a JSON object with `files` and `symbols`"),
+            DocumentKind::Cache => {
+                f.write_str("an ACP cache: a JSON object with `files` and `symbols`")
+            }
             DocumentKind::Vars => f.write_str("an ACP vars file: a JSON object with `variables`"),
         }
     }
@@ -351,16 +393,24 @@ impl<'de> Visitor<'de> for RootSeed<'_> {
             };
             let path = member_path("", &key);
             let value = if let Some(section) = section {
-                ctx.at(map.next_value_seed(MapSectionSeed { ctx, section }), || path.clone())?
+                ctx.at(map.next_value_seed(MapSectionSeed { ctx, section }), || {
+                    path.clone()
+                })?
             } else if let Some(scope) = nested {
-                ctx.at(map.next_value_seed(ScopeSeed { ctx, scope }), || path.clone())?
+                ctx.at(map.next_value_seed(ScopeSeed { ctx, scope }), || {
+                    path.clone()
+                })?
             } else {
                 ctx.begin_entry();
                 let value = ctx.at(map.next_value::<Value>(), || path.clone())?;
                 ctx.end_entry();
                 Some(value)
             };
-            ctx.send(Event::Member { scope: Scope::Root, key, value })?;
+            ctx.send(Event::Member {
+                scope: Scope::Root,
+                key,
+                value,
+            })?;
         }
         Ok(())
     }
@@ -411,7 +461,10 @@ impl<'de> DeserializeSeed<'de> for ListSeed<'_> {
 trait Streamer<'de> {
     fn expecting_text(&self) -> &'static str;
     fn stream_map<A: MapAccess<'de>>(&self, _map: A) -> Result<Option<Value>, A::Error> {
-        Err(de::Error::custom(format!("expected {}", self.expecting_text())))
+        Err(de::Error::custom(format!(
+            "expected {}",
+            self.expecting_text()
+        )))
     }
     fn stream_seq<A: SeqAccess<'de>>(&self, seq: A) -> Result<Option<Value>, A::Error> {
         let value = Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
@@ -488,11 +541,17 @@ impl<'de> Streamer<'de> for MapSectionSeed<'_> {
                 let path = member_path(parent, &key);
                 let found = json_type(&value);
                 return ctx.at(
-                    Err(de::Error::custom(format!("expected an object for this entry, found {found}"))),
+                    Err(de::Error::custom(format!(
+                        "expected an object for this entry, found {found}"
+                    ))),
                     || path,
                 );
             }
-            ctx.send(Event::Entry { section: self.section, key, value })?;
+            ctx.send(Event::Entry {
+                section: self.section,
+                key,
+                value,
+            })?;
         }
         Ok(None)
     }
@@ -527,7 +586,9 @@ impl<'de> Streamer<'de> for ScopeSeed<'_> {
                 _ => None,
             };
             let value = if let Some(section) = section {
-                ctx.at(map.next_value_seed(MapSectionSeed { ctx, section }), || path.clone())?
+                ctx.at(map.next_value_seed(MapSectionSeed { ctx, section }), || {
+                    path.clone()
+                })?
             } else if let Some(list) = list {
                 ctx.at(map.next_value_seed(ListSeed { ctx, list }), || path.clone())?
             } else {
@@ -536,7 +597,11 @@ impl<'de> Streamer<'de> for ScopeSeed<'_> {
                 ctx.end_entry();
                 Some(value)
             };
-            ctx.send(Event::Member { scope: self.scope, key, value })?;
+            ctx.send(Event::Member {
+                scope: self.scope,
+                key,
+                value,
+            })?;
         }
         Ok(None)
     }
@@ -558,10 +623,14 @@ impl<'de> Streamer<'de> for ListSeed<'_> {
         let mut index = 0usize;
         loop {
             ctx.begin_entry();
-            let next: Option<Value> = ctx.at(seq.next_element(), || format!("{parent}[{index}]"))?;
+            let next: Option<Value> =
+                ctx.at(seq.next_element(), || format!("{parent}[{index}]"))?;
             ctx.end_entry();
             let Some(value) = next else { break };
-            ctx.send(Event::Item { list: self.list, value })?;
+            ctx.send(Event::Item {
+                list: self.list,
+                value,
+            })?;
             index += 1;
         }
         Ok(None)

@@ -6,6 +6,8 @@
 //! CLI, the MCP tools and the benchmarks all call these same functions. SQL lives beside the
 //! function that runs it; every lookup on a tool's hot path uses an index.
 
+pub mod names;
+
 use std::fmt;
 
 /// A query failure, mapped by the protocol layer to a JSON-RPC error.
@@ -26,12 +28,18 @@ pub enum QueryError {
 impl QueryError {
     /// An invalid-params error without data.
     pub fn invalid(message: impl Into<String>) -> QueryError {
-        QueryError::InvalidParams { message: message.into(), data: None }
+        QueryError::InvalidParams {
+            message: message.into(),
+            data: None,
+        }
     }
 
     /// An invalid-params error with structured data.
     pub fn invalid_with(message: impl Into<String>, data: serde_json::Value) -> QueryError {
-        QueryError::InvalidParams { message: message.into(), data: Some(data) }
+        QueryError::InvalidParams {
+            message: message.into(),
+            data: Some(data),
+        }
     }
 }
 
@@ -60,4 +68,3 @@ impl From<serde_json::Error> for QueryError {
 
 /// Result type of every query function.
 pub type QueryResult<T> = Result<T, QueryError>;
-pub mod names;

@@ -33,7 +33,8 @@ pub struct SymbolRef {
     pub kind: Option<String>,
 }
 
-const SYMBOL_COLUMNS: &str = "id, key, name, coalesce(qualified_name, key), file_path, line_start, line_end, type";
+const SYMBOL_COLUMNS: &str =
+    "id, key, name, coalesce(qualified_name, key), file_path, line_start, line_end, type";
 
 fn symbol_ref(row: &Row) -> rusqlite::Result<SymbolRef> {
     let start: Option<i64> = row.get(5)?;
@@ -71,7 +72,11 @@ pub fn resolve_symbol(conn: &Connection, name: &str) -> QueryResult<(SymbolRef, 
     if candidates.len() > 1 {
         let total = count_symbols_named(conn, name)?;
         let shown: Vec<_> = candidates.into_iter().take(MAX_SUGGESTIONS).collect();
-        let list = shown.iter().map(|c| c.qualified_name.as_str()).collect::<Vec<_>>().join(", ");
+        let list = shown
+            .iter()
+            .map(|c| c.qualified_name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
         return Err(QueryError::invalid_with(
             format!(
                 "Symbol name is ambiguous: {name} matches {total} symbols ({list}{}). Call again with a qualified name (path:name).",
@@ -87,7 +92,9 @@ pub fn resolve_symbol(conn: &Connection, name: &str) -> QueryResult<(SymbolRef, 
 /// Like [`resolve_symbol`] but `None` instead of a not-found error (ambiguity is still an error).
 pub fn find_symbol(conn: &Connection, name: &str) -> QueryResult<Option<(SymbolRef, SymbolMatch)>> {
     let by_key = conn
-        .prepare_cached(&format!("SELECT {SYMBOL_COLUMNS} FROM symbols WHERE key = ?1"))?
+        .prepare_cached(&format!(
+            "SELECT {SYMBOL_COLUMNS} FROM symbols WHERE key = ?1"
+        ))?
         .query_row([name], symbol_ref)
         .optional()?;
     if let Some(symbol) = by_key {
@@ -122,7 +129,10 @@ pub fn find_symbol(conn: &Connection, name: &str) -> QueryResult<Option<(SymbolR
     }
     let named = symbols_named(conn, name, 2)?;
     if named.len() == 1 {
-        return Ok(named.into_iter().next().map(|s| (s, SymbolMatch::SimpleName)));
+        return Ok(named
+            .into_iter()
+            .next()
+            .map(|s| (s, SymbolMatch::SimpleName)));
     }
     Ok(None)
 }
@@ -136,17 +146,23 @@ fn symbols_named(conn: &Connection, name: &str, limit: usize) -> QueryResult<Vec
 }
 
 fn count_symbols_named(conn: &Connection, name: &str) -> QueryResult<i64> {
-    Ok(conn.prepare_cached("SELECT count(*) FROM symbols WHERE name = ?1")?.query_row([name], |r| r.get(0))?)
+    Ok(conn
+        .prepare_cached("SELECT count(*) FROM symbols WHERE name = ?1")?
+        .query_row([name], |r| r.get(0))?)
 }
 
 /// Up to [`MAX_SUGGESTIONS`] qualified names close to `name` (prefix, then substring matches).
 pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>> {
-    let member = split_qualified_name(name, None).map(|(_, m)| m).unwrap_or(name);
+    let member = split_qualified_name(name, None)
+        .map(|(_, m)| m)
+        .unwrap_or(name);
     let mut out: Vec<String> = Vec::new();
     let mut prefix = conn.prepare_cached(
         "SELECT coalesce(qualified_name, key) FROM symbols WHERE name >= ?1 AND name < ?1 || x'ff' ORDER BY name LIMIT ?2",
     )?;
-    for row in prefix.query_map(params![member, MAX_SUGGESTIONS as i64], |r| r.get::<_, String>(0))? {
+    for row in prefix.query_map(params![member, MAX_SUGGESTIONS as i64], |r| {
+        r.get::<_, String>(0)
+    })? {
         out.push(row?);
     }
     if out.len() < MAX_SUGGESTIONS && member.chars().count() >= 3 {
@@ -155,7 +171,9 @@ pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>
              WHERE symbols_trigram MATCH ?1 LIMIT ?2",
         )?;
         let pattern = format!("name : {}", fts_quote(member));
-        for row in substring.query_map(params![pattern, (MAX_SUGGESTIONS * 2) as i64], |r| r.get::<_, String>(0))? {
+        for row in substring.query_map(params![pattern, (MAX_SUGGESTIONS * 2) as i64], |r| {
+            r.get::<_, String>(0)
+        })? {
             let row = row?;
             if !out.contains(&row) && out.len() < MAX_SUGGESTIONS {
                 out.push(row);
@@ -178,8 +196,18 @@ pub struct FileRef {
 
 /// Finds a file by its exact key, then by canonical path (so `./x`, `x`, `.\x` and `x/` all work).
 pub fn find_file(conn: &Connection, path: &str) -> QueryResult<Option<FileRef>> {
-    let map = |r: &Row| Ok(FileRef { id: r.get(0)?, key: r.get(1)?, path: r.get(2)? });
-    if let Some(found) = conn.prepare_cached("SELECT id, key, path FROM files WHERE key = ?1")?.query_row([path], map).optional()? {
+    let map = |r: &Row| {
+        Ok(FileRef {
+            id: r.get(0)?,
+            key: r.get(1)?,
+            path: r.get(2)?,
+        })
+    };
+    if let Some(found) = conn
+        .prepare_cached("SELECT id, key, path FROM files WHERE key = ?1")?
+        .query_row([path], map)
+        .optional()?
+    {
         return Ok(Some(found));
     }
     let canonical = canonical_path(path, project_root(conn)?.as_deref());
@@ -200,7 +228,9 @@ pub fn resolve_file(conn: &Connection, path: &str) -> QueryResult<FileRef> {
 /// The cache's `project.root`, used to relativise absolute paths.
 pub fn project_root(conn: &Connection) -> QueryResult<Option<String>> {
     Ok(conn
-        .prepare_cached("SELECT json_extract(value_json, '$.root') FROM cache_root WHERE key = 'project'")?
+        .prepare_cached(
+            "SELECT json_extract(value_json, '$.root') FROM cache_root WHERE key = 'project'",
+        )?
         .query_row([], |r| r.get::<_, Option<String>>(0))
         .optional()?
         .flatten())
@@ -209,13 +239,19 @@ pub fn project_root(conn: &Connection) -> QueryResult<Option<String>> {
 /// Up to [`MAX_SUGGESTIONS`] file paths close to `path` (same file name, then substring).
 pub fn suggest_files(conn: &Connection, path: &str) -> QueryResult<Vec<String>> {
     let canonical = canonical_path(path, None);
-    let base = canonical.rsplit('/').next().unwrap_or(&canonical).to_string();
+    let base = canonical
+        .rsplit('/')
+        .next()
+        .unwrap_or(&canonical)
+        .to_string();
     let mut out = Vec::new();
     if base.chars().count() >= 3 {
         let mut stmt = conn.prepare_cached(
             "SELECT f.path FROM files_trigram t JOIN files f ON f.id = t.rowid WHERE files_trigram MATCH ?1 ORDER BY length(f.path) LIMIT ?2",
         )?;
-        for row in stmt.query_map(params![fts_quote(&base), MAX_SUGGESTIONS as i64], |r| r.get::<_, String>(0))? {
+        for row in stmt.query_map(params![fts_quote(&base), MAX_SUGGESTIONS as i64], |r| {
+            r.get::<_, String>(0)
+        })? {
             out.push(row?);
         }
     }
@@ -227,7 +263,9 @@ pub fn suggest_domains(conn: &Connection, name: &str) -> QueryResult<Vec<String>
     let mut stmt = conn.prepare_cached(
         "SELECT key FROM domains WHERE lower(key) = lower(?1) OR instr(lower(key), lower(?1)) > 0 OR instr(lower(?1), lower(key)) > 0 ORDER BY key LIMIT ?2",
     )?;
-    let rows = stmt.query_map(params![name, MAX_SUGGESTIONS as i64], |r| r.get::<_, String>(0))?;
+    let rows = stmt.query_map(params![name, MAX_SUGGESTIONS as i64], |r| {
+        r.get::<_, String>(0)
+    })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
@@ -237,7 +275,10 @@ pub fn not_found(what: &str, name: &str, suggestions: Vec<String>) -> QueryError
         QueryError::invalid(format!("{what} not found: {name}"))
     } else {
         QueryError::invalid_with(
-            format!("{what} not found: {name}. Did you mean: {}?", suggestions.join(", ")),
+            format!(
+                "{what} not found: {name}. Did you mean: {}?",
+                suggestions.join(", ")
+            ),
             json!({"suggestions": suggestions}),
         )
     }

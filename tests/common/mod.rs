@@ -16,12 +16,16 @@ pub fn acpdb() -> Command {
 
 /// Path of a file under `tests/data/`.
 pub fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
 }
 
 /// Path of a file under `fixtures/`.
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
 }
 
 /// A project directory in a temporary folder.
@@ -64,20 +68,33 @@ impl TempProject {
 
     /// Runs `acpdb -C <root> <args>`.
     pub fn run(&self, args: &[&str]) -> Output {
-        acpdb().arg("-C").arg(self.root()).args(args).output().expect("run acpdb")
+        acpdb()
+            .arg("-C")
+            .arg(self.root())
+            .args(args)
+            .output()
+            .expect("run acpdb")
     }
 
     /// Runs `acpdb import` and panics with its stderr when it fails.
     pub fn import(&self) -> Output {
         let out = self.run(&["import"]);
-        assert!(out.status.success(), "import failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "import failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         out
     }
 
     /// Exports the cache back out and parses it.
     pub fn export(&self) -> Value {
         let out = self.run(&["export-cache"]);
-        assert!(out.status.success(), "export failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "export failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).expect("export is JSON")
     }
 }

@@ -1,0 +1,104 @@
+//! Command-line mirrors of the journal tools: `acpdb debug list|status [ID]`,
+//! `acpdb hack list [--expired] [--file F]` and `acpdb export-attempts`. They print the same
+//! JSON the MCP tools answer.
+
+use anyhow::Result;
+
+use super::{DebugData, DebugRequest, HackData, HackRequest, Journal};
+use crate::project::Project;
+
+/// Options of `acpdb debug`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DebugArgs {
+    /// What to show.
+    #[command(subcommand)]
+    pub command: DebugCommand,
+}
+
+/// `acpdb debug` subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum DebugCommand {
+    /// List the active debug sessions, oldest first.
+    List,
+    /// Show one session with its attempts (default: the most recent active session).
+    Status {
+        /// Session id, e.g. debug-20251227-001.
+        id: Option<String>,
+    },
+}
+
+/// Options of `acpdb hack`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HackArgs {
+    /// What to show.
+    #[command(subcommand)]
+    pub command: HackCommand,
+}
+
+/// `acpdb hack` subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum HackCommand {
+    /// List hack markers, sorted by file and line.
+    List {
+        /// Only expired hacks.
+        #[arg(long)]
+        expired: bool,
+        /// Only hacks in this file (relative to the project root).
+        #[arg(long, value_name = "FILE")]
+        file: Option<String>,
+    },
+}
+
+/// Options of `acpdb export-attempts`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExportAttemptsArgs {}
+
+/// Runs `acpdb debug …`.
+pub fn run_debug(project: &Project, args: &DebugArgs) -> Result<()> {
+    let request = match &args.command {
+        DebugCommand::List => DebugRequest {
+            action: Some("list".to_owned()),
+            data: None,
+        },
+        DebugCommand::Status { id } => DebugRequest {
+            action: Some("status".to_owned()),
+            data: Some(DebugData {
+                session_id: id.clone(),
+                ..DebugData::default()
+            }),
+        },
+    };
+    println!("{}", open(project)?.debug(request)?.text());
+    Ok(())
+}
+
+/// Runs `acpdb hack …`.
+pub fn run_hack(project: &Project, args: &HackArgs) -> Result<()> {
+    let request = match &args.command {
+        HackCommand::List { expired, file } => HackRequest {
+            action: Some("list".to_owned()),
+            data: Some(HackData {
+                file: file.clone(),
+                expired_only: Some(*expired),
+                ..HackData::default()
+            }),
+        },
+    };
+    println!("{}", open(project)?.hack(request)?.text());
+    Ok(())
+}
+
+/// Runs `acpdb export-attempts`: rewrites `.acp/acp.attempts.json` and prints what it holds.
+pub fn run_export_attempts(project: &Project, _args: &ExportAttemptsArgs) -> Result<()> {
+    let report = open(project)?.export()?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+fn open(project: &Project) -> Result<Journal> {
+    Ok(Journal::open(
+        &project.journal_db,
+        &project.root,
+        &project.attempts,
+    )?)
+}

@@ -1,0 +1,339 @@
+//! The debug/hack journal behind the RFC-0013 tools `acp_debug` (debug sessions and their
+//! attempts) and `acp_hack` (temporary-code markers).
+//!
+//! The journal lives in its own SQLite database (the project uses `.acp/acp.journal.db`),
+//! which index imports never touch. Every action runs in one `BEGIN IMMEDIATE` transaction on a
+//! WAL database with `synchronous=FULL`, so an acknowledged entry survives a crash, concurrent
+//! writers (threads or processes) are serialised, and ids are allocated inside the transaction
+//! that stores them.
+//!
+//! After every debug write (and on demand) the journal rewrites `.acp/acp.attempts.json`
+//! atomically in the format of the ACP attempts schema (mapping in `docs/attempts-mapping.md`).
+//! Records others wrote into that file (acp-cli's `acp attempt`, people) are imported the first
+//! time the journal sees them and re-emitted by every export; their transitions of journal
+//! attempts (`acp attempt verify/fail/revert`) are applied to the journal.
+//!
+//! Module map: `debug` and `hack` implement the actions, `attempts` the file format, `paths`
+//! the confinement of paths to the project root, `cli` the command-line mirrors.
+
+mod attempts;
+mod cli;
+mod debug;
+mod hack;
+mod md5;
+mod paths;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, SubsecRound, Utc};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+use serde::Serialize;
+
+pub use attempts::{ExportReport, ATTEMPTS_SCHEMA};
+pub use cli::{
+    run_debug, run_export_attempts, run_hack, DebugArgs, DebugCommand, ExportAttemptsArgs,
+    HackArgs, HackCommand,
+};
+pub use debug::{DebugData, DebugRequest};
+pub use hack::{CacheHack, HackData, HackRequest};
+
+mod embedded {
+    refinery::embed_migrations!("migrations/journal");
+}
+
+/// How long a writer waits for another one to finish before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A failed journal action.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JournalError {
+    /// The caller's parameters are missing, malformed or ask for an impossible move
+    /// (JSON-RPC -32602).
+    #[error("{0}")]
+    InvalidParams(String),
+    /// The journal could not do its work: database, file system or attempts-file trouble
+    /// (JSON-RPC -32603).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl JournalError {
+    /// The JSON-RPC error code for this error.
+    pub fn code(&self) -> i32 {
+        match self {
+            JournalError::InvalidParams(_) => -32602,
+            JournalError::Internal(_) => -32603,
+        }
+    }
+
+    /// The error message.
+    pub fn message(&self) -> &str {
+        match self {
+            JournalError::InvalidParams(message) | JournalError::Internal(message) => message,
+        }
+    }
+}
+
+impl From<rusqlite::Error> for JournalError {
+    fn from(err: rusqlite::Error) -> Self {
+        JournalError::Internal(format!("Database error: {err}"))
+    }
+}
+
+/// What the journal may ask of the imported code index, without depending on its schema.
+pub trait ProjectIndex: Send + Sync {
+    /// Whether the canonical root-relative `path` is a file of the index.
+    fn is_indexed(&self, path: &str) -> bool;
+
+    /// The hacks the indexer found (`constraints.hacks` and inline `@acp:hack` annotations);
+    /// `acp_hack` lists them read-only next to its own markers.
+    fn cache_hacks(&self) -> anyhow::Result<Vec<CacheHack>> {
+        Ok(Vec::new())
+    }
+}
+
+impl<F: Fn(&str) -> bool + Send + Sync> ProjectIndex for F {
+    fn is_indexed(&self, path: &str) -> bool {
+        self(path)
+    }
+}
+
+/// The source of the current time (injectable so tests can choose dates).
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// A tool answer: JSON text with its keys in the order the tool reference gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    text: String,
+}
+
+impl Response {
+    fn new<T: Serialize>(body: &T) -> Result<Response, JournalError> {
+        let text = serde_json::to_string_pretty(body)
+            .map_err(|e| JournalError::Internal(format!("JSON error: {e}")))?;
+        Ok(Response { text })
+    }
+
+    /// The pretty-printed JSON text (what the MCP tool returns as text content).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The answer as a JSON value (keys sorted; use [`Response::text`] to keep their order).
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.text).expect("a response is valid JSON")
+    }
+}
+
+/// A mutating action's answer plus the warning of an export that failed after the commit.
+#[derive(Serialize)]
+struct Written<T> {
+    #[serde(flatten)]
+    body: T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    export_warning: Option<String>,
+}
+
+/// The debug/hack journal of one project.
+pub struct Journal {
+    conn: Mutex<Connection>,
+    root: paths::Root,
+    attempts_path: PathBuf,
+    index: Option<Arc<dyn ProjectIndex>>,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("root", &self.root.path())
+            .field("attempts_path", &self.attempts_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Journal {
+    /// Opens (creating and migrating if needed) the journal database at `journal_db` for the
+    /// project at `project_root`, exporting to `attempts_path`. An attempts file the journal has
+    /// not seen yet is imported; one that does not follow the format is refused with a message
+    /// naming what is wrong, and left untouched.
+    pub fn open(
+        journal_db: &Path,
+        project_root: &Path,
+        attempts_path: &Path,
+    ) -> Result<Journal, JournalError> {
+        let root = paths::Root::new(project_root)?;
+        if let Some(dir) = journal_db.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(|e| {
+                JournalError::Internal(format!("Cannot create {}: {e}", dir.display()))
+            })?;
+        }
+        let mut conn = Connection::open(journal_db)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", true)?;
+        migrate(&mut conn)?;
+        let journal = Journal {
+            conn: Mutex::new(conn),
+            root,
+            attempts_path: std::path::absolute(attempts_path).map_err(|e| {
+                JournalError::Internal(format!("Cannot resolve {}: {e}", attempts_path.display()))
+            })?,
+            index: None,
+            clock: Arc::new(Utc::now),
+        };
+        journal.write(true, |_| Ok(()))?;
+        Ok(journal)
+    }
+
+    /// Uses `index` to flag files the index does not know and to list the index's hacks.
+    pub fn with_index(mut self, index: Arc<dyn ProjectIndex>) -> Journal {
+        self.index = Some(index);
+        self
+    }
+
+    /// Uses `clock` instead of the system time.
+    pub fn with_clock(mut self, clock: Clock) -> Journal {
+        self.clock = clock;
+        self
+    }
+
+    /// Runs an `acp_debug` action.
+    pub fn debug(&self, request: DebugRequest) -> Result<Response, JournalError> {
+        debug::run(self, request)
+    }
+
+    /// Runs an `acp_hack` action.
+    pub fn hack(&self, request: HackRequest) -> Result<Response, JournalError> {
+        hack::run(self, request)
+    }
+
+    /// Rewrites the attempts file from the journal (after merging what others wrote into it).
+    pub fn export(&self) -> Result<ExportReport, JournalError> {
+        let now = self.now();
+        self.write(true, |tx| attempts::export(tx, &self.attempts_path, now))
+    }
+
+    /// The current time, whole seconds.
+    fn now(&self) -> DateTime<Utc> {
+        (self.clock)().trunc_subsecs(0)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction, first merging an attempts file that
+    /// changed since the journal last wrote it when `sync` is set.
+    fn write<T>(
+        &self,
+        sync: bool,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, JournalError>,
+    ) -> Result<T, JournalError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        if sync {
+            attempts::sync_from_file(&tx, &self.attempts_path)?;
+        }
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Runs `f` in a read transaction (one consistent snapshot).
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, JournalError>,
+    ) -> Result<T, JournalError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Commits a debug write, then exports; an export failure becomes `export_warning`.
+    fn write_and_export<T: Serialize>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, JournalError>,
+    ) -> Result<Response, JournalError> {
+        let body = self.write(true, f)?;
+        let export_warning = match self.export() {
+            Ok(_) => None,
+            Err(err) => {
+                tracing::warn!("journal committed but the attempts file was not rewritten: {err}");
+                Some(err.message().to_owned())
+            }
+        };
+        Response::new(&Written {
+            body,
+            export_warning,
+        })
+    }
+
+    /// Canonical root-relative paths not known to the index (empty without an index).
+    fn unindexed(&self, files: &[String]) -> Vec<String> {
+        match &self.index {
+            Some(index) => files
+                .iter()
+                .filter(|f| !index.is_indexed(f))
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// Applies the journal migrations, each together with its history record in one transaction
+/// (so a crash cannot leave a migration applied but unrecorded). Two processes creating the
+/// same journal at once can race on the migration history; the loser retries and then finds
+/// the work done.
+fn migrate(conn: &mut Connection) -> Result<(), JournalError> {
+    let mut failures = 0;
+    loop {
+        match embedded::migrations::runner().set_grouped(true).run(conn) {
+            Ok(_) => return Ok(()),
+            Err(err) if failures < 5 => {
+                failures += 1;
+                tracing::debug!("journal migration attempt {failures} failed: {err}");
+                std::thread::sleep(Duration::from_millis(20 * failures));
+            }
+            Err(err) => {
+                return Err(JournalError::Internal(format!(
+                    "Database error: applying journal migrations: {err}"
+                )))
+            }
+        }
+    }
+}
+
+/// RFC 3339 UTC with `Z` and whole seconds.
+fn stamp(time: DateTime<Utc>) -> String {
+    time.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// A required string field of an action: present and not blank.
+fn required<'a>(
+    value: &'a Option<String>,
+    field: &str,
+    action: &str,
+) -> Result<&'a str, JournalError> {
+    match value.as_deref().map(str::trim) {
+        Some(text) if !text.is_empty() => Ok(text),
+        _ => Err(JournalError::InvalidParams(format!(
+            "'{field}' required for {action} action"
+        ))),
+    }
+}
+
+/// An optional string field: absent when missing or blank.
+fn optional(value: &Option<String>) -> Option<&str> {
+    value
+        .as_deref()
+        .map(str::trim)
+        .filter(|text| !text.is_empty())
+}

@@ -1,0 +1,264 @@
+//! The rmcp server: tool declarations, resources, logging and error mapping.
+
+use std::sync::Arc;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, Implementation,
+    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, ErrorData, RoleServer, ServerHandler};
+use rusqlite::Connection;
+use serde::Serialize;
+
+use super::state::{IndexState, Unavailable};
+use crate::journal::{DebugRequest, HackRequest, Journal, JournalError};
+use crate::project::Project;
+use crate::query::{QueryError, QueryResult};
+
+const INSTRUCTIONS: &str = "acpdb serves an ACP code index (files, symbols, call graph, domains, \
+constraints) from SQLite. Start with acp_get_architecture for the project's shape, then \
+acp_query (search, symbol, file, callers/callees with depth) to find code, acp_constraints \
+before changing a file, and acp_generate_primer or acp_context for a ready-made briefing. \
+Record debugging with acp_debug and temporary code with acp_hack. Long lists come in pages: \
+pass the returned next_cursor back as cursor.";
+
+/// A successful answer: JSON text as the tool returns it.
+pub(super) enum Answer {
+    /// Pretty-printed JSON of a value.
+    Json(serde_json::Value),
+    /// Text returned exactly as is.
+    Text(String),
+}
+
+impl Answer {
+    /// Pretty JSON of any serializable value.
+    pub(super) fn json<T: Serialize>(value: &T) -> QueryResult<Answer> {
+        Ok(Answer::Json(serde_json::to_value(value)?))
+    }
+
+    fn into_text(self) -> Result<String, ErrorData> {
+        match self {
+            Answer::Json(value) => serde_json::to_string_pretty(&value)
+                .map_err(|e| ErrorData::internal_error(format!("JSON error: {e}"), None)),
+            Answer::Text(text) => Ok(text),
+        }
+    }
+}
+
+/// The acpdb MCP server.
+#[derive(Clone)]
+pub struct AcpServer {
+    state: Arc<IndexState>,
+    journal: Arc<std::sync::Mutex<Option<Arc<Journal>>>>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl AcpServer {
+    /// A server answering from `state` for `project`.
+    pub fn new(state: Arc<IndexState>, _project: &Project) -> AcpServer {
+        AcpServer { state, journal: Arc::new(std::sync::Mutex::new(None)), tool_router: Self::tool_router() }
+    }
+
+    /// Runs `query` on a pooled connection off the async threads and renders its answer.
+    async fn answer<F>(&self, query: F) -> Result<CallToolResult, ErrorData>
+    where
+        F: FnOnce(&Connection) -> QueryResult<Answer> + Send + 'static,
+    {
+        let pool = self.state.pool().map_err(unavailable)?;
+        let answer = tokio::task::spawn_blocking(move || -> QueryResult<Answer> {
+            let conn = pool.get().map_err(|e| QueryError::Internal(format!("database connection: {e}")))?;
+            query(&conn)
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("query task failed: {e}"), None))?
+        .map_err(query_error)?;
+        self.respond(answer.into_text()?)
+    }
+
+    fn respond(&self, text: String) -> Result<CallToolResult, ErrorData> {
+        let mut content = vec![ContentBlock::text(text)];
+        if let Some(note) = self.state.stale_note() {
+            content.push(ContentBlock::text(note));
+        }
+        Ok(CallToolResult::success(content))
+    }
+
+    /// The journal, opened on first use.
+    fn journal(&self) -> Result<Arc<Journal>, ErrorData> {
+        let mut slot = self.journal.lock().expect("journal lock");
+        if let Some(journal) = slot.as_ref() {
+            return Ok(journal.clone());
+        }
+        let project = self.state.project();
+        let index = Arc::new(super::journal_index::IndexView::new(self.state.clone()));
+        let journal = Journal::open(&project.journal_db, &project.root, &project.attempts)
+            .map_err(journal_error)?
+            .with_index(index);
+        let journal = Arc::new(journal);
+        *slot = Some(journal.clone());
+        Ok(journal)
+    }
+
+    async fn journal_call<F>(&self, call: F) -> Result<CallToolResult, ErrorData>
+    where
+        F: FnOnce(&Journal) -> Result<crate::journal::Response, JournalError> + Send + 'static,
+    {
+        let journal = self.journal()?;
+        let response = tokio::task::spawn_blocking(move || call(&journal))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("journal task failed: {e}"), None))?
+            .map_err(journal_error)?;
+        Ok(CallToolResult::success(vec![ContentBlock::text(response.text().to_string())]))
+    }
+}
+
+fn unavailable(err: Unavailable) -> ErrorData {
+    ErrorData::new(ErrorCode(err.code), err.message, err.data)
+}
+
+pub(super) fn query_error(err: QueryError) -> ErrorData {
+    match err {
+        QueryError::InvalidParams { message, data } => ErrorData::invalid_params(message, data),
+        QueryError::Internal(message) => ErrorData::internal_error(message, None),
+    }
+}
+
+fn journal_error(err: JournalError) -> ErrorData {
+    ErrorData::new(ErrorCode(err.code()), err.message().to_string(), None)
+}
+
+#[tool_router]
+impl AcpServer {
+    #[tool(
+        name = "acp_debug",
+        description = "Record a debugging session so attempts can be reviewed and reverted: start (problem, hypothesis), attempt (session_id, description, files), result (session_id, attempt_id, success, notes), revert, resolve (resolution), status, list. Entries are durable and exported to .acp/acp.attempts.json. To mark temporary code instead, use acp_hack."
+    )]
+    async fn acp_debug(&self, Parameters(request): Parameters<DebugRequest>) -> Result<CallToolResult, ErrorData> {
+        self.journal_call(move |journal| journal.debug(request)).await
+    }
+
+    #[tool(
+        name = "acp_hack",
+        description = "Track temporary code (hacks, workarounds, debug code) so it is not forgotten: mark (file, line, reason, expires), list (file, expired_only), revert (id), cleanup (lists expired markers). For a debugging session with several attempts, use acp_debug."
+    )]
+    async fn acp_hack(&self, Parameters(request): Parameters<HackRequest>) -> Result<CallToolResult, ErrorData> {
+        self.journal_call(move |journal| journal.hack(request)).await
+    }
+}
+
+impl ServerHandler for AcpServer {
+    // MCP logging is deprecated by the newest protocol revision, but clients on earlier revisions
+    // (MCP Inspector among them) still call logging/setLevel, so it stays advertised.
+    #[allow(deprecated)]
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().enable_logging().build())
+            .with_server_info(Implementation::new("acpdb", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        if !self.tool_router.has_route(&name) {
+            let valid: Vec<String> = self.tool_router.list_all().into_iter().map(|t| t.name.to_string()).collect();
+            return Err(ErrorData::invalid_params(
+                format!("Unknown tool: {name}. Valid tools: {}", valid.join(", ")),
+                Some(serde_json::json!({"valid_tools": valid})),
+            ));
+        }
+        let context = ToolCallContext::new(self, request, context);
+        match self.tool_router.call(context).await? {
+            CallToolResponse::Complete(result) if result.is_error == Some(true) => {
+                // rmcp reports undecodable arguments as an error result; agents get a JSON-RPC
+                // -32602 instead, like the reference server.
+                let message = result
+                    .content
+                    .iter()
+                    .find_map(|c| match c {
+                        ContentBlock::Text(text) => Some(text.text.clone()),
+                        _ => None,
+                    })
+                    .unwrap_or_else(|| "invalid arguments".into());
+                let message = message.strip_prefix("failed to deserialize parameters:").map(str::trim).unwrap_or(&message).to_string();
+                Err(ErrorData::invalid_params(message, None))
+            }
+            other => Ok(other),
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, ErrorData> {
+        Ok(rmcp::model::ListToolsResult::with_all_items(self.tool_router.list_all()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.tool_router.get(name).cloned()
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let level = match request.level {
+            rmcp::model::LoggingLevel::Debug => "debug",
+            rmcp::model::LoggingLevel::Info | rmcp::model::LoggingLevel::Notice => "info",
+            rmcp::model::LoggingLevel::Warning => "warn",
+            _ => "error",
+        };
+        crate::logging::set_level(level);
+        tracing::info!("log level set to {level}");
+        Ok(())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(super::resources::list()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(super::resources::templates()))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri.clone();
+        let pool = self.state.pool().map_err(unavailable)?;
+        let text = tokio::task::spawn_blocking(move || -> Result<String, ErrorData> {
+            let conn = pool.get().map_err(|e| ErrorData::internal_error(format!("database connection: {e}"), None))?;
+            super::resources::read(&conn, &request.uri)
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("resource task failed: {e}"), None))??;
+        let contents = ResourceContents::TextResourceContents {
+            uri,
+            mime_type: Some("application/json".into()),
+            text,
+            meta: None,
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+}

@@ -1,0 +1,247 @@
+//! The served index: which database answers, whether it is fresh, and background (re)imports.
+//!
+//! Invariants: a tool call always gets an answer or a clear error at once, never a wait for an
+//! import. While a re-import runs, the previous database keeps answering and answers carry a
+//! staleness note; the new database is swapped in only when complete.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use crate::cache::reader::Progress;
+use crate::db::{self, ReadPool};
+use crate::freshness::{self, Freshness};
+use crate::import::{self, ImportArgs};
+use crate::project::{find_cache, Project};
+
+/// Connections per read pool.
+const POOL_SIZE: u32 = 8;
+
+/// Why the index cannot answer right now.
+#[derive(Debug, Clone)]
+pub struct Unavailable {
+    /// JSON-RPC error code (-32000 no cache, -32001 stale and re-import failed, -32003 building).
+    pub code: i32,
+    /// What happened and what to do.
+    pub message: String,
+    /// Progress details, when building.
+    pub data: Option<serde_json::Value>,
+}
+
+/// JSON-RPC code for "the index is being built; retry shortly".
+pub const INDEX_BUILDING: i32 = -32003;
+
+#[derive(Debug)]
+enum Phase {
+    /// Answering from `current`.
+    Serving,
+    /// No cache and no database.
+    NoCache,
+    /// The first import is running; nothing to answer from yet.
+    FirstBuild { progress: Arc<Progress>, total: u64, started: Instant },
+    /// The first import failed.
+    FirstBuildFailed(String),
+}
+
+/// Shared state of a running server.
+pub struct IndexState {
+    project: RwLock<Project>,
+    current: RwLock<Option<Arc<ReadPool>>>,
+    phase: Mutex<Phase>,
+    /// Why the answers may be out of date (a re-import is running or failed).
+    stale: Mutex<Option<String>>,
+    /// The last re-import failed with this message (answers then fail with -32001).
+    rebuild_failed: Mutex<Option<String>>,
+    importing: AtomicBool,
+    signature: Mutex<Option<Signature>>,
+}
+
+type Signature = (Option<(u64, String)>, Option<(u64, String)>);
+
+impl IndexState {
+    /// Decides what to serve and starts an import in the background when needed.
+    pub fn start(project: Project) -> Arc<IndexState> {
+        let state = Arc::new(IndexState {
+            project: RwLock::new(project.clone()),
+            current: RwLock::new(None),
+            phase: Mutex::new(Phase::NoCache),
+            stale: Mutex::new(None),
+            rebuild_failed: Mutex::new(None),
+            importing: AtomicBool::new(false),
+            signature: Mutex::new(None),
+        });
+        *state.signature.lock().unwrap() = Some(signature(&project));
+        let freshness = freshness::check(&project).unwrap_or_else(|e| Freshness::Stale(format!("cannot read the database: {e:#}")));
+        match (&project.cache, freshness) {
+            (_, Freshness::Fresh) => state.open_current(),
+            (None, Freshness::Stale(_)) => state.open_current(),
+            (None, Freshness::Missing) => {
+                tracing::warn!(
+                    "no ACP cache under {}: run `acp index` there; tools answer -32000 until a cache exists",
+                    project.root.display()
+                );
+            }
+            (Some(_), Freshness::Stale(reason)) => {
+                tracing::info!("{reason}; re-importing in the background, answering from the previous import meanwhile");
+                state.open_current();
+                state.spawn_import(reason);
+            }
+            (Some(cache), Freshness::Missing) => {
+                tracing::info!("no database yet; importing {} in the background", cache.display());
+                state.spawn_import("first import".into());
+            }
+        }
+        state
+    }
+
+    fn open_current(&self) {
+        let path = self.project.read().unwrap().db.clone();
+        match db::read_pool(&path, POOL_SIZE) {
+            Ok(pool) => {
+                *self.current.write().unwrap() = Some(Arc::new(pool));
+                *self.phase.lock().unwrap() = Phase::Serving;
+            }
+            Err(err) => {
+                tracing::error!("cannot open {}: {err:#}", path.display());
+                *self.phase.lock().unwrap() = Phase::FirstBuildFailed(format!("{err:#}"));
+            }
+        }
+    }
+
+    /// The project being served.
+    pub fn project(&self) -> Project {
+        self.project.read().unwrap().clone()
+    }
+
+    /// The pool to answer from, or why there is none.
+    pub fn pool(&self) -> Result<Arc<ReadPool>, Unavailable> {
+        if let Some(message) = self.rebuild_failed.lock().unwrap().clone() {
+            return Err(Unavailable { code: -32001, message, data: None });
+        }
+        if let Some(pool) = self.current.read().unwrap().clone() {
+            return Ok(pool);
+        }
+        let project = self.project();
+        let phase = self.phase.lock().unwrap();
+        Err(match &*phase {
+            Phase::FirstBuild { progress, total, started } => {
+                let read = progress.bytes.load(Ordering::Relaxed);
+                let percent = if *total > 0 { (read as f64 * 100.0 / *total as f64).min(100.0) } else { 0.0 };
+                Unavailable {
+                    code: INDEX_BUILDING,
+                    message: format!(
+                        "Index not ready: importing the ACP cache ({percent:.0}% of {:.1} MB read, {:.1} s elapsed). Retry in a few seconds.",
+                        *total as f64 / 1e6,
+                        started.elapsed().as_secs_f64()
+                    ),
+                    data: Some(serde_json::json!({"bytes_read": read, "bytes_total": total, "percent": percent})),
+                }
+            }
+            Phase::FirstBuildFailed(err) => Unavailable {
+                code: -32000,
+                message: format!("Cache could not be imported: {err}. Fix the cache (or run 'acp index' again) and retry."),
+                data: None,
+            },
+            Phase::NoCache | Phase::Serving => Unavailable {
+                code: -32000,
+                message: format!(
+                    "Cache not found: {}. Run 'acp index' first.",
+                    project.root.join(".acp/acp.cache.json").display()
+                ),
+                data: None,
+            },
+        })
+    }
+
+    /// Why answers may be out of date, if they may.
+    pub fn stale_note(&self) -> Option<String> {
+        self.stale.lock().unwrap().clone()
+    }
+
+    /// Checks whether the cache or vars changed on disk and re-imports if so.
+    pub fn poll_changes(self: &Arc<Self>) {
+        {
+            let mut project = self.project.write().unwrap();
+            if project.cache.is_none() {
+                project.cache = find_cache(&project.root);
+            }
+            if project.vars.is_none() {
+                let root = project.root.clone();
+                project.vars = [root.join(".acp/acp.vars.json"), root.join(".acp.vars.json")].into_iter().find(|p| p.is_file());
+            }
+        }
+        let project = self.project();
+        let now = signature(&project);
+        let changed = {
+            let mut seen = self.signature.lock().unwrap();
+            let changed = seen.as_ref() != Some(&now);
+            *seen = Some(now);
+            changed
+        };
+        if changed && project.cache.is_some() {
+            self.spawn_import("the cache changed on disk".into());
+        }
+    }
+
+    /// Starts an import on a background thread unless one is running.
+    pub fn spawn_import(self: &Arc<Self>, reason: String) {
+        if self.importing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let project = self.project();
+        let Some(cache) = project.cache.clone() else {
+            self.importing.store(false, Ordering::SeqCst);
+            return;
+        };
+        let progress = Arc::new(Progress::default());
+        let total = std::fs::metadata(&cache).map(|m| m.len()).unwrap_or(0);
+        if self.current.read().unwrap().is_some() {
+            *self.stale.lock().unwrap() = Some(format!(
+                "The index is stale: {reason}; it is being re-imported and this answer comes from the previous import."
+            ));
+        } else {
+            *self.phase.lock().unwrap() = Phase::FirstBuild { progress: progress.clone(), total, started: Instant::now() };
+        }
+        let state = Arc::clone(self);
+        let spawned = std::thread::Builder::new().name("acpdb-import".into()).spawn(move || {
+            let result = import::import_with_progress(&project, &ImportArgs::default(), progress);
+            match result {
+                Ok(summary) => {
+                    tracing::info!("{}", summary.line());
+                    *state.rebuild_failed.lock().unwrap() = None;
+                    *state.stale.lock().unwrap() = None;
+                    state.open_current();
+                }
+                Err(err) => {
+                    let message = format!("{err:#}");
+                    tracing::error!("import failed: {message}");
+                    if state.current.read().unwrap().is_some() {
+                        *state.rebuild_failed.lock().unwrap() = Some(format!(
+                            "Cache stale: the cache changed but re-importing it failed: {message}. Fix the cache (or run 'acp index' again); acpdb retries when it changes."
+                        ));
+                    } else {
+                        *state.phase.lock().unwrap() = Phase::FirstBuildFailed(message);
+                    }
+                }
+            }
+            state.importing.store(false, Ordering::SeqCst);
+        });
+        if let Err(err) = spawned {
+            tracing::error!("cannot start the import thread: {err}");
+            self.importing.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// The database path being served.
+    pub fn db_path(&self) -> PathBuf {
+        self.project.read().unwrap().db.clone()
+    }
+}
+
+fn signature(project: &Project) -> Signature {
+    (
+        project.cache.as_deref().and_then(freshness::quick_signature),
+        project.vars.as_deref().and_then(freshness::quick_signature),
+    )
+}

@@ -1,0 +1,356 @@
+//! `acpdb sql`: runs the real binary against a small database built with plain rusqlite.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant, SystemTime};
+
+use rusqlite::Connection;
+use tempfile::TempDir;
+
+/// A temporary project holding `test.db` with a `symbols` table and a 50-row `nums` table.
+struct Fixture {
+    dir: TempDir,
+    db: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("test.db");
+        let conn = Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE symbols(name TEXT NOT NULL, line INTEGER, score REAL, body BLOB);
+             INSERT INTO symbols VALUES
+               ('main', 10, 1.5, NULL),
+               ('say \"hi\", then go', 200, NULL, x'00ff'),
+               ('run', 3, 0.25, NULL);
+             CREATE TABLE nums(n INTEGER PRIMARY KEY);
+             WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 50)
+             INSERT INTO nums SELECT n FROM c;",
+        )
+        .unwrap();
+        drop(conn);
+        Fixture { dir, db }
+    }
+
+    /// Runs `acpdb -C <dir> --db <db> sql <args…>`.
+    fn sql(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_acpdb"))
+            .arg("-C")
+            .arg(self.dir.path())
+            .arg("--db")
+            .arg(&self.db)
+            .arg("sql")
+            .args(args)
+            .env_remove("ACPDB_LOG")
+            .output()
+            .unwrap()
+    }
+
+    /// The database file's bytes and modification time.
+    fn snapshot(&self) -> (Vec<u8>, SystemTime) {
+        let modified = std::fs::metadata(&self.db).unwrap().modified().unwrap();
+        (std::fs::read(&self.db).unwrap(), modified)
+    }
+
+    /// Names of the files in the project directory.
+    fn files(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+fn assert_success(output: &Output) {
+    assert!(
+        output.status.success(),
+        "acpdb sql failed: {}",
+        stderr(output)
+    );
+}
+
+fn assert_failure(output: &Output) {
+    assert!(
+        !output.status.success(),
+        "acpdb sql succeeded: {}",
+        stdout(output)
+    );
+    assert!(output.stdout.is_empty(), "a failed query prints no result");
+}
+
+#[test]
+fn table_output() {
+    let fixture = Fixture::new();
+    let output = fixture.sql(&["SELECT name, line, score, body FROM symbols ORDER BY line"]);
+    assert_success(&output);
+    let expected = "\
+name              | line | score | body
+------------------+------+-------+--------
+run               |    3 |  0.25 | NULL
+main              |   10 |   1.5 | NULL
+say \"hi\", then go |  200 | NULL  | x'00ff'
+";
+    assert_eq!(stdout(&output), expected);
+    assert_eq!(stderr(&output), "");
+}
+
+#[test]
+fn json_output() {
+    let fixture = Fixture::new();
+    let output = fixture.sql(&[
+        "--json",
+        "SELECT name, line, score, body FROM symbols ORDER BY line",
+    ]);
+    assert_success(&output);
+    let value: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(
+        value["columns"],
+        serde_json::json!(["name", "line", "score", "body"])
+    );
+    assert_eq!(
+        value["rows"],
+        serde_json::json!([
+            ["run", 3, 0.25, null],
+            ["main", 10, 1.5, null],
+            ["say \"hi\", then go", 200, null, "x'00ff'"],
+        ])
+    );
+    assert_eq!(value["row_count"], 3);
+    assert_eq!(value["truncated"], false);
+    assert!(value["rows"][0][1].is_i64() && value["rows"][0][2].is_f64());
+}
+
+#[test]
+fn csv_output() {
+    let fixture = Fixture::new();
+    let output = fixture.sql(&[
+        "--csv",
+        "SELECT name, line, score FROM symbols ORDER BY line",
+    ]);
+    assert_success(&output);
+    assert_eq!(
+        stdout(&output),
+        "name,line,score\r\nrun,3,0.25\r\nmain,10,1.5\r\n\"say \"\"hi\"\", then go\",200,\r\n"
+    );
+}
+
+#[test]
+fn json_and_csv_are_exclusive() {
+    let fixture = Fixture::new();
+    let output = fixture.sql(&["--json", "--csv", "SELECT 1"]);
+    assert_failure(&output);
+    assert!(
+        stderr(&output).contains("cannot be used with"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn row_cap_truncates_with_a_note() {
+    let fixture = Fixture::new();
+    let output = fixture.sql(&["--max-rows", "5", "SELECT n FROM nums ORDER BY n"]);
+    assert_success(&output);
+    let lines: Vec<String> = stdout(&output)
+        .lines()
+        .map(|l| l.trim().to_owned())
+        .collect();
+    assert_eq!(lines[2..], ["1", "2", "3", "4", "5"]);
+    let note = stderr(&output);
+    assert!(
+        note.contains("truncated at 5 rows") && note.contains("--max-rows"),
+        "{note}"
+    );
+
+    let output = fixture.sql(&["--json", "--max-rows", "5", "SELECT n FROM nums ORDER BY n"]);
+    assert_success(&output);
+    let value: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(value["rows"], serde_json::json!([[1], [2], [3], [4], [5]]));
+    assert_eq!(
+        (value["row_count"].as_u64(), value["truncated"].as_bool()),
+        (Some(5), Some(true))
+    );
+    assert!(stderr(&output).contains("truncated at 5 rows"));
+}
+
+#[test]
+fn row_cap_default_and_unlimited() {
+    let fixture = Fixture::new();
+    for args in [
+        &["--csv", "SELECT n FROM nums"][..],
+        &["--csv", "--max-rows", "0", "SELECT n FROM nums"],
+    ] {
+        let output = fixture.sql(args);
+        assert_success(&output);
+        assert_eq!(stdout(&output).lines().count(), 51);
+        assert_eq!(stderr(&output), "");
+    }
+    let output = fixture.sql(&["--csv", "--max-rows", "50", "SELECT n FROM nums"]);
+    assert_eq!(
+        stderr(&output),
+        "",
+        "exactly max-rows rows is not a truncation"
+    );
+}
+
+#[test]
+fn writes_are_refused_and_leave_the_file_unchanged() {
+    let fixture = Fixture::new();
+    let before = fixture.snapshot();
+    let files = fixture.files();
+    let cases = [
+        (
+            "INSERT INTO symbols(name) VALUES ('x')",
+            "INSERT into symbols",
+        ),
+        ("UPDATE symbols SET line = 0", "UPDATE of symbols.line"),
+        ("DELETE FROM nums", "DELETE from nums"),
+        ("DROP TABLE symbols", "DROP TABLE symbols"),
+        (
+            "CREATE INDEX by_line ON symbols(line)",
+            "CREATE INDEX by_line on symbols",
+        ),
+        ("ATTACH 'other.db' AS other", "ATTACH 'other.db'"),
+        ("PRAGMA journal_mode=DELETE", "PRAGMA journal_mode = DELETE"),
+        ("PRAGMA user_version = 3", "PRAGMA user_version = 3"),
+        ("BEGIN IMMEDIATE", "BEGIN"),
+        ("VACUUM", "the writing statement `VACUUM`"),
+    ];
+    for (sql, named) in cases {
+        let output = fixture.sql(&[sql]);
+        assert_failure(&output);
+        let message = stderr(&output);
+        assert!(
+            message.contains("refused: acpdb sql is read-only") && message.contains(named),
+            "{sql}: {message}"
+        );
+        assert!(message.contains("acpdb import"), "{sql}: {message}");
+        assert!(
+            fixture.snapshot() == before,
+            "{sql} changed the database file"
+        );
+        assert_eq!(fixture.files(), files, "{sql} created or removed files");
+    }
+    let count: i64 = Connection::open(&fixture.db)
+        .unwrap()
+        .query_row("SELECT count(*) FROM symbols", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(count, 3);
+}
+
+#[test]
+fn schema_inspection_is_allowed() {
+    let fixture = Fixture::new();
+    let output = fixture.sql(&[
+        "--csv",
+        "SELECT name, type FROM pragma_table_info('symbols')",
+    ]);
+    assert_success(&output);
+    assert_eq!(
+        stdout(&output),
+        "name,type\r\nname,TEXT\r\nline,INTEGER\r\nscore,REAL\r\nbody,BLOB\r\n"
+    );
+    let output = fixture.sql(&["--csv", "PRAGMA user_version"]);
+    assert_success(&output);
+    assert_eq!(stdout(&output), "user_version\r\n0\r\n");
+    let output = fixture.sql(&["--json", "PRAGMA table_info(nums)"]);
+    assert_success(&output);
+    let value: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(value["rows"][0][1], "n");
+}
+
+#[test]
+fn timeout_interrupts_a_long_query() {
+    let fixture = Fixture::new();
+    let started = Instant::now();
+    let output = fixture.sql(&[
+        "--timeout",
+        "0.2",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000000000) \
+         SELECT count(*) FROM c",
+    ]);
+    let elapsed = started.elapsed();
+    assert_failure(&output);
+    let message = stderr(&output);
+    assert!(
+        message.contains("query interrupted after 0.2 seconds"),
+        "{message}"
+    );
+    assert!(message.contains("--timeout"), "{message}");
+    assert!(elapsed < Duration::from_secs(4), "took {elapsed:?}");
+}
+
+#[test]
+fn syntax_error_shows_sqlites_message() {
+    let fixture = Fixture::new();
+    let output = fixture.sql(&["SELEC name FROM symbols"]);
+    assert_failure(&output);
+    let message = stderr(&output);
+    assert!(
+        message.contains("near \"SELEC\": syntax error"),
+        "{message}"
+    );
+}
+
+#[test]
+fn one_statement_at_a_time() {
+    let fixture = Fixture::new();
+    let output = fixture.sql(&["SELECT 1; SELECT 2"]);
+    assert_failure(&output);
+    let message = stderr(&output);
+    assert!(
+        message.contains("single statement") && message.contains("`SELECT 2`"),
+        "{message}"
+    );
+
+    let output = fixture.sql(&["SELECT count(*) FROM nums; DELETE FROM nums"]);
+    assert_failure(&output);
+    assert!(
+        stderr(&output).contains("DELETE from nums"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = fixture.sql(&["--csv", "SELECT count(*) AS n FROM nums;"]);
+    assert_success(&output);
+    assert_eq!(stdout(&output), "n\r\n50\r\n");
+}
+
+#[test]
+fn empty_sql_is_an_error() {
+    let fixture = Fixture::new();
+    for sql in ["", "   ", "/* nothing */"] {
+        let output = fixture.sql(&[sql]);
+        assert_failure(&output);
+        assert!(
+            stderr(&output).contains("no SQL to run"),
+            "{sql:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn missing_database_points_to_import() {
+    let mut fixture = Fixture::new();
+    fixture.db = fixture.dir.path().join("absent.db");
+    let output = fixture.sql(&["SELECT 1"]);
+    assert_failure(&output);
+    assert!(
+        stderr(&output).contains("acpdb import"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!fixture.db.exists());
+}
