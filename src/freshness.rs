@@ -35,15 +35,26 @@ pub struct Recorded {
 /// Reads the recorded source signature from a database.
 pub fn recorded(conn: &Connection) -> Result<Recorded> {
     let get = |key: &str| -> Result<Option<String>> {
-        Ok(conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0)).optional()?)
+        Ok(conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
     };
     let triple = |prefix: &str| -> Result<Option<(String, String, String)>> {
-        Ok(match (get(&format!("{prefix}_size"))?, get(&format!("{prefix}_mtime"))?, get(&format!("{prefix}_sha256"))?) {
-            (Some(size), Some(mtime), Some(hash)) => Some((size, mtime, hash)),
-            _ => None,
-        })
+        Ok(
+            match (
+                get(&format!("{prefix}_size"))?,
+                get(&format!("{prefix}_mtime"))?,
+                get(&format!("{prefix}_sha256"))?,
+            ) {
+                (Some(size), Some(mtime), Some(hash)) => Some((size, mtime, hash)),
+                _ => None,
+            },
+        )
     };
-    Ok(Recorded { cache: triple("source")?, vars: triple("vars")? })
+    Ok(Recorded {
+        cache: triple("source")?,
+        vars: triple("vars")?,
+    })
 }
 
 /// Compares the project's cache and vars files with what the database recorded.
@@ -70,7 +81,11 @@ pub fn check(project: &Project) -> Result<Freshness> {
     Ok(Freshness::Fresh)
 }
 
-fn differs(path: &Path, recorded: Option<&(String, String, String)>, what: &str) -> Result<Option<String>> {
+fn differs(
+    path: &Path,
+    recorded: Option<&(String, String, String)>,
+    what: &str,
+) -> Result<Option<String>> {
     let Some((size, mtime, hash)) = recorded else {
         return Ok(Some(format!("{what} was not part of the last import")));
     };
@@ -81,7 +96,10 @@ fn differs(path: &Path, recorded: Option<&(String, String, String)>, what: &str)
     if meta.len().to_string() == *size && sha256_file(path)? == *hash {
         return Ok(None);
     }
-    Ok(Some(format!("{what} {} changed since the last import", path.display())))
+    Ok(Some(format!(
+        "{what} {} changed since the last import",
+        path.display()
+    )))
 }
 
 /// SHA-256 of a file, hex.
@@ -96,7 +114,11 @@ pub fn sha256_file(path: &Path) -> Result<String> {
         }
         hasher.update(&buf[..n]);
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 /// A cheap signature of a file (size and mtime) for change polling.

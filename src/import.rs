@@ -102,7 +102,11 @@ pub fn import(project: &Project, args: &ImportArgs) -> Result<ImportSummary> {
 }
 
 /// Like [`import`], reporting the bytes of the cache read so far through `progress`.
-pub fn import_with_progress(project: &Project, args: &ImportArgs, progress: Arc<Progress>) -> Result<ImportSummary> {
+pub fn import_with_progress(
+    project: &Project,
+    args: &ImportArgs,
+    progress: Arc<Progress>,
+) -> Result<ImportSummary> {
     let started = Instant::now();
     let cache_path = project.require_cache()?.to_path_buf();
     let cache_meta = fs::metadata(&cache_path)
@@ -112,7 +116,15 @@ pub fn import_with_progress(project: &Project, args: &ImportArgs, progress: Arc<
     }
     remove_stale_temp_files(&project.db);
     let tmp = temp_path(&project.db);
-    let result = build(project, args, &cache_path, &cache_meta, &tmp, started, progress);
+    let result = build(
+        project,
+        args,
+        &cache_path,
+        &cache_meta,
+        &tmp,
+        started,
+        progress,
+    );
     match result {
         Ok(mut summary) => {
             swap_in(&tmp, &project.db)?;
@@ -212,7 +224,14 @@ fn build(
     if let Some(vars_path) = &project.vars {
         vars_outcome = Some((
             vars_path.clone(),
-            stream(vars_path, DocumentKind::Vars, limits, &mut loader, None, Arc::new(Progress::default()))?,
+            stream(
+                vars_path,
+                DocumentKind::Vars,
+                limits,
+                &mut loader,
+                None,
+                Arc::new(Progress::default()),
+            )?,
         ));
     }
     if let Some(bar) = &bar {

@@ -17,3 +17,4 @@ pub mod logging;
 pub mod mcp;
 pub mod project;
 pub mod query;
+pub mod tools;

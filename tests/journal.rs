@@ -256,7 +256,7 @@ fn key_order(text: &str) -> Vec<String> {
     let mut keys = Vec::new();
     let mut depth = 0;
     let mut rest = text;
-    while let Some(i) = rest.find(|c| matches!(c, '{' | '}' | '[' | ']' | '"')) {
+    while let Some(i) = rest.find(['{', '}', '[', ']', '"']) {
         let c = rest.as_bytes()[i];
         rest = &rest[i + 1..];
         match c {
@@ -1500,7 +1500,10 @@ fn acknowledged(output: &str) -> Vec<String> {
     output
         .split_inclusive('\n')
         .filter(|line| line.ends_with('\n'))
-        .filter_map(|line| line.find("ACK ").map(|i| line[i + 4..].trim_end().to_owned()))
+        .filter_map(|line| {
+            line.find("ACK ")
+                .map(|i| line[i + 4..].trim_end().to_owned())
+        })
         .collect()
 }
 

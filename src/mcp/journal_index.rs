@@ -23,17 +23,25 @@ impl IndexView {
 
 impl ProjectIndex for IndexView {
     fn is_indexed(&self, path: &str) -> bool {
-        let Ok(pool) = self.state.pool() else { return false };
+        let Ok(pool) = self.state.pool() else {
+            return false;
+        };
         let Ok(conn) = pool.get() else { return false };
-        conn.query_row("SELECT 1 FROM files WHERE path = ?1 LIMIT 1", [path], |_| Ok(()))
-            .optional()
-            .ok()
-            .flatten()
-            .is_some()
+        conn.query_row(
+            "SELECT 1 FROM files WHERE path = ?1 LIMIT 1",
+            [path],
+            |_| Ok(()),
+        )
+        .optional()
+        .ok()
+        .flatten()
+        .is_some()
     }
 
     fn cache_hacks(&self) -> anyhow::Result<Vec<CacheHack>> {
-        let Ok(pool) = self.state.pool() else { return Ok(Vec::new()) };
+        let Ok(pool) = self.state.pool() else {
+            return Ok(Vec::new());
+        };
         let conn = pool.get()?;
         let mut stmt = conn.prepare("SELECT raw_json FROM cache_hacks ORDER BY ord")?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
@@ -49,7 +57,9 @@ impl ProjectIndex for IndexView {
                 line,
                 reason: text("reason").unwrap_or_else(|| "Temporary hack".into()),
                 ticket: text("ticket"),
-                expires: text("expires").and_then(|e| NaiveDate::parse_from_str(e.get(..10).unwrap_or(&e), "%Y-%m-%d").ok()),
+                expires: text("expires").and_then(|e| {
+                    NaiveDate::parse_from_str(e.get(..10).unwrap_or(&e), "%Y-%m-%d").ok()
+                }),
                 created_at: text("created_at").unwrap_or_default(),
             });
         }

@@ -30,7 +30,10 @@ pub struct ServeArgs {
 
 /// Runs the MCP server on stdin/stdout until the client disconnects.
 pub fn run(project: &Project, args: &ServeArgs) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     runtime.block_on(serve(project.clone(), args.clone()))
 }
 

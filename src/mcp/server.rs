@@ -6,10 +6,10 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, Implementation,
-    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, ErrorData, RoleServer, ServerHandler};
@@ -62,7 +62,11 @@ pub struct AcpServer {
 impl AcpServer {
     /// A server answering from `state` for `project`.
     pub fn new(state: Arc<IndexState>, _project: &Project) -> AcpServer {
-        AcpServer { state, journal: Arc::new(std::sync::Mutex::new(None)), tool_router: Self::tool_router() }
+        AcpServer {
+            state,
+            journal: Arc::new(std::sync::Mutex::new(None)),
+            tool_router: Self::tool_router(),
+        }
     }
 
     /// Runs `query` on a pooled connection off the async threads and renders its answer.
@@ -72,7 +76,9 @@ impl AcpServer {
     {
         let pool = self.state.pool().map_err(unavailable)?;
         let answer = tokio::task::spawn_blocking(move || -> QueryResult<Answer> {
-            let conn = pool.get().map_err(|e| QueryError::Internal(format!("database connection: {e}")))?;
+            let conn = pool
+                .get()
+                .map_err(|e| QueryError::Internal(format!("database connection: {e}")))?;
             query(&conn)
         })
         .await
@@ -114,7 +120,9 @@ impl AcpServer {
             .await
             .map_err(|e| ErrorData::internal_error(format!("journal task failed: {e}"), None))?
             .map_err(journal_error)?;
-        Ok(CallToolResult::success(vec![ContentBlock::text(response.text().to_string())]))
+        Ok(CallToolResult::success(vec![ContentBlock::text(
+            response.text().to_string(),
+        )]))
     }
 }
 
@@ -139,16 +147,24 @@ impl AcpServer {
         name = "acp_debug",
         description = "Record a debugging session so attempts can be reviewed and reverted: start (problem, hypothesis), attempt (session_id, description, files), result (session_id, attempt_id, success, notes), revert, resolve (resolution), status, list. Entries are durable and exported to .acp/acp.attempts.json. To mark temporary code instead, use acp_hack."
     )]
-    async fn acp_debug(&self, Parameters(request): Parameters<DebugRequest>) -> Result<CallToolResult, ErrorData> {
-        self.journal_call(move |journal| journal.debug(request)).await
+    async fn acp_debug(
+        &self,
+        Parameters(request): Parameters<DebugRequest>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.journal_call(move |journal| journal.debug(request))
+            .await
     }
 
     #[tool(
         name = "acp_hack",
         description = "Track temporary code (hacks, workarounds, debug code) so it is not forgotten: mark (file, line, reason, expires), list (file, expired_only), revert (id), cleanup (lists expired markers). For a debugging session with several attempts, use acp_debug."
     )]
-    async fn acp_hack(&self, Parameters(request): Parameters<HackRequest>) -> Result<CallToolResult, ErrorData> {
-        self.journal_call(move |journal| journal.hack(request)).await
+    async fn acp_hack(
+        &self,
+        Parameters(request): Parameters<HackRequest>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.journal_call(move |journal| journal.hack(request))
+            .await
     }
 }
 
@@ -157,9 +173,15 @@ impl ServerHandler for AcpServer {
     // (MCP Inspector among them) still call logging/setLevel, so it stays advertised.
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().enable_logging().build())
-            .with_server_info(Implementation::new("acpdb", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(Implementation::new("acpdb", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn call_tool(
@@ -169,7 +191,12 @@ impl ServerHandler for AcpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         if !self.tool_router.has_route(&name) {
-            let valid: Vec<String> = self.tool_router.list_all().into_iter().map(|t| t.name.to_string()).collect();
+            let valid: Vec<String> = self
+                .tool_router
+                .list_all()
+                .into_iter()
+                .map(|t| t.name.to_string())
+                .collect();
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {name}. Valid tools: {}", valid.join(", ")),
                 Some(serde_json::json!({"valid_tools": valid})),
@@ -188,7 +215,11 @@ impl ServerHandler for AcpServer {
                         _ => None,
                     })
                     .unwrap_or_else(|| "invalid arguments".into());
-                let message = message.strip_prefix("failed to deserialize parameters:").map(str::trim).unwrap_or(&message).to_string();
+                let message = message
+                    .strip_prefix("failed to deserialize parameters:")
+                    .map(str::trim)
+                    .unwrap_or(&message)
+                    .to_string();
                 Err(ErrorData::invalid_params(message, None))
             }
             other => Ok(other),
@@ -200,7 +231,9 @@ impl ServerHandler for AcpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListToolsResult, ErrorData> {
-        Ok(rmcp::model::ListToolsResult::with_all_items(self.tool_router.list_all()))
+        Ok(rmcp::model::ListToolsResult::with_all_items(
+            self.tool_router.list_all(),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
@@ -237,7 +270,9 @@ impl ServerHandler for AcpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(ListResourceTemplatesResult::with_all_items(super::resources::templates()))
+        Ok(ListResourceTemplatesResult::with_all_items(
+            super::resources::templates(),
+        ))
     }
 
     async fn read_resource(
@@ -248,7 +283,9 @@ impl ServerHandler for AcpServer {
         let uri = request.uri.clone();
         let pool = self.state.pool().map_err(unavailable)?;
         let text = tokio::task::spawn_blocking(move || -> Result<String, ErrorData> {
-            let conn = pool.get().map_err(|e| ErrorData::internal_error(format!("database connection: {e}"), None))?;
+            let conn = pool.get().map_err(|e| {
+                ErrorData::internal_error(format!("database connection: {e}"), None)
+            })?;
             super::resources::read(&conn, &request.uri)
         })
         .await

@@ -39,7 +39,11 @@ enum Phase {
     /// No cache and no database.
     NoCache,
     /// The first import is running; nothing to answer from yet.
-    FirstBuild { progress: Arc<Progress>, total: u64, started: Instant },
+    FirstBuild {
+        progress: Arc<Progress>,
+        total: u64,
+        started: Instant,
+    },
     /// The first import failed.
     FirstBuildFailed(String),
 }
@@ -72,7 +76,8 @@ impl IndexState {
             signature: Mutex::new(None),
         });
         *state.signature.lock().unwrap() = Some(signature(&project));
-        let freshness = freshness::check(&project).unwrap_or_else(|e| Freshness::Stale(format!("cannot read the database: {e:#}")));
+        let freshness = freshness::check(&project)
+            .unwrap_or_else(|e| Freshness::Stale(format!("cannot read the database: {e:#}")));
         match (&project.cache, freshness) {
             (_, Freshness::Fresh) => state.open_current(),
             (None, Freshness::Stale(_)) => state.open_current(),
@@ -88,7 +93,10 @@ impl IndexState {
                 state.spawn_import(reason);
             }
             (Some(cache), Freshness::Missing) => {
-                tracing::info!("no database yet; importing {} in the background", cache.display());
+                tracing::info!(
+                    "no database yet; importing {} in the background",
+                    cache.display()
+                );
                 state.spawn_import("first import".into());
             }
         }
@@ -117,7 +125,11 @@ impl IndexState {
     /// The pool to answer from, or why there is none.
     pub fn pool(&self) -> Result<Arc<ReadPool>, Unavailable> {
         if let Some(message) = self.rebuild_failed.lock().unwrap().clone() {
-            return Err(Unavailable { code: -32001, message, data: None });
+            return Err(Unavailable {
+                code: -32001,
+                message,
+                data: None,
+            });
         }
         if let Some(pool) = self.current.read().unwrap().clone() {
             return Ok(pool);
@@ -168,7 +180,9 @@ impl IndexState {
             }
             if project.vars.is_none() {
                 let root = project.root.clone();
-                project.vars = [root.join(".acp/acp.vars.json"), root.join(".acp.vars.json")].into_iter().find(|p| p.is_file());
+                project.vars = [root.join(".acp/acp.vars.json"), root.join(".acp.vars.json")]
+                    .into_iter()
+                    .find(|p| p.is_file());
             }
         }
         let project = self.project();
@@ -201,7 +215,11 @@ impl IndexState {
                 "The index is stale: {reason}; it is being re-imported and this answer comes from the previous import."
             ));
         } else {
-            *self.phase.lock().unwrap() = Phase::FirstBuild { progress: progress.clone(), total, started: Instant::now() };
+            *self.phase.lock().unwrap() = Phase::FirstBuild {
+                progress: progress.clone(),
+                total,
+                started: Instant::now(),
+            };
         }
         let state = Arc::clone(self);
         let spawned = std::thread::Builder::new().name("acpdb-import".into()).spawn(move || {
@@ -241,7 +259,10 @@ impl IndexState {
 
 fn signature(project: &Project) -> Signature {
     (
-        project.cache.as_deref().and_then(freshness::quick_signature),
+        project
+            .cache
+            .as_deref()
+            .and_then(freshness::quick_signature),
         project.vars.as_deref().and_then(freshness::quick_signature),
     )
 }

@@ -12,7 +12,9 @@ pub fn filtered_stdin() -> impl AsyncRead + Send + Unpin + 'static {
     tokio::spawn(async move {
         let mut lines = BufReader::new(tokio::io::stdin()).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            let forwarded = if line.trim().is_empty() || serde_json::from_str::<serde::de::IgnoredAny>(&line).is_ok() {
+            let forwarded = if line.trim().is_empty()
+                || serde_json::from_str::<serde::de::IgnoredAny>(&line).is_ok()
+            {
                 line
             } else {
                 tracing::warn!(
@@ -21,7 +23,9 @@ pub fn filtered_stdin() -> impl AsyncRead + Send + Unpin + 'static {
                 );
                 r#"{"jsonrpc":"2.0","id":null,"error":"malformed line"}"#.to_string()
             };
-            if writer.write_all(forwarded.as_bytes()).await.is_err() || writer.write_all(b"\n").await.is_err() {
+            if writer.write_all(forwarded.as_bytes()).await.is_err()
+                || writer.write_all(b"\n").await.is_err()
+            {
                 break;
             }
         }

@@ -6,7 +6,15 @@
 //! CLI, the MCP tools and the benchmarks all call these same functions. SQL lives beside the
 //! function that runs it; every lookup on a tool's hot path uses an index.
 
+pub mod architecture;
+pub mod check_constraints;
+pub mod context;
+pub mod domain_files;
+pub mod file_context;
+pub mod hotpaths;
 pub mod names;
+pub mod primer;
+pub mod symbol_context;
 
 use std::fmt;
 

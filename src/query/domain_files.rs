@@ -1,0 +1,75 @@
+//! `acp_get_domain_files`: a domain entry (`name, files, symbols, description`).
+//!
+//! The domain is found by its exact map key, as acp-mcp does; unknown names get suggestions.
+//! A long `files` list is cut into pages like the symbol tool's caller lists.
+
+use rusqlite::Connection;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::file_context::{cli_domain_entry, domain_entry, OrderedObject};
+use super::names::{not_found, suggest_domains};
+use super::symbol_context::Page;
+use super::QueryResult;
+
+/// Arguments of `acp_get_domain_files`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct GetDomainFilesParams {
+    /// Name of the domain
+    pub name: String,
+    /// Most files to return (default 200). A longer list is cut and the answer carries
+    /// `"truncated": true` and a `next_cursor`.
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// The `next_cursor` of a previous answer (an opaque string such as `o:200`), to get the
+    /// next page of files.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// Returns the domain entry named `name` (exact, case-sensitive).
+pub fn domain_files(conn: &Connection, params: &GetDomainFilesParams) -> QueryResult<OrderedObject> {
+    let page = Page::from_params(params.limit, params.cursor.as_deref())?;
+    let Some(mut entry) = domain_entry(conn, &params.name)? else {
+        return Err(not_found(
+            "Domain",
+            &params.name,
+            suggest_domains(conn, &params.name)?,
+        ));
+    };
+    if !entry.contains_key("name") {
+        entry.insert("name".into(), Value::String(params.name.clone()));
+    }
+    let mut shaped = cli_domain_entry(entry);
+    let mut more = false;
+    for (key, value) in shaped.0.iter_mut() {
+        if key == "files" {
+            if let Value::Array(files) = value {
+                more = page.has_more(files.len());
+                *files = page.slice(std::mem::take(files));
+            }
+        }
+    }
+    if more {
+        shaped.0.push(("truncated".into(), Value::Bool(true)));
+        shaped
+            .0
+            .push(("next_cursor".into(), Value::String(page.next_cursor())));
+    }
+    Ok(shaped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_accept_paging() {
+        let params: GetDomainFilesParams =
+            serde_json::from_value(serde_json::json!({"name": "x", "limit": 5, "cursor": "o:5"}))
+                .unwrap();
+        assert_eq!(params.limit, Some(5));
+        assert_eq!(params.cursor.as_deref(), Some("o:5"));
+    }
+}

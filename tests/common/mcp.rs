@@ -1,0 +1,122 @@
+//! An MCP client (rmcp's client side) driving the real `acpdb serve` over stdio.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use rmcp::model::{CallToolRequestParams, ContentBlock, ErrorData, ReadResourceRequestParams, ResourceContents};
+use rmcp::service::{RunningService, ServiceError};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+
+/// A connected client.
+pub struct Client {
+    pub service: RunningService<RoleClient, ()>,
+}
+
+/// A tool failure as the client saw it.
+#[derive(Debug)]
+pub struct ToolError {
+    pub code: i32,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+/// A successful tool answer.
+#[derive(Debug)]
+pub struct ToolAnswer {
+    /// The first text content, parsed as JSON when it is JSON.
+    pub json: Value,
+    /// Every text content item.
+    pub texts: Vec<String>,
+}
+
+impl Client {
+    /// Spawns `acpdb -C root serve` (plus `extra` arguments) and initializes.
+    pub async fn spawn(root: &Path, extra: &[&str]) -> Client {
+        let root = root.to_path_buf();
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let (transport, _stderr) = TokioChildProcess::builder(tokio::process::Command::new(env!("CARGO_BIN_EXE_acpdb")).configure(|cmd| {
+            cmd.arg("-C").arg(&root).arg("serve").args(&extra).env("ACPDB_LOG", "warn");
+        }))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn acpdb serve");
+        let service = ().serve(transport).await.expect("initialize");
+        Client { service }
+    }
+
+    /// Calls a tool; `Err` carries the JSON-RPC error.
+    pub async fn call(&self, tool: &str, args: Value) -> Result<ToolAnswer, ToolError> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        if let Value::Object(map) = args {
+            params = params.with_arguments(map);
+        }
+        match self.service.call_tool(params).await {
+            Ok(result) => {
+                assert_ne!(result.is_error, Some(true), "{tool} answered with isError instead of a JSON-RPC error");
+                let texts: Vec<String> = result
+                    .content
+                    .iter()
+                    .filter_map(|c| match c {
+                        ContentBlock::Text(t) => Some(t.text.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                let first = texts.first().cloned().unwrap_or_default();
+                let json = serde_json::from_str(&first).unwrap_or(Value::String(first));
+                Ok(ToolAnswer { json, texts })
+            }
+            Err(ServiceError::McpError(ErrorData { code, message, data })) => {
+                Err(ToolError { code: code.0, message: message.to_string(), data })
+            }
+            Err(other) => panic!("{tool}: transport failure {other}"),
+        }
+    }
+
+    /// Calls a tool that must succeed and returns its JSON.
+    pub async fn ok(&self, tool: &str, args: Value) -> Value {
+        match self.call(tool, args.clone()).await {
+            Ok(answer) => answer.json,
+            Err(err) => panic!("{tool} {args} failed: {err:?}"),
+        }
+    }
+
+    /// Calls a tool that must fail and returns the error.
+    pub async fn err(&self, tool: &str, args: Value) -> ToolError {
+        match self.call(tool, args.clone()).await {
+            Ok(answer) => panic!("{tool} {args} succeeded: {:?}", answer.json),
+            Err(err) => err,
+        }
+    }
+
+    /// Reads a resource's text.
+    pub async fn read(&self, uri: &str) -> Result<String, ToolError> {
+        match self.service.read_resource(ReadResourceRequestParams::new(uri)).await {
+            Ok(result) => match result.contents.into_iter().next() {
+                Some(ResourceContents::TextResourceContents { text, .. }) => Ok(text),
+                other => panic!("unexpected resource contents {other:?}"),
+            },
+            Err(ServiceError::McpError(ErrorData { code, message, data })) => Err(ToolError { code: code.0, message: message.to_string(), data }),
+            Err(other) => panic!("{uri}: transport failure {other}"),
+        }
+    }
+
+    /// Disconnects.
+    pub async fn close(self) {
+        let _ = self.service.cancel().await;
+    }
+}
+
+/// Waits until a tool stops answering "index not ready" (-32003), up to `seconds`.
+pub async fn wait_ready(client: &Client, seconds: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    loop {
+        match client.call("acp_get_architecture", serde_json::json!({})).await {
+            Err(err) if err.code == -32003 && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await
+            }
+            _ => return,
+        }
+    }
+}
