@@ -441,6 +441,10 @@ fn full_session_lifecycle() {
 #[test]
 fn status_defaults_to_the_most_recent_active_session() {
     let f = Fixture::new();
+    assert_eq!(
+        f.debug_ok(json!({"action": "list"})),
+        json!({"action": "list", "sessions": [], "total": 0})
+    );
     let message = invalid(f.debug(json!({"action": "status"})));
     assert!(message.starts_with("No active debug session"), "{message}");
     let first = f.start();
@@ -1348,7 +1352,9 @@ fn history_is_capped_at_the_newest_thousand_entries() {
 }
 
 #[test]
-fn tool_parameter_schemas() {
+fn tool_parameter_schemas_and_a_shareable_journal() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Journal>();
     let debug = serde_json::to_value(schemars::schema_for!(DebugRequest)).unwrap();
     assert_eq!(debug["required"], json!(["action"]));
     assert_eq!(

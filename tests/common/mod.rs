@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: temporary projects and running the real binary.
 #![allow(dead_code)]
 
+pub mod mcp;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
