@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use acpdb::project::{Project, ProjectArgs};
-use acpdb::{console, export, gen, import, journal, mcp};
+use acpdb::{console, export, gen, import, journal, mcp, tools};
 
 /// Import an ACP code index into SQLite and serve it to AI agents over MCP.
 #[derive(Debug, Parser)]
@@ -29,6 +29,8 @@ enum Command {
     ExportCache(export::ExportArgs),
     /// Run a read-only SQL query against the database.
     Sql(console::SqlArgs),
+    /// Query the index like the acp_query tool (symbol, file, domain, callers, callees, search, stats).
+    Query(tools::QueryArgs),
     /// Serve the index to AI agents over MCP on stdin/stdout.
     Serve(mcp::ServeArgs),
     /// Show debug sessions recorded with acp_debug.
@@ -62,6 +64,7 @@ fn run(cli: Cli) -> Result<()> {
                 Command::Import(args) => import::run(&project, args).map(|_| ()),
                 Command::ExportCache(args) => export::run(&project, args),
                 Command::Sql(args) => console::run(&project, args),
+                Command::Query(args) => tools::run_query(&project, args),
                 Command::Serve(args) => mcp::run(&project, args),
                 Command::Debug(args) => journal::run_debug(&project, args),
                 Command::Hack(args) => journal::run_hack(&project, args),

@@ -1,23 +1,23 @@
 //! Streaming reader for ACP cache and vars documents.
 //!
-//! The document is parsed with a serde visitor, one entry at a time: each entry of `files`,
-//! `symbols`, `source_files`, `domains`, `graph.forward`/`graph.reverse` and of the
-//! `constraints` lists becomes an [`Event`] sent in batches over a bounded channel, so memory
-//! stays bounded by the largest single entry, whatever the document's size. Top-level keys may
-//! come in any order.
+//! A structural scanner walks the document through a sliding buffer and cuts it into entries:
+//! each entry of `files`, `symbols`, `source_files`, `domains`, `graph.forward`/`graph.reverse`,
+//! `constraints.by_file`/`by_lock_level`, the `constraints` lists and the vars file's
+//! `variables` is parsed on its own with `serde_json::from_slice` and sent as an [`Event`] in
+//! batches over a bounded channel. Memory stays bounded by the largest single entry, whatever
+//! the document's size, and top-level keys may come in any order.
 //!
 //! Errors name the file, the JSON path of the entry being read, and the line and column.
 
-use std::cell::RefCell;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -64,11 +64,7 @@ impl Section {
     fn entries_are_objects(self) -> bool {
         matches!(
             self,
-            Section::Files
-                | Section::Symbols
-                | Section::Domains
-                | Section::ByFile
-                | Section::Variables
+            Section::Files | Section::Symbols | Section::Domains | Section::ByFile | Section::Variables
         )
     }
 }
@@ -80,6 +76,15 @@ pub enum List {
     Hacks,
     /// `constraints.debug_sessions`
     DebugSessions,
+}
+
+impl List {
+    fn path(self) -> &'static str {
+        match self {
+            List::Hacks => "constraints.hacks",
+            List::DebugSessions => "constraints.debug_sessions",
+        }
+    }
 }
 
 /// Which object a member that is kept verbatim belongs to.
@@ -97,18 +102,10 @@ pub enum Scope {
 #[derive(Debug)]
 pub enum Event {
     /// A member kept verbatim; `value` is `None` when the member is an object streamed as
-    /// entries (or as a nested scope) that follow.
-    Member {
-        scope: Scope,
-        key: String,
-        value: Option<Value>,
-    },
+    /// entries (or as a nested scope) that came before this event.
+    Member { scope: Scope, key: String, value: Option<Value> },
     /// One entry of a streamed map section.
-    Entry {
-        section: Section,
-        key: String,
-        value: Value,
-    },
+    Entry { section: Section, key: String, value: Value },
     /// One element of a streamed array section.
     Item { list: List, value: Value },
 }
@@ -127,7 +124,7 @@ pub struct ReadError {
     pub file: PathBuf,
     /// JSON path of the entry being read, when known.
     pub json_path: Option<String>,
-    /// The parser's message (includes line and column when known).
+    /// What went wrong, with the line and column when known.
     pub message: String,
 }
 
@@ -170,13 +167,12 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_entry_bytes: 256 << 20,
-        }
+        Limits { max_entry_bytes: 256 << 20 }
     }
 }
 
 const BATCH: usize = 512;
+const READ_SIZE: usize = 1 << 20;
 
 /// Reads `path`, sending events in batches to `tx`. Returns when the document has been read or
 /// the receiver hung up.
@@ -187,59 +183,33 @@ pub fn read_document(
     progress: Arc<Progress>,
     tx: SyncSender<Vec<Event>>,
 ) -> Result<ReadOutcome, ReadError> {
-    let fail = |json_path: Option<String>, message: String| ReadError {
+    let file = File::open(path).map_err(|e| ReadError {
         file: path.to_path_buf(),
-        json_path,
-        message,
-    };
-    let file = File::open(path).map_err(|e| fail(None, format!("cannot open: {e}")))?;
-    let entry_start = Arc::new(AtomicU64::new(u64::MAX));
-    let tap = Tap {
-        inner: file,
-        hasher: Sha256::new(),
-        progress: progress.clone(),
-        entry_start: entry_start.clone(),
-        max_entry_bytes: limits.max_entry_bytes,
-        read: 0,
-    };
-    let mut buffered = BufReader::with_capacity(1 << 18, tap);
-    let ctx = Ctx {
+        json_path: None,
+        message: format!("cannot open: {e}"),
+    })?;
+    let mut reader = Reader {
+        scan: Scanner {
+            file,
+            hasher: Sha256::new(),
+            progress,
+            buf: Vec::with_capacity(2 * READ_SIZE),
+            pos: 0,
+            base: 0,
+            eof: false,
+            max_entry_bytes: limits.max_entry_bytes,
+        },
         tx,
-        batch: RefCell::new(Vec::with_capacity(BATCH)),
-        json_path: RefCell::new(None),
-        entry_start,
-        progress,
-        hung_up: RefCell::new(false),
+        batch: Vec::with_capacity(BATCH),
+        kind,
     };
-    let result = {
-        let mut de = serde_json::Deserializer::from_reader(&mut buffered);
-        let root = RootSeed { ctx: &ctx, kind };
-        root.deserialize(&mut de).and_then(|()| de.end())
-    };
-    if *ctx.hung_up.borrow() {
-        return Err(fail(
-            None,
-            "import stopped before the document was read".into(),
-        ));
-    }
-    match result {
+    match reader.document() {
         Ok(()) => {
-            ctx.flush();
-            let tap = buffered.into_inner();
-            Ok(ReadOutcome {
-                sha256: hex(&tap.hasher.finalize()),
-                bytes: tap.read,
-            })
+            reader.flush().map_err(|f| f.into_error(path))?;
+            let read = reader.scan.base + reader.scan.buf.len() as u64;
+            Ok(ReadOutcome { sha256: hex(&reader.scan.hasher.finalize()), bytes: read })
         }
-        Err(err) => {
-            let json_path = ctx.json_path.borrow().clone();
-            let message = if err.is_eof() {
-                format!("the file ends in the middle of the document (truncated?): {err}")
-            } else {
-                err.to_string()
-            };
-            Err(fail(json_path, message))
-        }
+        Err(failure) => Err(failure.into_error(path)),
     }
 }
 
@@ -247,91 +217,252 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Hashes and counts bytes as they are read, and refuses entries larger than the limit.
-struct Tap {
-    inner: File,
-    hasher: Sha256,
-    progress: Arc<Progress>,
-    entry_start: Arc<AtomicU64>,
-    max_entry_bytes: u64,
-    read: u64,
+/// A failure before it is tied to a file: an absolute byte offset and a message.
+struct Failure {
+    offset: Option<u64>,
+    json_path: Option<String>,
+    message: String,
 }
 
-impl Read for Tap {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.read += n as u64;
-        self.progress.bytes.store(self.read, Ordering::Relaxed);
-        let start = self.entry_start.load(Ordering::Relaxed);
-        if start != u64::MAX && self.read.saturating_sub(start) > self.max_entry_bytes + (1 << 18) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "an entry near byte {start} is larger than the {} MiB limit for one entry (raise it with --max-entry-mb)",
-                    self.max_entry_bytes >> 20
-                ),
-            ));
-        }
-        Ok(n)
+impl Failure {
+    fn at(offset: u64, message: impl Into<String>) -> Failure {
+        Failure { offset: Some(offset), json_path: None, message: message.into() }
     }
-}
 
-struct Ctx {
-    tx: SyncSender<Vec<Event>>,
-    batch: RefCell<Vec<Event>>,
-    json_path: RefCell<Option<String>>,
-    entry_start: Arc<AtomicU64>,
-    progress: Arc<Progress>,
-    hung_up: RefCell<bool>,
-}
+    fn in_path(mut self, path: impl FnOnce() -> String) -> Failure {
+        if self.json_path.is_none() {
+            self.json_path = Some(path());
+        }
+        self
+    }
 
-impl Ctx {
-    fn send<E: de::Error>(&self, event: Event) -> Result<(), E> {
-        let mut batch = self.batch.borrow_mut();
-        batch.push(event);
-        if batch.len() >= BATCH {
-            let full = std::mem::replace(&mut *batch, Vec::with_capacity(BATCH));
-            if self.tx.send(full).is_err() {
-                *self.hung_up.borrow_mut() = true;
-                return Err(E::custom("the importer stopped"));
+    fn into_error(self, file: &Path) -> ReadError {
+        let mut message = self.message;
+        if let Some(offset) = self.offset {
+            if let Some((line, column)) = line_column(file, offset) {
+                message = format!("{message} at line {line} column {column}");
             }
         }
-        Ok(())
+        ReadError { file: file.to_path_buf(), json_path: self.json_path, message }
+    }
+}
+
+/// 1-based line and column of a byte offset, counted by reading the file again.
+fn line_column(file: &Path, offset: u64) -> Option<(u64, u64)> {
+    let mut reader = BufReader::with_capacity(READ_SIZE, File::open(file).ok()?);
+    let (mut line, mut column, mut seen) = (1u64, 1u64, 0u64);
+    while seen < offset {
+        let chunk = reader.fill_buf().ok()?;
+        if chunk.is_empty() {
+            break;
+        }
+        let take = chunk.len().min((offset - seen) as usize);
+        for &b in &chunk[..take] {
+            if b == b'\n' {
+                line += 1;
+                column = 1;
+            } else {
+                column += 1;
+            }
+        }
+        seen += take as u64;
+        reader.consume(take);
+    }
+    Some((line, column))
+}
+
+/// A sliding window over the file with a structural JSON scanner.
+struct Scanner {
+    file: File,
+    hasher: Sha256,
+    progress: Arc<Progress>,
+    /// Bytes of the file from offset `base`.
+    buf: Vec<u8>,
+    /// Current index into `buf`.
+    pos: usize,
+    base: u64,
+    eof: bool,
+    max_entry_bytes: u64,
+}
+
+impl Scanner {
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
     }
 
-    fn flush(&self) {
-        let rest = std::mem::take(&mut *self.batch.borrow_mut());
-        if !rest.is_empty() && self.tx.send(rest).is_err() {
-            *self.hung_up.borrow_mut() = true;
+    /// Reads more of the file, dropping bytes before `keep` (an index into `buf`); returns how
+    /// far indices shifted, or `None` at end of file.
+    fn fill(&mut self, keep: usize) -> Result<Option<usize>, Failure> {
+        if self.eof {
+            return Ok(None);
+        }
+        let shift = keep;
+        if shift > 0 {
+            self.buf.drain(..shift);
+            self.base += shift as u64;
+            self.pos -= shift;
+        }
+        let old = self.buf.len();
+        self.buf.resize(old + READ_SIZE, 0);
+        let n = loop {
+            match self.file.read(&mut self.buf[old..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Failure::at(self.base + old as u64, format!("read error: {e}"))),
+            }
+        };
+        self.buf.truncate(old + n);
+        self.hasher.update(&self.buf[old..]);
+        self.progress.bytes.store(self.base + self.buf.len() as u64, Ordering::Relaxed);
+        if n == 0 {
+            self.eof = true;
+            return Ok(None);
+        }
+        Ok(Some(shift))
+    }
+
+    /// The next non-whitespace byte, not consumed; `None` at end of file.
+    fn peek(&mut self) -> Result<Option<u8>, Failure> {
+        loop {
+            while self.pos < self.buf.len() {
+                match self.buf[self.pos] {
+                    b' ' | b'\t' | b'\n' | b'\r' => self.pos += 1,
+                    b => return Ok(Some(b)),
+                }
+            }
+            let keep = self.pos;
+            if self.fill(keep)?.is_none() {
+                return Ok(None);
+            }
         }
     }
 
-    /// Records the innermost JSON path at which an error happened.
-    fn at<T, E>(&self, result: Result<T, E>, path: impl FnOnce() -> String) -> Result<T, E> {
-        if result.is_err() && self.json_path.borrow().is_none() {
-            *self.json_path.borrow_mut() = Some(path());
+    fn expect(&mut self, wanted: u8, what: &str) -> Result<(), Failure> {
+        match self.peek()? {
+            Some(b) if b == wanted => {
+                self.pos += 1;
+                Ok(())
+            }
+            Some(b) => Err(Failure::at(self.offset(), format!("expected {what}, found `{}`", b as char))),
+            None => Err(self.truncated()),
         }
-        result
     }
 
-    fn begin_entry(&self) {
-        self.entry_start.store(
-            self.progress.bytes.load(Ordering::Relaxed),
-            Ordering::Relaxed,
-        );
+    fn truncated(&self) -> Failure {
+        Failure::at(self.offset(), "the file ends in the middle of the document (truncated?)")
     }
 
-    fn end_entry(&self) {
-        self.entry_start.store(u64::MAX, Ordering::Relaxed);
+    /// Scans one JSON value starting at the next non-whitespace byte and returns its range in
+    /// `buf`. Only structure is checked here; the value is parsed by serde_json afterwards.
+    fn value_range(&mut self) -> Result<(usize, usize), Failure> {
+        let first = self.peek()?.ok_or_else(|| self.truncated())?;
+        let mut start = self.pos;
+        let mut i = start;
+        let mut depth: usize = 0;
+        let mut in_string = false;
+        let scalar = !matches!(first, b'{' | b'[' | b'"');
+        loop {
+            while i < self.buf.len() {
+                let b = self.buf[i];
+                if in_string {
+                    match b {
+                        b'\\' => {
+                            if i + 1 >= self.buf.len() {
+                                break;
+                            }
+                            i += 2;
+                            continue;
+                        }
+                        b'"' => {
+                            in_string = false;
+                            if depth == 0 {
+                                self.pos = i + 1;
+                                return Ok((start, i + 1));
+                            }
+                        }
+                        _ => {}
+                    }
+                } else if scalar {
+                    if matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+                        self.pos = i;
+                        return Ok((start, i));
+                    }
+                } else {
+                    match b {
+                        b'"' => in_string = true,
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth = depth.saturating_sub(1);
+                            if depth == 0 {
+                                self.pos = i + 1;
+                                return Ok((start, i + 1));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                i += 1;
+            }
+            if (i - start) as u64 > self.max_entry_bytes {
+                return Err(Failure::at(
+                    self.base + start as u64,
+                    format!(
+                        "an entry is larger than the {} MiB limit for one entry (raise it with --max-entry-mb)",
+                        self.max_entry_bytes >> 20
+                    ),
+                ));
+            }
+            match self.fill(start)? {
+                Some(shift) => {
+                    start -= shift;
+                    i -= shift;
+                }
+                None if scalar => {
+                    self.pos = i;
+                    return Ok((start, i));
+                }
+                None => return Err(Failure::at(self.base + i as u64, "the file ends in the middle of the document (truncated?)")),
+            }
+        }
     }
+
+    /// Scans and parses one JSON value.
+    fn value<T: DeserializeOwned>(&mut self) -> Result<T, Failure> {
+        let (start, end) = self.value_range()?;
+        let bytes = &self.buf[start..end];
+        serde_json::from_slice(bytes).map_err(|err| {
+            let relative = offset_of(bytes, err.line(), err.column());
+            let message = err.to_string();
+            let message = match message.rfind(" at line ") {
+                Some(cut) => message[..cut].to_string(),
+                None => message,
+            };
+            Failure::at(self.base + (start + relative) as u64, message)
+        })
+    }
+}
+
+/// Byte offset within `bytes` of a serde_json line/column (1-based).
+fn offset_of(bytes: &[u8], line: usize, column: usize) -> usize {
+    if line == 0 {
+        return 0;
+    }
+    let mut current = 1;
+    let mut line_start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if current == line {
+            break;
+        }
+        if b == b'\n' {
+            current += 1;
+            line_start = i + 1;
+        }
+    }
+    (line_start + column.saturating_sub(1)).min(bytes.len())
 }
 
 fn member_path(parent: &str, key: &str) -> String {
-    let simple = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+    let simple = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
     match (parent.is_empty(), simple) {
         (true, true) => key.to_string(),
         (true, false) => format!("[{}]", Value::String(key.to_string())),
@@ -351,34 +482,48 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
-struct RootSeed<'a> {
-    ctx: &'a Ctx,
+struct Reader {
+    scan: Scanner,
+    tx: SyncSender<Vec<Event>>,
+    batch: Vec<Event>,
     kind: DocumentKind,
 }
 
-impl<'de> DeserializeSeed<'de> for RootSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for RootSeed<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        match self.kind {
-            DocumentKind::Cache => {
-                f.write_str("an ACP cache: a JSON object with `files` and `symbols`")
-            }
-            DocumentKind::Vars => f.write_str("an ACP vars file: a JSON object with `variables`"),
+impl Reader {
+    fn send(&mut self, event: Event) -> Result<(), Failure> {
+        self.batch.push(event);
+        if self.batch.len() >= BATCH {
+            self.flush()?;
         }
+        Ok(())
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let ctx = self.ctx;
-        while let Some(key) = ctx.at(map.next_key::<String>(), || "(top level)".into())? {
-            let section = match (self.kind, key.as_str()) {
+    fn flush(&mut self) -> Result<(), Failure> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let full = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+        self.tx.send(full).map_err(|_| Failure {
+            offset: None,
+            json_path: None,
+            message: "import stopped before the document was read".into(),
+        })
+    }
+
+    fn document(&mut self) -> Result<(), Failure> {
+        match self.scan.peek()? {
+            Some(b'{') => {}
+            Some(_) => {
+                let what = match self.kind {
+                    DocumentKind::Cache => "expected an ACP cache: a JSON object with `files` and `symbols`",
+                    DocumentKind::Vars => "expected an ACP vars file: a JSON object with `variables`",
+                };
+                return Err(Failure::at(self.scan.offset(), what));
+            }
+            None => return Err(Failure::at(0, "the file is empty")),
+        }
+        self.object("", |reader, key, path| {
+            let section = match (reader.kind, key) {
                 (DocumentKind::Cache, "source_files") => Some(Section::SourceFiles),
                 (DocumentKind::Cache, "files") => Some(Section::Files),
                 (DocumentKind::Cache, "symbols") => Some(Section::Symbols),
@@ -386,253 +531,179 @@ impl<'de> Visitor<'de> for RootSeed<'_> {
                 (DocumentKind::Vars, "variables") => Some(Section::Variables),
                 _ => None,
             };
-            let nested = match (self.kind, key.as_str()) {
-                (DocumentKind::Cache, "graph") => Some(Scope::Graph),
-                (DocumentKind::Cache, "constraints") => Some(Scope::Constraints),
-                _ => None,
+            let value = match (reader.kind, key, section) {
+                (_, _, Some(section)) => reader.map_section(section)?,
+                (DocumentKind::Cache, "graph", _) => reader.scope(Scope::Graph, path)?,
+                (DocumentKind::Cache, "constraints", _) => reader.scope(Scope::Constraints, path)?,
+                _ => Some(reader.scan.value::<Value>().map_err(|f| f.in_path(|| path.to_string()))?),
             };
-            let path = member_path("", &key);
-            let value = if let Some(section) = section {
-                ctx.at(map.next_value_seed(MapSectionSeed { ctx, section }), || {
-                    path.clone()
-                })?
-            } else if let Some(scope) = nested {
-                ctx.at(map.next_value_seed(ScopeSeed { ctx, scope }), || {
-                    path.clone()
-                })?
-            } else {
-                ctx.begin_entry();
-                let value = ctx.at(map.next_value::<Value>(), || path.clone())?;
-                ctx.end_entry();
-                Some(value)
-            };
-            ctx.send(Event::Member {
-                scope: Scope::Root,
-                key,
-                value,
-            })?;
-        }
-        Ok(())
-    }
-}
-
-/// Reads the value of a member that is normally an object of entries. Returns `None` when it was
-/// an object (its entries were sent as events) and the literal value otherwise.
-struct MapSectionSeed<'a> {
-    ctx: &'a Ctx,
-    section: Section,
-}
-
-impl<'de> DeserializeSeed<'de> for MapSectionSeed<'_> {
-    type Value = Option<Value>;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<Value>, D::Error> {
-        deserializer.deserialize_any(LiteralOr { inner: self })
-    }
-}
-
-/// Reads a nested object (`graph`, `constraints`) whose members are sections themselves.
-struct ScopeSeed<'a> {
-    ctx: &'a Ctx,
-    scope: Scope,
-}
-
-impl<'de> DeserializeSeed<'de> for ScopeSeed<'_> {
-    type Value = Option<Value>;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<Value>, D::Error> {
-        deserializer.deserialize_any(LiteralOr { inner: self })
-    }
-}
-
-/// Reads an array whose elements are streamed as items.
-struct ListSeed<'a> {
-    ctx: &'a Ctx,
-    list: List,
-}
-
-impl<'de> DeserializeSeed<'de> for ListSeed<'_> {
-    type Value = Option<Value>;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<Value>, D::Error> {
-        deserializer.deserialize_any(LiteralOr { inner: self })
-    }
-}
-
-/// A streaming visitor for one container type that falls back to keeping any other JSON value
-/// verbatim.
-trait Streamer<'de> {
-    fn expecting_text(&self) -> &'static str;
-    fn stream_map<A: MapAccess<'de>>(&self, _map: A) -> Result<Option<Value>, A::Error> {
-        Err(de::Error::custom(format!(
-            "expected {}",
-            self.expecting_text()
-        )))
-    }
-    fn stream_seq<A: SeqAccess<'de>>(&self, seq: A) -> Result<Option<Value>, A::Error> {
-        let value = Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Some(value))
-    }
-    fn is_map_streamer(&self) -> bool;
-}
-
-use serde::Deserialize;
-
-struct LiteralOr<S> {
-    inner: S,
-}
-
-impl<'de, S: Streamer<'de>> Visitor<'de> for LiteralOr<S> {
-    type Value = Option<Value>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(self.inner.expecting_text())
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Option<Value>, A::Error> {
-        if self.inner.is_map_streamer() {
-            self.inner.stream_map(map)
-        } else {
-            let value = Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
-            Ok(Some(value))
+            reader.send(Event::Member { scope: Scope::Root, key: key.to_string(), value })
+        })?;
+        match self.scan.peek()? {
+            None => Ok(()),
+            Some(b) => Err(Failure::at(self.scan.offset(), format!("trailing characters after the document (`{}`)", b as char))),
         }
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Option<Value>, A::Error> {
-        self.inner.stream_seq(seq)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Option<Value>, E> {
-        Ok(Some(Value::Null))
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Option<Value>, E> {
-        Ok(Some(Value::Null))
-    }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Option<Value>, E> {
-        Ok(Some(Value::Bool(v)))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<Value>, E> {
-        Ok(Some(Value::from(v)))
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<Value>, E> {
-        Ok(Some(Value::from(v)))
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Option<Value>, E> {
-        Ok(Some(Value::from(v)))
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<Value>, E> {
-        Ok(Some(Value::String(v.to_string())))
-    }
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Option<Value>, E> {
-        Ok(Some(Value::String(v)))
-    }
-}
 
-impl<'de> Streamer<'de> for MapSectionSeed<'_> {
-    fn expecting_text(&self) -> &'static str {
-        "an object of entries"
-    }
-    fn is_map_streamer(&self) -> bool {
-        true
-    }
-    fn stream_map<A: MapAccess<'de>>(&self, mut map: A) -> Result<Option<Value>, A::Error> {
-        let ctx = self.ctx;
-        let parent = self.section.path();
-        while let Some(key) = ctx.at(map.next_key::<String>(), || parent.to_string())? {
-            ctx.begin_entry();
-            let value: Value = ctx.at(map.next_value(), || member_path(parent, &key))?;
-            ctx.end_entry();
-            if self.section.entries_are_objects() && !value.is_object() {
-                let path = member_path(parent, &key);
-                let found = json_type(&value);
-                return ctx.at(
-                    Err(de::Error::custom(format!(
-                        "expected an object for this entry, found {found}"
-                    ))),
-                    || path,
-                );
+    /// Walks an object's members, calling `member` for each key after its `:`.
+    fn object(
+        &mut self,
+        parent: &str,
+        mut member: impl FnMut(&mut Reader, &str, &str) -> Result<(), Failure>,
+    ) -> Result<(), Failure> {
+        self.scan.expect(b'{', "`{`")?;
+        let mut first = true;
+        loop {
+            match self.scan.peek()? {
+                Some(b'}') => {
+                    self.scan.pos += 1;
+                    return Ok(());
+                }
+                Some(b',') if !first => self.scan.pos += 1,
+                Some(_) if first => {}
+                Some(b) => {
+                    return Err(Failure::at(self.scan.offset(), format!("expected `,` or `}}`, found `{}`", b as char))
+                        .in_path(|| parent.to_string()))
+                }
+                None => return Err(self.scan.truncated().in_path(|| parent.to_string())),
             }
-            ctx.send(Event::Entry {
-                section: self.section,
-                key,
-                value,
-            })?;
+            first = false;
+            if self.scan.peek()? != Some(b'"') {
+                let found = self.scan.peek()?;
+                return Err(match found {
+                    Some(b) => Failure::at(self.scan.offset(), format!("expected a member name, found `{}`", b as char)),
+                    None => self.scan.truncated(),
+                }
+                .in_path(|| parent.to_string()));
+            }
+            let key: String = self.scan.value().map_err(|f| f.in_path(|| parent.to_string()))?;
+            let path = member_path(parent, &key);
+            self.scan.expect(b':', "`:`").map_err(|f| f.in_path(|| path.clone()))?;
+            member(self, &key, &path)?;
         }
+    }
+
+    /// A member that is normally an object of entries: streams them and returns `None`, or
+    /// returns the literal value when it is not an object.
+    fn map_section(&mut self, section: Section) -> Result<Option<Value>, Failure> {
+        let parent = section.path();
+        if self.scan.peek()? != Some(b'{') {
+            return Ok(Some(self.scan.value::<Value>().map_err(|f| f.in_path(|| parent.to_string()))?));
+        }
+        self.object(parent, |reader, key, path| {
+            let entry_offset = reader.scan.offset();
+            let value: Value = reader.scan.value().map_err(|f| f.in_path(|| path.to_string()))?;
+            if section.entries_are_objects() && !value.is_object() {
+                return Err(Failure::at(
+                    entry_offset,
+                    format!("expected an object for this entry, found {}", json_type(&value)),
+                )
+                .in_path(|| path.to_string()));
+            }
+            reader.send(Event::Entry { section, key: key.to_string(), value })
+        })?;
         Ok(None)
     }
-}
 
-impl<'de> Streamer<'de> for ScopeSeed<'_> {
-    fn expecting_text(&self) -> &'static str {
-        "an object"
-    }
-    fn is_map_streamer(&self) -> bool {
-        true
-    }
-    fn stream_map<A: MapAccess<'de>>(&self, mut map: A) -> Result<Option<Value>, A::Error> {
-        let ctx = self.ctx;
-        let parent = match self.scope {
-            Scope::Graph => "graph",
-            Scope::Constraints => "constraints",
-            Scope::Root => "",
-        };
-        while let Some(key) = ctx.at(map.next_key::<String>(), || parent.to_string())? {
-            let path = member_path(parent, &key);
-            let section = match (self.scope, key.as_str()) {
+    /// `graph` or `constraints`: an object whose known members are sections themselves.
+    fn scope(&mut self, scope: Scope, parent: &str) -> Result<Option<Value>, Failure> {
+        if self.scan.peek()? != Some(b'{') {
+            return Ok(Some(self.scan.value::<Value>().map_err(|f| f.in_path(|| parent.to_string()))?));
+        }
+        self.object(parent, |reader, key, path| {
+            let section = match (scope, key) {
                 (Scope::Graph, "forward") => Some(Section::GraphForward),
                 (Scope::Graph, "reverse") => Some(Section::GraphReverse),
                 (Scope::Constraints, "by_file") => Some(Section::ByFile),
                 (Scope::Constraints, "by_lock_level") => Some(Section::ByLockLevel),
                 _ => None,
             };
-            let list = match (self.scope, key.as_str()) {
+            let list = match (scope, key) {
                 (Scope::Constraints, "hacks") => Some(List::Hacks),
                 (Scope::Constraints, "debug_sessions") => Some(List::DebugSessions),
                 _ => None,
             };
             let value = if let Some(section) = section {
-                ctx.at(map.next_value_seed(MapSectionSeed { ctx, section }), || {
-                    path.clone()
-                })?
+                reader.map_section(section)?
             } else if let Some(list) = list {
-                ctx.at(map.next_value_seed(ListSeed { ctx, list }), || path.clone())?
+                reader.list(list)?
             } else {
-                ctx.begin_entry();
-                let value = ctx.at(map.next_value::<Value>(), || path.clone())?;
-                ctx.end_entry();
-                Some(value)
+                Some(reader.scan.value::<Value>().map_err(|f| f.in_path(|| path.to_string()))?)
             };
-            ctx.send(Event::Member {
-                scope: self.scope,
-                key,
-                value,
-            })?;
-        }
+            reader.send(Event::Member { scope, key: key.to_string(), value })
+        })?;
         Ok(None)
+    }
+
+    /// An array whose elements are streamed as items, or the literal value when not an array.
+    fn list(&mut self, list: List) -> Result<Option<Value>, Failure> {
+        let parent = list.path();
+        if self.scan.peek()? != Some(b'[') {
+            return Ok(Some(self.scan.value::<Value>().map_err(|f| f.in_path(|| parent.to_string()))?));
+        }
+        self.scan.pos += 1;
+        let mut index = 0usize;
+        loop {
+            match self.scan.peek()? {
+                Some(b']') => {
+                    self.scan.pos += 1;
+                    return Ok(None);
+                }
+                Some(b',') if index > 0 => self.scan.pos += 1,
+                Some(_) if index == 0 => {}
+                Some(b) => {
+                    return Err(Failure::at(self.scan.offset(), format!("expected `,` or `]`, found `{}`", b as char))
+                        .in_path(|| parent.to_string()))
+                }
+                None => return Err(self.scan.truncated().in_path(|| parent.to_string())),
+            }
+            let value: Value = self.scan.value().map_err(|f| f.in_path(|| format!("{parent}[{index}]")))?;
+            self.send(Event::Item { list, value })?;
+            index += 1;
+        }
     }
 }
 
-impl<'de> Streamer<'de> for ListSeed<'_> {
-    fn expecting_text(&self) -> &'static str {
-        "an array"
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str, limits: Limits) -> Result<Vec<Event>, ReadError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        std::fs::write(&path, text).unwrap();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1024);
+        let result = read_document(&path, DocumentKind::Cache, limits, Arc::new(Progress::default()), tx);
+        let events: Vec<Event> = rx.try_iter().flatten().collect();
+        result.map(|_| events)
     }
-    fn is_map_streamer(&self) -> bool {
-        false
+
+    #[test]
+    fn streams_entries_and_members() {
+        let events = read(
+            r#" {"version": "1", "files": {"a": {"x": "}\"{"}, "b": {}}, "graph": {"reverse": {"f": ["g", "g"]}, "n": [1]},
+                "constraints": {"hacks": [{"id": 1}, {"id": 2}]}, "symbols": {}} "#,
+            Limits::default(),
+        )
+        .unwrap();
+        let entries = events.iter().filter(|e| matches!(e, Event::Entry { .. })).count();
+        let items = events.iter().filter(|e| matches!(e, Event::Item { .. })).count();
+        assert_eq!((entries, items), (3, 2));
+        assert!(events.iter().any(|e| matches!(e, Event::Member { scope: Scope::Graph, key, value: Some(_) } if key == "n")));
     }
-    fn stream_seq<A: SeqAccess<'de>>(&self, mut seq: A) -> Result<Option<Value>, A::Error> {
-        let ctx = self.ctx;
-        let parent = match self.list {
-            List::Hacks => "constraints.hacks",
-            List::DebugSessions => "constraints.debug_sessions",
-        };
-        let mut index = 0usize;
-        loop {
-            ctx.begin_entry();
-            let next: Option<Value> =
-                ctx.at(seq.next_element(), || format!("{parent}[{index}]"))?;
-            ctx.end_entry();
-            let Some(value) = next else { break };
-            ctx.send(Event::Item {
-                list: self.list,
-                value,
-            })?;
-            index += 1;
-        }
-        Ok(None)
+
+    #[test]
+    fn errors_carry_path_and_position() {
+        let err = read("{\"files\": {\"a\": {\"lines\": 1,\n \"x\": tru}}}", Limits::default()).unwrap_err().to_string();
+        assert!(err.contains("files.a") && err.contains("line 2"), "{err}");
+        let err = read("{\"files\": {\"a\": 5}}", Limits::default()).unwrap_err().to_string();
+        assert!(err.contains("expected an object") && err.contains("line 1 column 17"), "{err}");
+        let err = read("{\"files\": {\"a\": {\"b\": \"unterminated", Limits::default()).unwrap_err().to_string();
+        assert!(err.contains("truncated") && err.contains("files.a"), "{err}");
+        let err = read("{\"files\": {} } x", Limits::default()).unwrap_err().to_string();
+        assert!(err.contains("trailing"), "{err}");
+        let big = format!("{{\"files\": {{\"a\": {{\"s\": \"{}\"}}}}}}", "x".repeat(3 << 20));
+        let err = read(&big, Limits { max_entry_bytes: 1 << 20 }).unwrap_err().to_string();
+        assert!(err.contains("1 MiB limit"), "{err}");
     }
 }

@@ -20,9 +20,7 @@ const SNAPSHOT_LIMIT: usize = 100_000;
 /// Parameters of the `acp_debug` tool.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct DebugRequest {
-    /// Debug action to perform: 'start' (new session), 'attempt' (log a try), 'result' (record
-    /// its outcome), 'revert' (mark it reverted), 'resolve' (close the session), 'status' (one
-    /// session with its attempts), 'list' (active sessions).
+    /// Debug action to perform: start, attempt, result, revert, resolve, status or list.
     #[schemars(
         required,
         extend("enum" = ["start", "attempt", "result", "revert", "resolve", "status", "list"])
@@ -40,8 +38,7 @@ pub struct DebugData {
     pub problem: Option<String>,
     /// The working hypothesis (required for 'start').
     pub hypothesis: Option<String>,
-    /// Session id, e.g. `debug-20251227-001` (required for attempt, result, revert and
-    /// resolve; optional for status, which defaults to the most recent active session).
+    /// Session id, e.g. `debug-20251227-001` (required except for start, status and list).
     pub session_id: Option<String>,
     /// What the attempt changes (required for 'attempt').
     pub description: Option<String>,

@@ -13,8 +13,7 @@ use super::{optional, paths, required, stamp, Journal, JournalError, Response};
 /// Parameters of the `acp_hack` tool.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct HackRequest {
-    /// Hack tracking action: 'mark' (add a marker), 'list' (show markers), 'revert' (remove a
-    /// marker), 'cleanup' (find expired markers).
+    /// Hack tracking action: mark, list, revert or cleanup.
     #[schemars(required, extend("enum" = ["mark", "list", "revert", "cleanup"]))]
     pub action: Option<String>,
     /// Action-specific data.
@@ -25,8 +24,7 @@ pub struct HackRequest {
 /// The action-specific fields of an `acp_hack` call.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct HackData {
-    /// File holding the hack, relative to the project root (required for 'mark'; a filter for
-    /// 'list').
+    /// File relative to the project root (required for 'mark', optional filter for 'list').
     pub file: Option<String>,
     /// Line of the hack, from 1 (optional for 'mark').
     #[schemars(range(min = 1))]

@@ -1,83 +1,43 @@
-//! MCP resources: the static `acp://` documents and the file/symbol/domain templates.
+//! MCP resources: converts the query layer's resource documents to rmcp types.
 
-use rmcp::model::{Resource, ResourceTemplate};
+use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
 use rmcp::ErrorData;
 use rusqlite::Connection;
 
-const JSON: &str = "application/json";
+use crate::query::resources::{self as q, ResourceError};
 
-/// (uri, name, description) of the static resources.
-const STATIC: &[(&str, &str, &str)] = &[
-    (
-        "acp://cache",
-        "cache",
-        "Summary of the imported ACP cache: project, version, counts, languages, domains",
-    ),
-    (
-        "acp://vars",
-        "vars",
-        "The ACP variables document (acp.vars.json)",
-    ),
-    (
-        "acp://constraints",
-        "constraints",
-        "Lock levels and constraints per file, and hack markers",
-    ),
-];
-
-/// (uri template, name, description) of the templates.
-const TEMPLATES: &[(&str, &str, &str)] = &[
-    (
-        "acp://file/{path}",
-        "file",
-        "One file's context (same JSON as acp_get_file_context)",
-    ),
-    (
-        "acp://symbol/{qualified_name}",
-        "symbol",
-        "One symbol's entry",
-    ),
-    (
-        "acp://domain/{name}",
-        "domain",
-        "One domain with its files (same JSON as acp_get_domain_files)",
-    ),
-];
-
-/// The static resources.
-pub fn list() -> Vec<Resource> {
-    STATIC
-        .iter()
-        .map(|(uri, name, description)| {
-            Resource::new(*uri, *name)
-                .with_description(*description)
-                .with_mime_type(JSON)
-        })
+/// The static resources (`acp://cache`, `acp://vars`, `acp://constraints`).
+pub fn list(conn: &Connection) -> Vec<Resource> {
+    q::list_resources(conn)
+        .into_iter()
+        .map(|r| Resource::new(r.uri, r.name).with_description(r.description).with_mime_type(r.mime_type))
         .collect()
 }
 
-/// The resource templates.
+/// The resource templates (file, symbol, domain).
 pub fn templates() -> Vec<ResourceTemplate> {
-    TEMPLATES
-        .iter()
-        .map(|(uri, name, description)| {
-            ResourceTemplate::new(*uri, *name)
-                .with_description(*description)
-                .with_mime_type(JSON)
-        })
+    q::resource_templates()
+        .into_iter()
+        .map(|t| ResourceTemplate::new(t.uri_template, t.name).with_description(t.description).with_mime_type(t.mime_type))
         .collect()
 }
 
-/// Reads one resource as pretty JSON text.
-pub fn read(_conn: &Connection, uri: &str) -> Result<String, ErrorData> {
-    Err(not_found(uri))
-}
-
-fn not_found(uri: &str) -> ErrorData {
-    ErrorData::resource_not_found(
-        format!("Resource not found: {uri}"),
-        Some(
-            serde_json::json!({"uri": uri, "templates": TEMPLATES.iter().map(|t| t.0).collect::<Vec<_>>()}),
-        ),
-    )
+/// Reads one resource.
+pub fn read(conn: &Connection, uri: &str) -> Result<ResourceContents, ErrorData> {
+    match q::read_resource(conn, uri) {
+        Ok(content) => Ok(ResourceContents::TextResourceContents {
+            uri: content.uri,
+            mime_type: Some(content.mime_type),
+            text: content.text,
+            meta: None,
+        }),
+        Err(ResourceError::NotFound { uri }) => Err(ErrorData::resource_not_found(
+            format!("Resource not found: {uri}"),
+            Some(serde_json::json!({
+                "uri": uri,
+                "templates": q::resource_templates().into_iter().map(|t| t.uri_template).collect::<Vec<_>>(),
+            })),
+        )),
+        Err(ResourceError::Query(err)) => Err(super::server::query_error(err)),
+    }
 }

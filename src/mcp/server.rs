@@ -14,12 +14,21 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, ErrorData, RoleServer, ServerHandler};
 use rusqlite::Connection;
-use serde::Serialize;
 
 use super::state::{IndexState, Unavailable};
 use crate::journal::{DebugRequest, HackRequest, Journal, JournalError};
 use crate::project::Project;
-use crate::query::{QueryError, QueryResult};
+use crate::query::acp_query::{acp_query, QueryParams};
+use crate::query::check_constraints::CheckConstraintsParams;
+use crate::query::constraints::{acp_constraints, ConstraintsParams};
+use crate::query::expand::{acp_expand, acp_expand_variable, ExpandParams, ExpandVariableParams};
+use crate::query::context::{context, GetContextParams};
+use crate::query::domain_files::{domain_files, GetDomainFilesParams};
+use crate::query::file_context::{file_context, GetFileContextParams};
+use crate::query::primer::{generate_primer, GeneratePrimerParams};
+use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
+use crate::query::{architecture, hotpaths, QueryError, QueryResult};
+use crate::tools::{self, pretty};
 
 const INSTRUCTIONS: &str = "acpdb serves an ACP code index (files, symbols, call graph, domains, \
 constraints) from SQLite. Start with acp_get_architecture for the project's shape, then \
@@ -27,29 +36,6 @@ acp_query (search, symbol, file, callers/callees with depth) to find code, acp_c
 before changing a file, and acp_generate_primer or acp_context for a ready-made briefing. \
 Record debugging with acp_debug and temporary code with acp_hack. Long lists come in pages: \
 pass the returned next_cursor back as cursor.";
-
-/// A successful answer: JSON text as the tool returns it.
-pub(super) enum Answer {
-    /// Pretty-printed JSON of a value.
-    Json(serde_json::Value),
-    /// Text returned exactly as is.
-    Text(String),
-}
-
-impl Answer {
-    /// Pretty JSON of any serializable value.
-    pub(super) fn json<T: Serialize>(value: &T) -> QueryResult<Answer> {
-        Ok(Answer::Json(serde_json::to_value(value)?))
-    }
-
-    fn into_text(self) -> Result<String, ErrorData> {
-        match self {
-            Answer::Json(value) => serde_json::to_string_pretty(&value)
-                .map_err(|e| ErrorData::internal_error(format!("JSON error: {e}"), None)),
-            Answer::Text(text) => Ok(text),
-        }
-    }
-}
 
 /// The acpdb MCP server.
 #[derive(Clone)]
@@ -72,10 +58,10 @@ impl AcpServer {
     /// Runs `query` on a pooled connection off the async threads and renders its answer.
     async fn answer<F>(&self, query: F) -> Result<CallToolResult, ErrorData>
     where
-        F: FnOnce(&Connection) -> QueryResult<Answer> + Send + 'static,
+        F: FnOnce(&Connection) -> QueryResult<String> + Send + 'static,
     {
         let pool = self.state.pool().map_err(unavailable)?;
-        let answer = tokio::task::spawn_blocking(move || -> QueryResult<Answer> {
+        let text = tokio::task::spawn_blocking(move || -> QueryResult<String> {
             let conn = pool
                 .get()
                 .map_err(|e| QueryError::Internal(format!("database connection: {e}")))?;
@@ -84,7 +70,7 @@ impl AcpServer {
         .await
         .map_err(|e| ErrorData::internal_error(format!("query task failed: {e}"), None))?
         .map_err(query_error)?;
-        self.respond(answer.into_text()?)
+        self.respond(text)
     }
 
     fn respond(&self, text: String) -> Result<CallToolResult, ErrorData> {
@@ -143,6 +129,101 @@ fn journal_error(err: JournalError) -> ErrorData {
 
 #[tool_router]
 impl AcpServer {
+    #[tool(
+        name = "acp_query",
+        description = "Query the index: type symbol (name), file (name = path), domain (name), callers / callees (name, depth 1-5 for the blast radius of a change), search (pattern: words, globs like validate*, or substrings), stats. limit 1-100 (default 20); long results are paged: pass next_cursor back as cursor with the same type. For a whole file entry, use acp_get_file_context."
+    )]
+    async fn acp_query(&self, Parameters(params): Parameters<QueryParams>) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&acp_query(conn, &params)?)).await
+    }
+
+    #[tool(
+        name = "acp_expand",
+        description = "Expand every $VARIABLE in a text using the project's vars file. Modes: summary (default), full, inline, annotated; answers variables_found, resolved, unresolved and the expansions. For one variable's raw entry, this replaces acp_expand_variable."
+    )]
+    async fn acp_expand(&self, Parameters(params): Parameters<ExpandParams>) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&acp_expand(conn, &params)?)).await
+    }
+
+    #[tool(
+        name = "acp_expand_variable",
+        description = "Deprecated: use acp_expand. Returns one variable's entry from the vars file (type, value, description)."
+    )]
+    async fn acp_expand_variable(&self, Parameters(params): Parameters<ExpandVariableParams>) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&acp_expand_variable(conn, &params)?)).await
+    }
+
+    #[tool(
+        name = "acp_constraints",
+        description = "Before modifying a file, check whether you may: lock level and its meaning, reason, style, behaviour, quality requirements and can_modify {allowed, approval_needed, requirements}, plus symbol-level constraints. For the raw constraint entry, use acp_check_constraints."
+    )]
+    async fn acp_constraints(&self, Parameters(params): Parameters<ConstraintsParams>) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&acp_constraints(conn, &params)?)).await
+    }
+
+    #[tool(
+        name = "acp_get_architecture",
+        description = "Get an overview of the codebase architecture including domains, files, symbols, and structure. Use this first to understand the project layout. For counts and search, use acp_query (type stats or search)."
+    )]
+    async fn acp_get_architecture(&self) -> Result<CallToolResult, ErrorData> {
+        self.answer(|conn| pretty(&architecture::architecture(conn)?)).await
+    }
+
+    #[tool(
+        name = "acp_get_file_context",
+        description = "Get detailed context for a specific file including exports, imports, symbols, constraints, and relationships. Paths may be given with ./, backslashes or a trailing slash. Before editing the file, also call acp_constraints."
+    )]
+    async fn acp_get_file_context(&self, Parameters(params): Parameters<GetFileContextParams>) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&file_context(conn, &params)?)).await
+    }
+
+    #[tool(
+        name = "acp_get_symbol_context",
+        description = "Get detailed context for a symbol including its definition, callers, callees, constraints, and domain membership. Accepts the cache key, a qualified name (path:name) or a unique simple name; an ambiguous name answers with candidates. Long caller lists are paged (pass next_cursor back as cursor). For the callers of callers, use acp_query type callers with depth."
+    )]
+    async fn acp_get_symbol_context(&self, Parameters(params): Parameters<GetSymbolContextParams>) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&symbol_context(conn, &params)?)).await
+    }
+
+    #[tool(
+        name = "acp_get_domain_files",
+        description = "Get all files belonging to a specific domain with their metadata. Large domains are paged (pass next_cursor back as cursor). To list the domains, use acp_get_architecture."
+    )]
+    async fn acp_get_domain_files(&self, Parameters(params): Parameters<GetDomainFilesParams>) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&domain_files(conn, &params)?)).await
+    }
+
+    #[tool(
+        name = "acp_check_constraints",
+        description = "Check what constraints (lock levels, style rules, behavior requirements) apply to a file or its symbols. Returns the raw constraint entry; for the lock level's meaning and whether you may modify the file, use acp_constraints."
+    )]
+    async fn acp_check_constraints(&self, Parameters(params): Parameters<CheckConstraintsParams>) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| tools::check_constraints_text(conn, &params)).await
+    }
+
+    #[tool(
+        name = "acp_get_hotpaths",
+        description = "Get the most frequently called symbols in the codebase - the 'hotpaths' that are critical to understand. For who calls one particular symbol, use acp_query type callers."
+    )]
+    async fn acp_get_hotpaths(&self) -> Result<CallToolResult, ErrorData> {
+        self.answer(|conn| pretty(&hotpaths::hotpaths(conn)?)).await
+    }
+
+    #[tool(
+        name = "acp_generate_primer",
+        description = "Generate a project primer (markdown, compact, json or text) for an AI agent, fitted to a token budget and never over it; filter by categories, tags or a preset and force-include sections. For a task-specific briefing, use acp_context."
+    )]
+    async fn acp_generate_primer(&self, Parameters(params): Parameters<GeneratePrimerParams>) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&generate_primer(conn, &params)?)).await
+    }
+
+    #[tool(
+        name = "acp_context",
+        description = "Get operation-specific context: create (conventions and similar files for a new file), modify (constraints, importers and domain of a file), debug (related files and hotpaths for a file or symbol), explore (project overview). For a general primer, use acp_generate_primer."
+    )]
+    async fn acp_context(&self, Parameters(params): Parameters<GetContextParams>) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&context(conn, &params)?)).await
+    }
     #[tool(
         name = "acp_debug",
         description = "Record a debugging session so attempts can be reviewed and reverted: start (problem, hypothesis), attempt (session_id, description, files), result (session_id, attempt_id, success, notes), revert, resolve (resolution), status, list. Entries are durable and exported to .acp/acp.attempts.json. To mark temporary code instead, use acp_hack."
@@ -262,7 +343,14 @@ impl ServerHandler for AcpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(ListResourcesResult::with_all_items(super::resources::list()))
+        let pool = self.state.pool().map_err(unavailable)?;
+        let resources = tokio::task::spawn_blocking(move || -> Result<_, ErrorData> {
+            let conn = pool.get().map_err(|e| ErrorData::internal_error(format!("database connection: {e}"), None))?;
+            Ok(super::resources::list(&conn))
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("resource task failed: {e}"), None))??;
+        Ok(ListResourcesResult::with_all_items(resources))
     }
 
     async fn list_resource_templates(
@@ -280,9 +368,8 @@ impl ServerHandler for AcpServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let uri = request.uri.clone();
         let pool = self.state.pool().map_err(unavailable)?;
-        let text = tokio::task::spawn_blocking(move || -> Result<String, ErrorData> {
+        let contents = tokio::task::spawn_blocking(move || -> Result<ResourceContents, ErrorData> {
             let conn = pool.get().map_err(|e| {
                 ErrorData::internal_error(format!("database connection: {e}"), None)
             })?;
@@ -290,12 +377,6 @@ impl ServerHandler for AcpServer {
         })
         .await
         .map_err(|e| ErrorData::internal_error(format!("resource task failed: {e}"), None))??;
-        let contents = ResourceContents::TextResourceContents {
-            uri,
-            mime_type: Some("application/json".into()),
-            text,
-            meta: None,
-        };
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 }

@@ -15,9 +15,9 @@ pub struct Architecture {
     /// `project.name`.
     pub project_name: String,
     /// Number of file entries.
-    pub total_files: u64,
+    pub total_files: i64,
     /// Number of symbol entries.
-    pub total_symbols: u64,
+    pub total_symbols: i64,
     /// Every domain, sorted by name.
     pub domains: Vec<DomainSummary>,
     /// Distinct file languages as Rust debug names (`Typescript`, `CSharp`, …), sorted.
@@ -32,7 +32,7 @@ pub struct DomainSummary {
     /// Its description (`null` when absent).
     pub description: Option<String>,
     /// Length of its `files` list.
-    pub file_count: u64,
+    pub file_count: i64,
 }
 
 /// Builds the architecture overview.
@@ -44,7 +44,7 @@ pub fn architecture(conn: &Connection) -> QueryResult<Architecture> {
         .query_row([], |r| r.get(0))
         .optional()?
         .flatten();
-    let count = |sql: &str| -> QueryResult<u64> {
+    let count = |sql: &str| -> QueryResult<i64> {
         Ok(conn.prepare_cached(sql)?.query_row([], |r| r.get(0))?)
     };
     let total_files = count("SELECT count(*) FROM files")?;

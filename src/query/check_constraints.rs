@@ -11,13 +11,14 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::file_context::OrderedObject;
+use super::file_context::{without_description, Ordered, OrderedObject};
 use super::names::project_root;
 use super::QueryResult;
 use crate::cache::paths::canonical_path;
 
 /// Arguments of `acp_check_constraints`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(transform = without_description)]
 pub struct CheckConstraintsParams {
     /// Path to the file to check constraints for
     pub path: String,
@@ -46,7 +47,9 @@ impl CheckConstraints {
     pub fn literal(&self) -> Option<&'static str> {
         match self {
             CheckConstraints::Found(_) => None,
-            CheckConstraints::NoEntry => Some(r#"{"message": "No constraints found for this file"}"#),
+            CheckConstraints::NoEntry => {
+                Some(r#"{"message": "No constraints found for this file"}"#)
+            }
             CheckConstraints::NoIndex => Some(r#"{"message": "No constraints defined in cache"}"#),
         }
     }
@@ -170,20 +173,21 @@ const REFERENCE: &[Member] = &[
     Member::Flag("fetch"),
 ];
 
-/// Re-serialises a `by_file` entry with acp-cli's `Constraints` type rules. Flat spec-shaped
-/// entries (`lock_level`, string `style`/`behavior`, list `quality`) are returned as stored.
+/// Re-serialises a `by_file` entry with acp-cli's `Constraints` type rules: members it does not
+/// know (such as the flat shape's `lock_level` and `lock_reason`) are dropped, as acp-mcp does.
+/// Flat entries acp-cli cannot read at all (string `style`/`behavior`, list `quality`) are
+/// returned as stored.
 fn cli_constraints(entry: Value) -> OrderedObject {
     let Value::Object(mut entry) = entry else {
         return OrderedObject::default();
     };
-    let spec_shaped = entry.contains_key("lock_level")
-        || entry.get("style").is_some_and(Value::is_string)
+    let unreadable = entry.get("style").is_some_and(Value::is_string)
         || entry.get("behavior").is_some_and(Value::is_string)
         || entry.get("quality").is_some_and(Value::is_array);
-    if spec_shaped {
-        return OrderedObject(entry.into_iter().collect());
+    if unreadable {
+        return OrderedObject(entry.into_iter().map(|(k, v)| (k, v.into())).collect());
     }
-    let mut out = Vec::new();
+    let mut out: Vec<(String, Ordered)> = Vec::new();
     for (key, members) in [
         ("style", STYLE),
         ("mutation", MUTATION),
@@ -201,37 +205,52 @@ fn cli_constraints(entry: Value) -> OrderedObject {
                 .into_iter()
                 .map(|r| match r {
                     Value::Object(r) => nested_object(r, REFERENCE),
-                    other => other,
+                    other => other.into(),
                 })
                 .collect();
-            out.push(("references".into(), Value::Array(references)));
+            out.push(("references".into(), Ordered::Array(references)));
         }
     }
     if let Some(directive) = entry.remove("directive").filter(|v| !v.is_null()) {
-        out.push(("directive".into(), directive));
+        out.push(("directive".into(), directive.into()));
     }
     if entry.get("auto_generated") == Some(&Value::Bool(true)) {
-        out.push(("auto_generated".into(), Value::Bool(true)));
+        out.push(("auto_generated".into(), Value::Bool(true).into()));
     }
     OrderedObject(out)
 }
 
-fn nested_object(mut nested: Map<String, Value>, members: &[Member]) -> Value {
+fn nested_object(mut nested: Map<String, Value>, members: &[Member]) -> Ordered {
     let mut out = OrderedObject::default();
     for member in members {
         let (name, value) = match *member {
             Member::Optional(name) => (name, nested.remove(name).filter(|v| !v.is_null())),
             Member::Flag(name) => (
                 name,
-                Some(nested.remove(name).filter(|v| !v.is_null()).unwrap_or(Value::Bool(false))),
+                Some(
+                    nested
+                        .remove(name)
+                        .filter(|v| !v.is_null())
+                        .unwrap_or(Value::Bool(false)),
+                ),
             ),
             Member::List(name) => (
                 name,
-                Some(nested.remove(name).filter(|v| !v.is_null()).unwrap_or(Value::Array(Vec::new()))),
+                Some(
+                    nested
+                        .remove(name)
+                        .filter(|v| !v.is_null())
+                        .unwrap_or(Value::Array(Vec::new())),
+                ),
             ),
             Member::Text(name, default) => (
                 name,
-                Some(nested.remove(name).filter(|v| !v.is_null()).unwrap_or_else(|| default.into())),
+                Some(
+                    nested
+                        .remove(name)
+                        .filter(|v| !v.is_null())
+                        .unwrap_or_else(|| default.into()),
+                ),
             ),
             Member::Float(name) => (
                 name,
@@ -243,10 +262,10 @@ fn nested_object(mut nested: Map<String, Value>, members: &[Member]) -> Value {
             ),
         };
         if let Some(value) = value {
-            out.0.push((name.to_string(), value));
+            out.push(name, value);
         }
     }
-    out.to_value()
+    Ordered::Object(out)
 }
 
 #[cfg(test)]
@@ -264,19 +283,25 @@ mod tests {
         let keys: Vec<&str> = shaped.0.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["mutation", "quality", "directive"]);
         assert_eq!(
-            shaped.get("mutation"),
-            Some(&json!({"level": "tests-required", "requires_approval": false, "requires_tests": true, "requires_docs": false}))
+            shaped.get("mutation").map(Ordered::to_value),
+            Some(
+                json!({"level": "tests-required", "requires_approval": false, "requires_tests": true, "requires_docs": false})
+            )
         );
         assert_eq!(
-            shaped.get("quality"),
-            Some(&json!({"tests_required": false, "min_coverage": 80.0, "security_review": false, "browser_support": []}))
+            shaped.get("quality").map(Ordered::to_value),
+            Some(
+                json!({"tests_required": false, "min_coverage": 80.0, "security_review": false, "browser_support": []})
+            )
         );
     }
 
     #[test]
-    fn flat_entries_stay_as_stored() {
-        let entry = json!({"lock_level": "frozen", "quality": ["tests-required"]});
-        assert_eq!(cli_constraints(entry.clone()).to_value(), entry);
+    fn flat_entries_keep_what_acp_cli_reads() {
+        let entry = json!({"lock_level": "frozen", "lock_reason": "r", "directive": "d"});
+        assert_eq!(cli_constraints(entry).to_value(), json!({"directive": "d"}));
+        let unreadable = json!({"lock_level": "frozen", "quality": ["tests-required"]});
+        assert_eq!(cli_constraints(unreadable.clone()).to_value(), unreadable);
     }
 
     #[test]

@@ -113,6 +113,22 @@ impl Cursor {
     }
 }
 
+/// The window of a list one request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    /// Items to skip.
+    pub offset: u64,
+    /// Most items to return.
+    pub limit: u32,
+}
+
+impl Page {
+    /// The offset just past a page that returned `returned` items.
+    pub fn next_offset(&self, returned: usize) -> u64 {
+        self.offset + returned as u64
+    }
+}
+
 /// Pagination facts of one page of a list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageInfo {
@@ -122,8 +138,8 @@ pub struct PageInfo {
     pub next_cursor: Option<String>,
 }
 
-/// Builds the pagination facts of the page `[offset, offset + returned)` of a list with
-/// `remaining_after` items known to follow it.
+/// Pagination facts of a page: `more` says whether items follow it, `next_offset` is where the
+/// next page starts.
 pub fn page_info(
     conn: &Connection,
     kind: &str,

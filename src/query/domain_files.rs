@@ -8,13 +8,19 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::file_context::{cli_domain_entry, domain_entry, OrderedObject};
+use super::file_context::{
+    cli_domain_entry, domain_entry, without_description, Ordered, OrderedObject,
+};
 use super::names::{not_found, suggest_domains};
-use super::symbol_context::Page;
+use super::symbol_context::{continues, next_cursor, page_of, requested_page};
 use super::QueryResult;
+
+/// The list kind recorded in this tool's cursors.
+const CURSOR_KIND: &str = "domain_files";
 
 /// Arguments of `acp_get_domain_files`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(transform = without_description)]
 pub struct GetDomainFilesParams {
     /// Name of the domain
     pub name: String,
@@ -22,15 +28,24 @@ pub struct GetDomainFilesParams {
     /// `"truncated": true` and a `next_cursor`.
     #[serde(default)]
     pub limit: Option<u32>,
-    /// The `next_cursor` of a previous answer (an opaque string such as `o:200`), to get the
-    /// next page of files.
+    /// The `next_cursor` of a previous answer, passed back unchanged with the same name, to get
+    /// the next page of files.
     #[serde(default)]
     pub cursor: Option<String>,
 }
 
 /// Returns the domain entry named `name` (exact, case-sensitive).
-pub fn domain_files(conn: &Connection, params: &GetDomainFilesParams) -> QueryResult<OrderedObject> {
-    let page = Page::from_params(params.limit, params.cursor.as_deref())?;
+pub fn domain_files(
+    conn: &Connection,
+    params: &GetDomainFilesParams,
+) -> QueryResult<OrderedObject> {
+    let page = requested_page(
+        conn,
+        CURSOR_KIND,
+        &params.name,
+        params.limit,
+        params.cursor.as_deref(),
+    )?;
     let Some(mut entry) = domain_entry(conn, &params.name)? else {
         return Err(not_found(
             "Domain",
@@ -45,17 +60,18 @@ pub fn domain_files(conn: &Connection, params: &GetDomainFilesParams) -> QueryRe
     let mut more = false;
     for (key, value) in shaped.0.iter_mut() {
         if key == "files" {
-            if let Value::Array(files) = value {
-                more = page.has_more(files.len());
-                *files = page.slice(std::mem::take(files));
+            if let Ordered::Plain(Value::Array(files)) = value {
+                more = continues(page, files.len());
+                *files = page_of(page, std::mem::take(files));
             }
         }
     }
     if more {
-        shaped.0.push(("truncated".into(), Value::Bool(true)));
-        shaped
-            .0
-            .push(("next_cursor".into(), Value::String(page.next_cursor())));
+        shaped.push("truncated", Value::Bool(true));
+        shaped.push(
+            "next_cursor",
+            Value::String(next_cursor(conn, CURSOR_KIND, &params.name, page)?),
+        );
     }
     Ok(shaped)
 }
@@ -67,9 +83,9 @@ mod tests {
     #[test]
     fn params_accept_paging() {
         let params: GetDomainFilesParams =
-            serde_json::from_value(serde_json::json!({"name": "x", "limit": 5, "cursor": "o:5"}))
+            serde_json::from_value(serde_json::json!({"name": "x", "limit": 5, "cursor": "ab"}))
                 .unwrap();
         assert_eq!(params.limit, Some(5));
-        assert_eq!(params.cursor.as_deref(), Some("o:5"));
+        assert_eq!(params.cursor.as_deref(), Some("ab"));
     }
 }

@@ -19,24 +19,79 @@ use crate::cache::fields::{self, Cell, Field};
 
 /// Arguments of `acp_get_file_context`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(transform = without_description)]
 pub struct GetFileContextParams {
     /// Path to the file (relative to project root)
     pub path: String,
 }
 
+/// Drops a parameter struct's own description from its input schema, so the schema equals the
+/// reference server's (whose parameter structs carry no doc comment).
+pub(crate) fn without_description(schema: &mut schemars::Schema) {
+    schema.remove("description");
+}
+
+/// A JSON value whose objects serialise with their members in a chosen order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ordered {
+    /// A plain value (its objects serialise in `serde_json`'s map order).
+    Plain(Value),
+    /// An object with ordered members.
+    Object(OrderedObject),
+    /// An array of ordered values.
+    Array(Vec<Ordered>),
+}
+
+impl Ordered {
+    /// Converts to a `serde_json` value (member order then follows `serde_json`'s map).
+    pub fn to_value(&self) -> Value {
+        match self {
+            Ordered::Plain(value) => value.clone(),
+            Ordered::Object(object) => object.to_value(),
+            Ordered::Array(items) => Value::Array(items.iter().map(Ordered::to_value).collect()),
+        }
+    }
+}
+
+impl From<Value> for Ordered {
+    fn from(value: Value) -> Self {
+        Ordered::Plain(value)
+    }
+}
+
+impl Serialize for Ordered {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Ordered::Plain(value) => value.serialize(serializer),
+            Ordered::Object(object) => object.serialize(serializer),
+            Ordered::Array(items) => items.serialize(serializer),
+        }
+    }
+}
+
 /// A JSON object that keeps its members in insertion order when serialised.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct OrderedObject(pub Vec<(String, Value)>);
+pub struct OrderedObject(pub Vec<(String, Ordered)>);
 
 impl OrderedObject {
     /// The value of member `key`, if present.
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    pub fn get(&self, key: &str) -> Option<&Ordered> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Appends a member.
+    pub fn push(&mut self, key: &str, value: impl Into<Ordered>) {
+        self.0.push((key.to_string(), value.into()));
     }
 
     /// Converts to a `serde_json` value (member order then follows `serde_json`'s map).
     pub fn to_value(&self) -> Value {
-        Value::Object(self.0.iter().cloned().collect())
+        Value::Object(
+            self.0
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_value()))
+                .collect(),
+        )
     }
 }
 
@@ -53,7 +108,10 @@ impl Serialize for OrderedObject {
 /// Finds a file like acp-mcp's `Cache::get_file` does (exact key, then normalised forms) and
 /// returns its entry in acp-cli's shape. Also accepts paths whose canonical form names an
 /// indexed file (absolute paths under the project root, Windows separators in keys).
-pub fn file_context(conn: &Connection, params: &GetFileContextParams) -> QueryResult<OrderedObject> {
+pub fn file_context(
+    conn: &Connection,
+    params: &GetFileContextParams,
+) -> QueryResult<OrderedObject> {
     let found = match find_file(conn, &params.path)? {
         Some(file) => Some(file),
         None => {
@@ -72,8 +130,8 @@ pub fn file_context(conn: &Connection, params: &GetFileContextParams) -> QueryRe
             suggest_files(conn, &params.path)?,
         ));
     };
-    let entry = file_entry(conn, file.id)?
-        .ok_or_else(|| not_found("File", &params.path, Vec::new()))?;
+    let entry =
+        file_entry(conn, file.id)?.ok_or_else(|| not_found("File", &params.path, Vec::new()))?;
     Ok(cli_file_entry(entry))
 }
 
@@ -105,12 +163,29 @@ pub(crate) fn file_entry(conn: &Connection, id: i64) -> QueryResult<Option<Map<S
 
 /// The original symbol entry of row `id` (columns plus `extra`).
 pub(crate) fn symbol_entry(conn: &Connection, id: i64) -> QueryResult<Option<Map<String, Value>>> {
-    entry_by(conn, "symbols", SYMBOL_COLUMNS, "id", id, fields::SYMBOL_FIELDS)
+    entry_by(
+        conn,
+        "symbols",
+        SYMBOL_COLUMNS,
+        "id",
+        id,
+        fields::SYMBOL_FIELDS,
+    )
 }
 
 /// The original domain entry whose map key is `key` (columns plus `extra`).
-pub(crate) fn domain_entry(conn: &Connection, key: &str) -> QueryResult<Option<Map<String, Value>>> {
-    entry_by(conn, "domains", DOMAIN_COLUMNS, "key", key, fields::DOMAIN_FIELDS)
+pub(crate) fn domain_entry(
+    conn: &Connection,
+    key: &str,
+) -> QueryResult<Option<Map<String, Value>>> {
+    entry_by(
+        conn,
+        "domains",
+        DOMAIN_COLUMNS,
+        "key",
+        key,
+        fields::DOMAIN_FIELDS,
+    )
 }
 
 fn entry_by(
@@ -145,7 +220,9 @@ fn cell(row: &Row, i: usize) -> rusqlite::Result<Cell> {
         ValueRef::Null => Cell::Null,
         ValueRef::Integer(n) => Cell::Int(n),
         ValueRef::Real(f) => Cell::Text(f.to_string()),
-        ValueRef::Text(t) | ValueRef::Blob(t) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Text(t) | ValueRef::Blob(t) => {
+            Cell::Text(String::from_utf8_lossy(t).into_owned())
+        }
     })
 }
 
@@ -156,6 +233,10 @@ enum Emit {
     Present,
     /// Always written, `[]` when absent.
     List,
+    /// Always written, `false` when absent.
+    Flag,
+    /// Always written, `0` when absent.
+    Zero,
     /// Omitted when absent or an empty list/object.
     NonEmpty,
     /// Omitted when absent or `false`.
@@ -166,148 +247,237 @@ enum Emit {
     Bridge,
 }
 
-const FILE_SHAPE: &[(&str, Emit)] = &[
-    ("path", Emit::Present),
-    ("lines", Emit::Present),
-    ("language", Emit::Present),
-    ("exports", Emit::List),
-    ("imports", Emit::List),
-    ("imported_by", Emit::NonEmpty),
-    ("module", Emit::Present),
-    ("summary", Emit::Present),
-    ("purpose", Emit::Present),
-    ("owner", Emit::Present),
-    ("inline", Emit::NonEmpty),
-    ("domains", Emit::NonEmpty),
-    ("layer", Emit::Present),
-    ("stability", Emit::Present),
-    ("ai_hints", Emit::NonEmpty),
-    ("git", Emit::Present),
-    ("annotations", Emit::NonEmpty),
-    ("bridge", Emit::Bridge),
-    ("version", Emit::Present),
-    ("since", Emit::Present),
-    ("license", Emit::Present),
-    ("author", Emit::Present),
-    ("lifecycle", Emit::Present),
-    ("refs", Emit::NonEmpty),
-    ("style", Emit::Present),
+/// The shape of a member's value.
+#[derive(Clone, Copy)]
+enum Nested {
+    /// Kept as is (nested `null`s dropped).
+    Plain,
+    /// An object of the given shape.
+    Object(&'static [Member]),
+    /// A list of objects of the given shape.
+    List(&'static [Member]),
+    /// A map whose values are objects of the given shape.
+    Map(&'static [Member]),
+}
+
+/// One member of an entry: its name, omission rule and value shape.
+type Member = (&'static str, Emit, Nested);
+
+const P: Nested = Nested::Plain;
+
+const FILE_SHAPE: &[Member] = &[
+    ("path", Emit::Present, P),
+    ("lines", Emit::Present, P),
+    ("language", Emit::Present, P),
+    ("exports", Emit::List, P),
+    ("imports", Emit::List, P),
+    ("imported_by", Emit::NonEmpty, P),
+    ("module", Emit::Present, P),
+    ("summary", Emit::Present, P),
+    ("purpose", Emit::Present, P),
+    ("owner", Emit::Present, P),
+    ("inline", Emit::NonEmpty, Nested::List(INLINE_SHAPE)),
+    ("domains", Emit::NonEmpty, P),
+    ("layer", Emit::Present, P),
+    ("stability", Emit::Present, P),
+    ("ai_hints", Emit::NonEmpty, P),
+    ("git", Emit::Present, Nested::Object(FILE_GIT_SHAPE)),
+    ("annotations", Emit::NonEmpty, Nested::Map(PROVENANCE_SHAPE)),
+    ("bridge", Emit::Bridge, Nested::Object(BRIDGE_SHAPE)),
+    ("version", Emit::Present, P),
+    ("since", Emit::Present, P),
+    ("license", Emit::Present, P),
+    ("author", Emit::Present, P),
+    ("lifecycle", Emit::Present, Nested::Object(LIFECYCLE_SHAPE)),
+    ("refs", Emit::NonEmpty, Nested::List(REF_SHAPE)),
+    ("style", Emit::Present, Nested::Object(STYLE_SHAPE)),
 ];
 
-const SYMBOL_SHAPE: &[(&str, Emit)] = &[
-    ("name", Emit::Present),
-    ("qualified_name", Emit::Present),
-    ("type", Emit::Present),
-    ("file", Emit::Present),
-    ("lines", Emit::Present),
-    ("exported", Emit::Present),
-    ("signature", Emit::Present),
-    ("summary", Emit::Present),
-    ("purpose", Emit::Present),
-    ("constraints", Emit::Present),
-    ("async", Emit::True),
-    ("visibility", Emit::NotDefault("public")),
-    ("calls", Emit::NonEmpty),
-    ("called_by", Emit::NonEmpty),
-    ("git", Emit::Present),
-    ("annotations", Emit::NonEmpty),
-    ("behavioral", Emit::Present),
-    ("lifecycle", Emit::Present),
-    ("documentation", Emit::Present),
-    ("performance", Emit::Present),
-    ("type_info", Emit::Present),
+const SYMBOL_SHAPE: &[Member] = &[
+    ("name", Emit::Present, P),
+    ("qualified_name", Emit::Present, P),
+    ("type", Emit::Present, P),
+    ("file", Emit::Present, P),
+    ("lines", Emit::Present, P),
+    ("exported", Emit::Present, P),
+    ("signature", Emit::Present, P),
+    ("summary", Emit::Present, P),
+    ("purpose", Emit::Present, P),
+    (
+        "constraints",
+        Emit::Present,
+        Nested::Object(SYMBOL_CONSTRAINT_SHAPE),
+    ),
+    ("async", Emit::True, P),
+    ("visibility", Emit::NotDefault("public"), P),
+    ("calls", Emit::NonEmpty, P),
+    ("called_by", Emit::NonEmpty, P),
+    ("git", Emit::Present, Nested::Object(SYMBOL_GIT_SHAPE)),
+    ("annotations", Emit::NonEmpty, Nested::Map(PROVENANCE_SHAPE)),
+    (
+        "behavioral",
+        Emit::Present,
+        Nested::Object(BEHAVIORAL_SHAPE),
+    ),
+    ("lifecycle", Emit::Present, Nested::Object(LIFECYCLE_SHAPE)),
+    (
+        "documentation",
+        Emit::Present,
+        Nested::Object(DOCUMENTATION_SHAPE),
+    ),
+    (
+        "performance",
+        Emit::Present,
+        Nested::Object(PERFORMANCE_SHAPE),
+    ),
+    ("type_info", Emit::Present, Nested::Object(TYPE_INFO_SHAPE)),
 ];
 
-const DOMAIN_SHAPE: &[(&str, Emit)] = &[
-    ("name", Emit::Present),
-    ("files", Emit::List),
-    ("symbols", Emit::List),
-    ("description", Emit::Present),
+const DOMAIN_SHAPE: &[Member] = &[
+    ("name", Emit::Present, P),
+    ("files", Emit::List, P),
+    ("symbols", Emit::List, P),
+    ("description", Emit::Present, P),
 ];
 
-const INLINE_SHAPE: &[(&str, Emit)] = &[
-    ("line", Emit::Present),
-    ("type", Emit::Present),
-    ("value", Emit::Present),
-    ("directive", Emit::Present),
-    ("expires", Emit::Present),
-    ("ticket", Emit::Present),
-    ("auto_generated", Emit::True),
+const INLINE_SHAPE: &[Member] = &[
+    ("line", Emit::Present, P),
+    ("type", Emit::Present, P),
+    ("value", Emit::Present, P),
+    ("directive", Emit::Present, P),
+    ("expires", Emit::Present, P),
+    ("ticket", Emit::Present, P),
+    ("auto_generated", Emit::True, P),
 ];
 
-const PROVENANCE_SHAPE: &[(&str, Emit)] = &[
-    ("value", Emit::Present),
-    ("source", Emit::NotDefault("explicit")),
-    ("confidence", Emit::Present),
-    ("needsReview", Emit::True),
-    ("reviewed", Emit::True),
-    ("reviewedAt", Emit::Present),
-    ("generatedAt", Emit::Present),
-    ("generationId", Emit::Present),
+const FILE_GIT_SHAPE: &[Member] = &[
+    ("last_commit", Emit::Present, P),
+    ("last_author", Emit::Present, P),
+    ("last_modified", Emit::Present, P),
+    ("commit_count", Emit::Present, P),
+    ("contributors", Emit::Present, P),
 ];
 
-const LIFECYCLE_SHAPE: &[(&str, Emit)] = &[
-    ("deprecated", Emit::Present),
-    ("experimental", Emit::True),
-    ("beta", Emit::True),
-    ("internal", Emit::True),
-    ("publicApi", Emit::True),
-    ("since", Emit::Present),
+const SYMBOL_GIT_SHAPE: &[Member] = &[
+    ("last_commit", Emit::Present, P),
+    ("last_author", Emit::Present, P),
+    ("code_age_days", Emit::Present, P),
 ];
 
-const BEHAVIORAL_SHAPE: &[(&str, Emit)] = &[
-    ("pure", Emit::True),
-    ("idempotent", Emit::True),
-    ("memoized", Emit::Present),
-    ("async", Emit::True),
-    ("generator", Emit::True),
-    ("throttled", Emit::Present),
-    ("transactional", Emit::True),
-    ("sideEffects", Emit::NonEmpty),
+const PROVENANCE_SHAPE: &[Member] = &[
+    ("value", Emit::Present, P),
+    ("source", Emit::NotDefault("explicit"), P),
+    ("confidence", Emit::Present, P),
+    ("needsReview", Emit::True, P),
+    ("reviewed", Emit::True, P),
+    ("reviewedAt", Emit::Present, P),
+    ("generatedAt", Emit::Present, P),
+    ("generationId", Emit::Present, P),
 ];
 
-const DOCUMENTATION_SHAPE: &[(&str, Emit)] = &[
-    ("examples", Emit::NonEmpty),
-    ("seeAlso", Emit::NonEmpty),
-    ("links", Emit::NonEmpty),
-    ("notes", Emit::NonEmpty),
-    ("warnings", Emit::NonEmpty),
-    ("todos", Emit::NonEmpty),
+const BRIDGE_SHAPE: &[Member] = &[
+    ("enabled", Emit::Flag, P),
+    ("detectedFormat", Emit::Present, P),
+    ("convertedCount", Emit::Zero, P),
+    ("mergedCount", Emit::Zero, P),
+    ("explicitCount", Emit::Zero, P),
 ];
 
-const SYMBOL_CONSTRAINT_SHAPE: &[(&str, Emit)] = &[
-    ("level", Emit::Present),
-    ("directive", Emit::Present),
-    ("auto_generated", Emit::True),
+const REF_SHAPE: &[Member] = &[
+    ("url", Emit::Present, P),
+    ("sourceId", Emit::Present, P),
+    ("version", Emit::Present, P),
+    ("section", Emit::Present, P),
+    ("fetch", Emit::Flag, P),
+];
+
+const STYLE_SHAPE: &[Member] = &[
+    ("name", Emit::Present, P),
+    ("extends", Emit::Present, P),
+    ("source", Emit::Present, P),
+    ("url", Emit::Present, P),
+    ("rules", Emit::NonEmpty, P),
+];
+
+const LIFECYCLE_SHAPE: &[Member] = &[
+    ("deprecated", Emit::Present, P),
+    ("experimental", Emit::True, P),
+    ("beta", Emit::True, P),
+    ("internal", Emit::True, P),
+    ("publicApi", Emit::True, P),
+    ("since", Emit::Present, P),
+];
+
+const BEHAVIORAL_SHAPE: &[Member] = &[
+    ("pure", Emit::True, P),
+    ("idempotent", Emit::True, P),
+    ("memoized", Emit::Present, P),
+    ("async", Emit::True, P),
+    ("generator", Emit::True, P),
+    ("throttled", Emit::Present, P),
+    ("transactional", Emit::True, P),
+    ("sideEffects", Emit::NonEmpty, P),
+];
+
+const DOCUMENTATION_SHAPE: &[Member] = &[
+    ("examples", Emit::NonEmpty, P),
+    ("seeAlso", Emit::NonEmpty, P),
+    ("links", Emit::NonEmpty, P),
+    ("notes", Emit::NonEmpty, P),
+    ("warnings", Emit::NonEmpty, P),
+    ("todos", Emit::NonEmpty, P),
+];
+
+const PERFORMANCE_SHAPE: &[Member] = &[
+    ("complexity", Emit::Present, P),
+    ("memory", Emit::Present, P),
+    ("cached", Emit::Present, P),
+];
+
+const TYPE_INFO_SHAPE: &[Member] = &[
+    ("params", Emit::NonEmpty, Nested::List(TYPE_PARAM_SHAPE)),
+    ("returns", Emit::Present, Nested::Object(TYPE_RETURN_SHAPE)),
+    (
+        "typeParams",
+        Emit::NonEmpty,
+        Nested::List(TYPE_TYPE_PARAM_SHAPE),
+    ),
+];
+
+const TYPE_PARAM_SHAPE: &[Member] = &[
+    ("name", Emit::Present, P),
+    ("type", Emit::Present, P),
+    ("typeSource", Emit::Present, P),
+    ("optional", Emit::True, P),
+    ("default", Emit::Present, P),
+    ("directive", Emit::Present, P),
+];
+
+const TYPE_RETURN_SHAPE: &[Member] = &[
+    ("type", Emit::Present, P),
+    ("typeSource", Emit::Present, P),
+    ("directive", Emit::Present, P),
+];
+
+const TYPE_TYPE_PARAM_SHAPE: &[Member] = &[
+    ("name", Emit::Present, P),
+    ("constraint", Emit::Present, P),
+    ("directive", Emit::Present, P),
+];
+
+const SYMBOL_CONSTRAINT_SHAPE: &[Member] = &[
+    ("level", Emit::Present, P),
+    ("directive", Emit::Present, P),
+    ("auto_generated", Emit::True, P),
 ];
 
 /// A file entry in acp-cli's field order and omission rules.
-pub(crate) fn cli_file_entry(mut entry: Map<String, Value>) -> OrderedObject {
-    if let Some(Value::Array(items)) = entry.get_mut("inline") {
-        for item in items.iter_mut() {
-            reshape_in_place(item, INLINE_SHAPE);
-        }
-    }
-    reshape_map_values(&mut entry, "annotations", PROVENANCE_SHAPE);
-    if let Some(lifecycle) = entry.get_mut("lifecycle") {
-        reshape_in_place(lifecycle, LIFECYCLE_SHAPE);
-    }
+pub(crate) fn cli_file_entry(entry: Map<String, Value>) -> OrderedObject {
     shape(entry, FILE_SHAPE)
 }
 
 /// A symbol entry in acp-cli's field order and omission rules.
-pub(crate) fn cli_symbol_entry(mut entry: Map<String, Value>) -> OrderedObject {
-    reshape_map_values(&mut entry, "annotations", PROVENANCE_SHAPE);
-    for (key, nested) in [
-        ("constraints", SYMBOL_CONSTRAINT_SHAPE),
-        ("lifecycle", LIFECYCLE_SHAPE),
-        ("behavioral", BEHAVIORAL_SHAPE),
-        ("documentation", DOCUMENTATION_SHAPE),
-    ] {
-        if let Some(value) = entry.get_mut(key) {
-            reshape_in_place(value, nested);
-        }
-    }
+pub(crate) fn cli_symbol_entry(entry: Map<String, Value>) -> OrderedObject {
     shape(entry, SYMBOL_SHAPE)
 }
 
@@ -316,41 +486,49 @@ pub(crate) fn cli_domain_entry(entry: Map<String, Value>) -> OrderedObject {
     shape(entry, DOMAIN_SHAPE)
 }
 
-fn reshape_map_values(entry: &mut Map<String, Value>, key: &str, nested: &[(&str, Emit)]) {
-    if let Some(Value::Object(members)) = entry.get_mut(key) {
-        for value in members.values_mut() {
-            reshape_in_place(value, nested);
-        }
-    }
-}
-
-fn reshape_in_place(value: &mut Value, nested: &[(&str, Emit)]) {
-    if let Value::Object(map) = value {
-        *value = shape(std::mem::take(map), nested).to_value();
-    }
-}
-
-fn shape(mut entry: Map<String, Value>, order: &[(&str, Emit)]) -> OrderedObject {
-    let mut out = Vec::with_capacity(order.len());
-    for (name, emit) in order {
-        let value = entry.remove(*name).filter(|v| !v.is_null());
+/// Keeps the members of `entry` that `members` lists, in that order, with acp-cli's omission
+/// rules; other members are dropped.
+fn shape(mut entry: Map<String, Value>, members: &[Member]) -> OrderedObject {
+    let mut out = OrderedObject(Vec::with_capacity(members.len()));
+    for &(name, emit, nested) in members {
+        let value = entry.remove(name).filter(|v| !v.is_null());
         let value = match (emit, value) {
             (Emit::List, None) => Some(Value::Array(Vec::new())),
+            (Emit::Flag, None) => Some(Value::Bool(false)),
+            (Emit::Zero, None) => Some(Value::from(0)),
             (_, None) => None,
-            (Emit::Present | Emit::List, Some(v)) => Some(v),
+            (Emit::Present | Emit::List | Emit::Flag | Emit::Zero, Some(v)) => Some(v),
             (Emit::NonEmpty, Some(v)) => Some(v).filter(|v| !is_empty(v)),
             (Emit::True, Some(v)) => Some(v).filter(|v| *v != Value::Bool(false)),
-            (Emit::NotDefault(default), Some(v)) => {
-                Some(v).filter(|v| v.as_str() != Some(default))
-            }
+            (Emit::NotDefault(default), Some(v)) => Some(v).filter(|v| v.as_str() != Some(default)),
             (Emit::Bridge, Some(v)) => Some(v).filter(|v| !bridge_is_empty(v)),
         };
-        if let Some(mut value) = value {
-            strip_nulls(&mut value);
-            out.push((name.to_string(), value));
+        if let Some(value) = value {
+            out.0.push((name.to_string(), nest(value, nested)));
         }
     }
-    OrderedObject(out)
+    out
+}
+
+fn nest(value: Value, nested: Nested) -> Ordered {
+    match (nested, value) {
+        (Nested::Object(members), Value::Object(map)) => Ordered::Object(shape(map, members)),
+        (Nested::List(members), Value::Array(items)) => Ordered::Array(
+            items
+                .into_iter()
+                .map(|item| nest(item, Nested::Object(members)))
+                .collect(),
+        ),
+        (Nested::Map(members), Value::Object(map)) => Ordered::Object(OrderedObject(
+            map.into_iter()
+                .map(|(key, item)| (key, nest(item, Nested::Object(members))))
+                .collect(),
+        )),
+        (_, mut value) => {
+            strip_nulls(&mut value);
+            Ordered::Plain(value)
+        }
+    }
 }
 
 fn is_empty(value: &Value) -> bool {
@@ -362,7 +540,10 @@ fn is_empty(value: &Value) -> bool {
 }
 
 fn bridge_is_empty(bridge: &Value) -> bool {
-    let enabled = bridge.get("enabled").and_then(Value::as_bool).unwrap_or(false);
+    let enabled = bridge
+        .get("enabled")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let count = |key: &str| bridge.get(key).and_then(Value::as_u64).unwrap_or(0);
     !enabled && count("convertedCount") == 0 && count("mergedCount") == 0
 }
@@ -409,10 +590,13 @@ mod tests {
         }));
         let shaped = cli_file_entry(entry);
         let keys: Vec<&str> = shaped.0.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["path", "lines", "language", "exports", "imports", "inline", "layer"]);
         assert_eq!(
-            shaped.get("inline"),
-            Some(&json!([{"line": 2, "type": "todo", "directive": "d"}]))
+            keys,
+            ["path", "lines", "language", "exports", "imports", "inline", "layer"]
+        );
+        assert_eq!(
+            shaped.get("inline").map(Ordered::to_value),
+            Some(json!([{"line": 2, "type": "todo", "directive": "d"}]))
         );
     }
 
@@ -422,13 +606,32 @@ mod tests {
             "name": "f", "qualified_name": "a.ts:f", "type": "function", "file": "a.ts",
             "lines": [1, 2], "exported": true, "async": false, "visibility": "public", "calls": []
         }));
-        let keys: Vec<String> = cli_symbol_entry(entry).0.into_iter().map(|(k, _)| k).collect();
-        assert_eq!(keys, ["name", "qualified_name", "type", "file", "lines", "exported"]);
+        let keys: Vec<String> = cli_symbol_entry(entry)
+            .0
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "name",
+                "qualified_name",
+                "type",
+                "file",
+                "lines",
+                "exported"
+            ]
+        );
     }
 
     #[test]
     fn ordered_object_serialises_in_order() {
-        let object = OrderedObject(vec![("b".into(), json!(1)), ("a".into(), json!(2))]);
-        assert_eq!(serde_json::to_string(&object).unwrap(), r#"{"b":1,"a":2}"#);
+        let mut object = OrderedObject::default();
+        object.push("b", json!(1));
+        object.push("a", json!({"d": 1, "c": 2}));
+        assert_eq!(
+            serde_json::to_string(&object).unwrap(),
+            r#"{"b":1,"a":{"c":2,"d":1}}"#
+        );
     }
 }

@@ -19,7 +19,7 @@ pub struct Hotpath {
     /// The `graph.reverse` key (the symbol's map key).
     pub name: String,
     /// Length of its raw `graph.reverse` list.
-    pub caller_count: u64,
+    pub caller_count: i64,
     /// The symbol's `file` value.
     pub file: String,
     /// The symbol type as a Rust debug name (`Function`, `Method`, …).
@@ -28,7 +28,7 @@ pub struct Hotpath {
 
 /// The top [`HOTPATH_SLOTS`] `graph.reverse` keys by list length, kept when they are symbol keys.
 pub fn hotpaths(conn: &Connection) -> QueryResult<Vec<Hotpath>> {
-    let mut slots: Vec<(String, u64)> = conn
+    let mut slots: Vec<(String, i64)> = conn
         .prepare_cached(
             "SELECT name, reverse_len FROM graph_nodes WHERE reverse_len > 0
              ORDER BY reverse_len DESC, name LIMIT ?1",

@@ -15,6 +15,14 @@ pub mod hotpaths;
 pub mod names;
 pub mod primer;
 pub mod symbol_context;
+pub mod acp_query;
+pub mod constraints;
+pub mod cursor;
+pub mod expand;
+pub mod graph;
+pub mod lookup;
+pub mod resources;
+pub mod search;
 
 use std::fmt;
 

@@ -8,17 +8,22 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::file_context::{cli_symbol_entry, symbol_entry, OrderedObject};
+use super::cursor::{Cursor, Page};
+use super::file_context::{cli_symbol_entry, symbol_entry, without_description, OrderedObject};
 use super::names::{not_found, resolve_symbol};
 use super::{QueryError, QueryResult};
 
 /// Page size used when the caller gives no `limit`.
 pub const DEFAULT_PAGE_SIZE: u32 = 200;
 
+/// The list kind recorded in this tool's cursors.
+const CURSOR_KIND: &str = "symbol_context";
+
 /// Arguments of `acp_get_symbol_context`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(transform = without_description)]
 pub struct GetSymbolContextParams {
     /// Name of the symbol to look up
     pub name: String,
@@ -26,8 +31,8 @@ pub struct GetSymbolContextParams {
     /// carries `"truncated": true` and a `next_cursor`.
     #[serde(default)]
     pub limit: Option<u32>,
-    /// The `next_cursor` of a previous answer (an opaque string such as `o:200`), to get the
-    /// next page of callers and callees.
+    /// The `next_cursor` of a previous answer, passed back unchanged with the same name, to get
+    /// the next page of callers and callees.
     #[serde(default)]
     pub cursor: Option<String>,
 }
@@ -55,7 +60,13 @@ pub fn symbol_context(
     conn: &Connection,
     params: &GetSymbolContextParams,
 ) -> QueryResult<SymbolContext> {
-    let page = Page::from_params(params.limit, params.cursor.as_deref())?;
+    let page = requested_page(
+        conn,
+        CURSOR_KIND,
+        &params.name,
+        params.limit,
+        params.cursor.as_deref(),
+    )?;
     let (symbol, _) = resolve_symbol(conn, &params.name)?;
     let entry = symbol_entry(conn, symbol.id)?
         .ok_or_else(|| not_found("Symbol", &params.name, Vec::new()))?;
@@ -65,13 +76,17 @@ pub fn symbol_context(
     }
     let callers = graph_list(conn, "reverse", &graph_keys)?;
     let callees = graph_list(conn, "forward", &graph_keys)?;
-    let more = page.has_more(callers.len()) || page.has_more(callees.len());
+    let more = continues(page, callers.len()) || continues(page, callees.len());
     Ok(SymbolContext {
         symbol: cli_symbol_entry(entry),
-        callers: page.slice(callers),
-        callees: page.slice(callees),
+        callers: page_of(page, callers),
+        callees: page_of(page, callees),
         truncated: more.then_some(true),
-        next_cursor: more.then(|| page.next_cursor()),
+        next_cursor: if more {
+            Some(next_cursor(conn, CURSOR_KIND, &params.name, page)?)
+        } else {
+            None
+        },
     })
 }
 
@@ -93,55 +108,64 @@ fn graph_list(conn: &Connection, direction: &str, keys: &[&str]) -> QueryResult<
     Ok(Vec::new())
 }
 
-/// One page of a long list: an offset and a size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Page {
-    offset: usize,
-    limit: usize,
+/// The page `limit` (default [`DEFAULT_PAGE_SIZE`]) and `cursor` select in list `kind` of
+/// `name`. Cursors come from [`next_cursor`] and must belong to the same list, name and import.
+pub(crate) fn requested_page(
+    conn: &Connection,
+    kind: &str,
+    name: &str,
+    limit: Option<u32>,
+    cursor: Option<&str>,
+) -> QueryResult<Page> {
+    let limit = limit.unwrap_or(DEFAULT_PAGE_SIZE);
+    if limit == 0 {
+        return Err(QueryError::invalid_with(
+            "Invalid limit: 0 (must be at least 1)",
+            json!({"field": "limit", "minimum": 1}),
+        ));
+    }
+    let offset = match cursor.map(str::trim).filter(|c| !c.is_empty()) {
+        None => 0,
+        Some(token) => {
+            let cursor = Cursor::decode(conn, token, kind)?;
+            if cursor.query != name {
+                return Err(QueryError::invalid_with(
+                    format!(
+                        "Cursor does not match this query: it was issued for name '{}'. Repeat the query without cursor, or pass the cursor with the same name.",
+                        cursor.query
+                    ),
+                    json!({"field": "cursor"}),
+                ));
+            }
+            cursor.offset
+        }
+    };
+    Ok(Page { offset, limit })
 }
 
-impl Page {
-    /// The page that `limit` (default [`DEFAULT_PAGE_SIZE`]) and `cursor` (`o:<offset>`) select.
-    pub(crate) fn from_params(limit: Option<u32>, cursor: Option<&str>) -> QueryResult<Page> {
-        let limit = limit.unwrap_or(DEFAULT_PAGE_SIZE);
-        if limit == 0 {
-            return Err(QueryError::invalid("Invalid limit: 0 (must be at least 1)"));
-        }
-        let offset = match cursor {
-            None | Some("") => 0,
-            Some(cursor) => cursor
-                .strip_prefix("o:")
-                .and_then(|n| n.parse::<usize>().ok())
-                .ok_or_else(|| {
-                    QueryError::invalid(format!(
-                        "Invalid cursor: {cursor}. Pass the next_cursor of a previous answer."
-                    ))
-                })?,
-        };
-        Ok(Page {
-            offset,
-            limit: limit as usize,
-        })
-    }
+/// Whether a list of `len` items continues past `page`.
+pub(crate) fn continues(page: Page, len: usize) -> bool {
+    len as u64 > page.offset.saturating_add(u64::from(page.limit))
+}
 
-    /// Whether a list of `len` items continues past this page.
-    pub(crate) fn has_more(&self, len: usize) -> bool {
-        len > self.offset.saturating_add(self.limit)
-    }
+/// The items of `items` that `page` covers.
+pub(crate) fn page_of<T>(page: Page, items: Vec<T>) -> Vec<T> {
+    items
+        .into_iter()
+        .skip(usize::try_from(page.offset).unwrap_or(usize::MAX))
+        .take(page.limit as usize)
+        .collect()
+}
 
-    /// The items of this page.
-    pub(crate) fn slice<T>(&self, items: Vec<T>) -> Vec<T> {
-        items
-            .into_iter()
-            .skip(self.offset)
-            .take(self.limit)
-            .collect()
-    }
-
-    /// The cursor of the following page.
-    pub(crate) fn next_cursor(&self) -> String {
-        format!("o:{}", self.offset.saturating_add(self.limit))
-    }
+/// The cursor of the page after `page` in list `kind` of `name`.
+pub(crate) fn next_cursor(
+    conn: &Connection,
+    kind: &str,
+    name: &str,
+    page: Page,
+) -> QueryResult<String> {
+    let next = page.offset.saturating_add(u64::from(page.limit));
+    Ok(Cursor::new(conn, kind, name, None, next)?.encode())
 }
 
 #[cfg(test)]
@@ -150,26 +174,18 @@ mod tests {
 
     #[test]
     fn pages_cut_long_lists() {
-        let page = Page::from_params(Some(2), None).unwrap();
-        assert!(page.has_more(3));
-        assert!(!page.has_more(2));
-        assert_eq!(page.slice(vec![1, 2, 3]), [1, 2]);
-        assert_eq!(page.next_cursor(), "o:2");
-        let next = Page::from_params(Some(2), Some("o:2")).unwrap();
-        assert_eq!(next.slice(vec![1, 2, 3]), [3]);
-        assert!(!next.has_more(3));
-    }
-
-    #[test]
-    fn bad_pages_are_invalid_params() {
-        assert!(Page::from_params(Some(0), None).is_err());
-        assert!(Page::from_params(None, Some("x")).is_err());
-        assert_eq!(
-            Page::from_params(None, None).unwrap(),
-            Page {
-                offset: 0,
-                limit: 200
-            }
-        );
+        let page = Page {
+            offset: 0,
+            limit: 2,
+        };
+        assert!(continues(page, 3));
+        assert!(!continues(page, 2));
+        assert_eq!(page_of(page, vec![1, 2, 3]), [1, 2]);
+        let next = Page {
+            offset: 2,
+            limit: 2,
+        };
+        assert_eq!(page_of(next, vec![1, 2, 3]), [3]);
+        assert!(!continues(next, 3));
     }
 }

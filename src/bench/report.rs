@@ -1,0 +1,304 @@
+//! Latency statistics and the benchmark report: a text table or JSON (`--json`), plus the
+//! peak resident set size read from `/proc`.
+//!
+//! Percentiles use the nearest-rank method over the sorted latencies of a group: pN is the
+//! smallest latency such that at least N % of the calls were at least as fast.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// What happened to one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The tool answered.
+    Answer,
+    /// The tool failed with this message (still timed: the server did the work of answering).
+    Error(String),
+    /// The server does not know the tool; its group is skipped from then on.
+    Unsupported,
+}
+
+/// Latencies and errors of one report group, in the order groups first appear.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    groups: Vec<(String, String, Group)>,
+}
+
+#[derive(Debug, Default)]
+struct Group {
+    latencies: Vec<Duration>,
+    errors: u64,
+    first_error: Option<String>,
+    unsupported: bool,
+}
+
+impl Recorder {
+    /// A recorder that lists `groups` (with their tool) in this order even if never called.
+    pub fn new(groups: impl IntoIterator<Item = (String, String)>) -> Recorder {
+        Recorder {
+            groups: groups
+                .into_iter()
+                .map(|(label, tool)| (label, tool, Group::default()))
+                .collect(),
+        }
+    }
+
+    fn group(&mut self, label: &str, tool: &str) -> &mut Group {
+        let index = match self.groups.iter().position(|(l, _, _)| l == label) {
+            Some(index) => index,
+            None => {
+                self.groups
+                    .push((label.to_string(), tool.to_string(), Group::default()));
+                self.groups.len() - 1
+            }
+        };
+        &mut self.groups[index].2
+    }
+
+    /// Whether the group's tool turned out to be unknown to the server.
+    pub fn is_unsupported(&self, label: &str) -> bool {
+        self.groups
+            .iter()
+            .any(|(l, _, g)| l == label && g.unsupported)
+    }
+
+    /// Records one call; `measured` is false during warm-up (only unsupported tools are noted).
+    pub fn record(
+        &mut self,
+        label: &str,
+        tool: &str,
+        latency: Duration,
+        outcome: Outcome,
+        measured: bool,
+    ) {
+        let group = self.group(label, tool);
+        match outcome {
+            Outcome::Unsupported => group.unsupported = true,
+            _ if !measured => {}
+            Outcome::Answer => group.latencies.push(latency),
+            Outcome::Error(message) => {
+                group.latencies.push(latency);
+                group.errors += 1;
+                if group.first_error.is_none() {
+                    group.first_error = Some(message);
+                }
+            }
+        }
+    }
+
+    /// Per-group statistics.
+    pub fn finish(self) -> Vec<GroupStats> {
+        self.groups
+            .into_iter()
+            .map(|(label, tool, group)| GroupStats::new(label, tool, group))
+            .collect()
+    }
+}
+
+/// Statistics of one group (times in milliseconds).
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupStats {
+    /// Group label (tool, `acp_query:<type>`, or the workload's own label).
+    pub label: String,
+    /// Tool called.
+    pub tool: String,
+    /// `ok`, or `unsupported` when the server does not know the tool.
+    pub status: &'static str,
+    /// Measured calls.
+    pub count: usize,
+    /// Measured calls that ended in a tool error.
+    pub errors: u64,
+    /// First error message, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+    /// Mean latency.
+    pub mean_ms: Option<f64>,
+    /// Median latency.
+    pub p50_ms: Option<f64>,
+    /// 95th percentile.
+    pub p95_ms: Option<f64>,
+    /// 99th percentile.
+    pub p99_ms: Option<f64>,
+    /// Slowest call.
+    pub max_ms: Option<f64>,
+}
+
+fn ms(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// Nearest-rank percentile of sorted latencies (`None` when empty).
+pub fn percentile(sorted: &[Duration], p: f64) -> Option<Duration> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+impl GroupStats {
+    fn new(label: String, tool: String, mut group: Group) -> GroupStats {
+        group.latencies.sort_unstable();
+        let sorted = &group.latencies;
+        let at = |p: f64| percentile(sorted, p).map(ms);
+        let mean = (!sorted.is_empty())
+            .then(|| ms(sorted.iter().sum::<Duration>() / sorted.len() as u32));
+        GroupStats {
+            label,
+            tool,
+            status: if group.unsupported {
+                "unsupported"
+            } else {
+                "ok"
+            },
+            count: sorted.len(),
+            errors: group.errors,
+            first_error: group.first_error,
+            mean_ms: mean,
+            p50_ms: at(50.0),
+            p95_ms: at(95.0),
+            p99_ms: at(99.0),
+            max_ms: sorted.last().copied().map(ms),
+        }
+    }
+}
+
+/// Start-up of a server driven over stdio, from spawning the process.
+#[derive(Debug, Clone, Serialize)]
+pub struct Startup {
+    /// Until the `initialize` answer.
+    pub initialize_ms: f64,
+    /// Until the first workload call was answered (retrying while the index is still building).
+    pub first_tool_ms: f64,
+}
+
+impl Startup {
+    /// Start-up figures from the two durations.
+    pub fn new(initialize: Duration, first_tool: Duration) -> Startup {
+        Startup {
+            initialize_ms: ms(initialize),
+            first_tool_ms: ms(first_tool),
+        }
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// `in-process` or `stdio`.
+    pub mode: &'static str,
+    /// The server command (stdio mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<Vec<String>>,
+    /// Name and version the server gave in its `initialize` answer (stdio mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<String>,
+    /// The project directory.
+    pub project: String,
+    /// The workload's description or file.
+    pub workload: String,
+    /// Calls in one pass of the workload.
+    pub workload_calls: usize,
+    /// Unmeasured passes run first.
+    pub warmup_passes: u32,
+    /// Measured passes started (the last may be partial with `--duration`).
+    pub passes: u32,
+    /// Measured calls.
+    pub calls: usize,
+    /// Wall-clock time of the measured passes, in seconds.
+    pub elapsed_s: f64,
+    /// Server start-up (stdio mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup: Option<Startup>,
+    /// Peak resident set size (VmHWM) of the server process, or of this process in-process,
+    /// in KiB.
+    pub peak_rss_kb: Option<u64>,
+    /// Per-group statistics, in workload order.
+    pub tools: Vec<GroupStats>,
+}
+
+impl Report {
+    /// The report as a text table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let server = match (&self.server, &self.server_info) {
+            (Some(command), Some(info)) => format!(" `{}` ({info})", command.join(" ")),
+            (Some(command), None) => format!(" `{}`", command.join(" ")),
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "mode: {}{server}", self.mode);
+        let _ = writeln!(out, "project: {}", self.project);
+        let _ = writeln!(
+            out,
+            "workload: {} ({} calls per pass); {} warm-up + {} measured passes, {} calls in {:.2} s",
+            self.workload,
+            self.workload_calls,
+            self.warmup_passes,
+            self.passes,
+            self.calls,
+            self.elapsed_s
+        );
+        if let Some(startup) = &self.startup {
+            let _ = writeln!(
+                out,
+                "start-up: initialize {:.3} ms, first tool answer {:.3} ms",
+                startup.initialize_ms, startup.first_tool_ms
+            );
+        }
+        let whose = if self.mode == "stdio" {
+            "server"
+        } else {
+            "this process"
+        };
+        match self.peak_rss_kb {
+            Some(kb) => {
+                let _ = writeln!(out, "peak RSS ({whose}): {:.1} MB", kb as f64 / 1024.0);
+            }
+            None => {
+                let _ = writeln!(out, "peak RSS ({whose}): unknown");
+            }
+        }
+        let width = self
+            .tools
+            .iter()
+            .map(|t| t.label.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        let _ = writeln!(
+            out,
+            "\n{:<width$}  {:>6}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}",
+            "tool", "count", "errors", "p50 ms", "p95 ms", "p99 ms", "max ms"
+        );
+        let cell = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.3}"));
+        for tool in &self.tools {
+            if tool.status == "unsupported" {
+                let _ = writeln!(out, "{:<width$}  unsupported", tool.label);
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "{:<width$}  {:>6}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}",
+                tool.label,
+                tool.count,
+                tool.errors,
+                cell(tool.p50_ms),
+                cell(tool.p95_ms),
+                cell(tool.p99_ms),
+                cell(tool.max_ms)
+            );
+        }
+        out
+    }
+}
+
+/// Peak resident set size (`VmHWM`) of a process, in KiB, from `/proc/<pid>/status`.
+pub fn peak_rss_kb(pid: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+}

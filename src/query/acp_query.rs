@@ -1,0 +1,181 @@
+//! `acp_query` (RFC-0013 §5.1): one entry point for symbol, file, domain, callers, callees,
+//! search and stats queries.
+//!
+//! Lists are paged: `limit` bounds each page, `truncated` says more follows and `next_cursor`,
+//! passed back as `cursor`, fetches the next page. A cursor remembers its query (type, name or
+//! pattern, depth), so a follow-up call needs only `type` and `cursor`; parameters given with a
+//! cursor must match the ones it was issued for.
+
+use rusqlite::Connection;
+use serde::{Deserialize, Serialize};
+
+use super::cursor::{Cursor, Page};
+use super::graph::{relations, Direction, RelationsResponse, MAX_DEPTH};
+use super::lookup::{domain, file, stats, symbol, EntryResponse, StatsResponse, SymbolResponse};
+use super::search::{search, SearchResponse};
+use super::{QueryError, QueryResult};
+
+/// Default page size.
+pub const DEFAULT_LIMIT: u32 = 20;
+
+/// Largest page size.
+pub const MAX_LIMIT: u32 = 100;
+
+/// The query types.
+pub const QUERY_TYPES: &[&str] = &[
+    "symbol", "file", "domain", "callers", "callees", "search", "stats",
+];
+
+/// Parameters of `acp_query`.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+pub struct QueryParams {
+    /// Query type: `symbol` (symbol details with direct callers/callees), `file` (file entry with
+    /// its symbols), `domain` (domain with its files), `callers` / `callees` (call-graph
+    /// neighbours up to `depth` hops), `search` (symbols and files matching `pattern`), `stats`
+    /// (codebase overview).
+    #[serde(rename = "type")]
+    #[schemars(with = "String", extend("enum" = ["symbol", "file", "domain", "callers", "callees", "search", "stats"]))]
+    pub query_type: Option<String>,
+    /// Name for symbol/file/domain/callers/callees queries: a qualified name
+    /// (`src/auth/session.ts:validateSession`), a cache key or a unique simple name for symbols;
+    /// a path relative to the project root for files; the exact domain name.
+    pub name: Option<String>,
+    /// Search pattern: words or a substring (`session`), or a glob with `*` / `?`
+    /// (`validate*`, `*Session`). Case-insensitive; regular expressions are not interpreted.
+    pub pattern: Option<String>,
+    /// Most results per page (1-100, default 20).
+    #[schemars(extend("type" = "integer", "minimum" = 1, "maximum" = 100, "default" = 20))]
+    pub limit: Option<i64>,
+    /// Hops to follow for callers/callees (1-5, default 1): 2 adds callers of callers, etc.
+    #[schemars(extend("type" = "integer", "minimum" = 1, "maximum" = 5, "default" = 1))]
+    pub depth: Option<i64>,
+    /// `next_cursor` of a previous answer, to fetch the next page of the same query.
+    pub cursor: Option<String>,
+}
+
+/// Answer of `acp_query`, shaped by its type.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum QueryResponse {
+    /// `symbol`.
+    Symbol(SymbolResponse),
+    /// `file` and `domain`.
+    Entry(EntryResponse),
+    /// `callers` and `callees`.
+    Relations(RelationsResponse),
+    /// `search`.
+    Search(SearchResponse),
+    /// `stats`.
+    Stats(StatsResponse),
+}
+
+fn bounded(value: Option<i64>, field: &str, default: u32, max: u32) -> QueryResult<u32> {
+    match value {
+        None => Ok(default),
+        Some(n) if n >= 1 && n <= i64::from(max) => Ok(n as u32),
+        Some(n) => Err(QueryError::invalid_with(
+            format!("Invalid {field}: {n} (must be 1-{max})"),
+            serde_json::json!({"field": field, "minimum": 1, "maximum": max}),
+        )),
+    }
+}
+
+/// The name or pattern a query needs: the argument, else the one its cursor recorded.
+fn required_key(
+    given: Option<&str>,
+    cursor: Option<&Cursor>,
+    field: &str,
+    query_type: &str,
+) -> QueryResult<String> {
+    let given = given.filter(|g| !g.trim().is_empty());
+    match (given, cursor) {
+        (Some(given), Some(cursor)) if given != cursor.query => Err(QueryError::invalid_with(
+            format!(
+                "Cursor does not match this query: it was issued for {field} '{}'. Repeat the query without cursor, or pass the cursor with the same {field}.",
+                cursor.query
+            ),
+            serde_json::json!({"field": "cursor"}),
+        )),
+        (Some(given), _) => Ok(given.to_string()),
+        (None, Some(cursor)) => Ok(cursor.query.clone()),
+        (None, None) => Err(QueryError::invalid_with(
+            format!("'{field}' required for {query_type} query"),
+            serde_json::json!({"field": field}),
+        )),
+    }
+}
+
+/// `acp_query`: dispatches on `type`.
+pub fn acp_query(conn: &Connection, params: &QueryParams) -> QueryResult<QueryResponse> {
+    let query_type = params.query_type.as_deref().ok_or_else(|| {
+        QueryError::invalid_with(
+            "Missing required parameter: type",
+            serde_json::json!({"field": "type"}),
+        )
+    })?;
+    if !QUERY_TYPES.contains(&query_type) {
+        return Err(QueryError::invalid_with(
+            format!(
+                "Invalid query type: {query_type}. Use one of: {}",
+                QUERY_TYPES.join(", ")
+            ),
+            serde_json::json!({"field": "type", "allowed": QUERY_TYPES}),
+        ));
+    }
+    let limit = bounded(params.limit, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
+    if query_type == "stats" {
+        return Ok(QueryResponse::Stats(stats(conn)?));
+    }
+    let cursor = match params.cursor.as_deref().filter(|c| !c.is_empty()) {
+        Some(token) => Some(Cursor::decode(conn, token, query_type)?),
+        None => None,
+    };
+    let page = Page {
+        offset: cursor.as_ref().map_or(0, |c| c.offset),
+        limit,
+    };
+    match query_type {
+        "search" => {
+            let pattern = required_key(
+                params.pattern.as_deref(),
+                cursor.as_ref(),
+                "pattern",
+                query_type,
+            )?;
+            Ok(QueryResponse::Search(search(conn, &pattern, page)?))
+        }
+        "callers" | "callees" => {
+            let name = required_key(params.name.as_deref(), cursor.as_ref(), "name", query_type)?;
+            let depth = bounded(params.depth, "depth", 1, MAX_DEPTH)?;
+            let depth = match (&cursor, params.depth) {
+                (Some(c), Some(_)) if c.depth != Some(depth) => {
+                    return Err(QueryError::invalid_with(
+                        format!(
+                            "Cursor does not match this query: it was issued for depth {}. Repeat the query without cursor, or pass the cursor with the same depth.",
+                            c.depth.unwrap_or(1)
+                        ),
+                        serde_json::json!({"field": "cursor"}),
+                    ))
+                }
+                (Some(c), None) => c.depth.unwrap_or(1),
+                _ => depth,
+            };
+            let direction = if query_type == "callers" {
+                Direction::Callers
+            } else {
+                Direction::Callees
+            };
+            Ok(QueryResponse::Relations(relations(
+                conn, direction, &name, depth, page,
+            )?))
+        }
+        other => {
+            let name = required_key(params.name.as_deref(), cursor.as_ref(), "name", other)?;
+            Ok(match other {
+                "symbol" => QueryResponse::Symbol(symbol(conn, &name, limit)?),
+                "file" => QueryResponse::Entry(file(conn, &name, page)?),
+                _ => QueryResponse::Entry(domain(conn, &name, page)?),
+            })
+        }
+    }
+}

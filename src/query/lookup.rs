@@ -1,0 +1,429 @@
+//! `acp_query` lookups — `symbol`, `file`, `domain`, `stats` — and the stored cache entries
+//! they return.
+//!
+//! Entries are rebuilt from their modelled columns plus `extra` (see `cache::fields`) and keep
+//! a stable key order: modelled fields in cache order, then the remaining fields by name. Every
+//! list inside an answer that can grow with the project (a file's symbols, a domain's files, a
+//! symbol's callers and callees) is bounded by the request's `limit`.
+
+use rusqlite::types::ValueRef;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use super::cursor::{page_info, Page};
+use super::graph::{walk, Direction, Endpoint, Relation};
+use super::names::{not_found, resolve_file, resolve_symbol, suggest_domains};
+use super::{QueryError, QueryResult};
+use crate::cache::fields::{self, Cell, Field};
+use crate::cache::{lock_level_rank, LOCK_LEVELS};
+
+/// A JSON object that keeps its keys in insertion order (nested entries keep theirs too).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Entry(Vec<(String, Slot)>);
+
+/// A member value of an [`Entry`].
+#[derive(Debug, Clone, PartialEq)]
+enum Slot {
+    Json(Value),
+    Entry(Entry),
+}
+
+impl Entry {
+    /// The JSON value of `key` (`None` for nested entries).
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, v)| match v {
+                Slot::Json(value) => Some(value),
+                Slot::Entry(_) => None,
+            })
+    }
+
+    /// The text value of `key`.
+    pub fn text(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(Value::as_str)
+    }
+
+    /// Sets `key`, replacing its value in place or appending it.
+    pub fn insert(&mut self, key: &str, value: Value) {
+        self.put(key, Slot::Json(value));
+    }
+
+    /// Sets `key` to a nested entry, replacing its value in place or appending it.
+    pub fn insert_entry(&mut self, key: &str, value: Entry) {
+        self.put(key, Slot::Entry(value));
+    }
+
+    fn put(&mut self, key: &str, slot: Slot) {
+        match self.0.iter_mut().find(|(k, _)| k == key) {
+            Some(existing) => existing.1 = slot,
+            None => self.0.push((key.to_string(), slot)),
+        }
+    }
+
+    /// Moves `key` (when present) to the end.
+    pub fn move_to_end(&mut self, key: &str) {
+        if let Some(i) = self.0.iter().position(|(k, _)| k == key) {
+            let item = self.0.remove(i);
+            self.0.push(item);
+        }
+    }
+
+    /// Builds an entry from a rebuilt map: `fields` first, in their order, then the rest.
+    fn ordered(mut map: Map<String, Value>, fields: &[Field]) -> Entry {
+        let mut out = Entry::default();
+        for field in fields {
+            if let Some(value) = map.remove(field.name) {
+                out.insert(field.name, value);
+            }
+        }
+        for (key, value) in map {
+            out.insert(&key, value);
+        }
+        out
+    }
+}
+
+impl Serialize for Entry {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, slot) in &self.0 {
+            match slot {
+                Slot::Json(value) => map.serialize_entry(key, value)?,
+                Slot::Entry(entry) => map.serialize_entry(key, entry)?,
+            }
+        }
+        map.end()
+    }
+}
+
+fn cell(row: &Row, i: usize) -> rusqlite::Result<Cell> {
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => Cell::Null,
+        ValueRef::Integer(n) => Cell::Int(n),
+        ValueRef::Real(f) => Cell::Text(f.to_string()),
+        ValueRef::Text(t) | ValueRef::Blob(t) => {
+            Cell::Text(String::from_utf8_lossy(t).into_owned())
+        }
+    })
+}
+
+/// Rebuilds an entry from a row holding `fields`' columns starting at `first`, then `extra`.
+fn entry_from_row(row: &Row, first: usize, fields: &[Field]) -> QueryResult<Entry> {
+    let columns = fields::column_count(fields);
+    let cells = (0..columns)
+        .map(|i| cell(row, first + i))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let extra: String = row.get(first + columns)?;
+    let extra: Map<String, Value> = serde_json::from_str(&extra)?;
+    Ok(Entry::ordered(
+        fields::rebuild(fields, &cells, extra)?,
+        fields,
+    ))
+}
+
+fn load_entry(
+    conn: &Connection,
+    sql: &str,
+    key: &dyn rusqlite::ToSql,
+    fields: &[Field],
+) -> QueryResult<Option<Entry>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query([key])?;
+    match rows.next()? {
+        Some(row) => Ok(Some(entry_from_row(row, 0, fields)?)),
+        None => Ok(None),
+    }
+}
+
+/// The stored symbol entry of row `id`.
+pub fn symbol_entry(conn: &Connection, id: i64) -> QueryResult<Entry> {
+    load_entry(
+        conn,
+        "SELECT name, qualified_name, type, file, line_start, line_end, exported, signature, summary, purpose, async, visibility, calls_json, called_by_json, constraints_json, extra FROM symbols WHERE id = ?1",
+        &id,
+        fields::SYMBOL_FIELDS,
+    )?
+    .ok_or_else(|| QueryError::Internal(format!("symbol row {id} vanished")))
+}
+
+/// The stored file entry of row `id`.
+pub fn file_entry(conn: &Connection, id: i64) -> QueryResult<Entry> {
+    load_entry(
+        conn,
+        "SELECT path_field, lines, language, module, summary, purpose, owner, layer, stability, exports_json, imports_json, imported_by_json, domains_json, inline_json, extra FROM files WHERE id = ?1",
+        &id,
+        fields::FILE_FIELDS,
+    )?
+    .ok_or_else(|| QueryError::Internal(format!("file row {id} vanished")))
+}
+
+/// The stored domain entry whose map key is `name` (exact, case-sensitive).
+pub fn domain_entry(conn: &Connection, name: &str) -> QueryResult<Option<Entry>> {
+    load_entry(
+        conn,
+        "SELECT name, description, files_json, symbols_json, extra FROM domains WHERE key = ?1",
+        &name,
+        fields::DOMAIN_FIELDS,
+    )
+}
+
+/// The stored variable entry named `name` (exact, case-sensitive).
+pub fn var_entry(conn: &Connection, name: &str) -> QueryResult<Option<Entry>> {
+    load_entry(
+        conn,
+        "SELECT type, value, description, refs_json, source, lines_json, extra FROM vars WHERE name = ?1",
+        &name,
+        fields::VAR_FIELDS,
+    )
+}
+
+/// Answer of `acp_query` type `symbol`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SymbolResponse {
+    /// Always `symbol`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The symbol entry followed by `callers` and `callees` (direct, at most `limit` each).
+    pub result: Entry,
+    /// Distinct direct callers.
+    pub callers_total: u64,
+    /// Distinct direct callees.
+    pub callees_total: u64,
+    /// Whether `callers` or `callees` was cut at `limit` (page them with type `callers` /
+    /// `callees`).
+    pub truncated: bool,
+}
+
+/// `acp_query` symbol: the entry with its direct callers and callees (qualified names when
+/// resolved, else raw graph names; sorted).
+pub fn symbol(conn: &Connection, name: &str, limit: u32) -> QueryResult<SymbolResponse> {
+    let (found, _) = resolve_symbol(conn, name)?;
+    let mut result = symbol_entry(conn, found.id)?;
+    let page = Page { offset: 0, limit };
+    let callers = walk(
+        conn,
+        Endpoint::Symbol(found.id),
+        Direction::Callers,
+        1,
+        page,
+    )?;
+    let callees = walk(
+        conn,
+        Endpoint::Symbol(found.id),
+        Direction::Callees,
+        1,
+        page,
+    )?;
+    let names =
+        |items: &[Relation]| Value::from(items.iter().map(|r| r.name.clone()).collect::<Vec<_>>());
+    result.insert("callers", names(&callers.items));
+    result.insert("callees", names(&callees.items));
+    Ok(SymbolResponse {
+        kind: "symbol",
+        result,
+        callers_total: callers.total,
+        callees_total: callees.total,
+        truncated: callers.total > callers.items.len() as u64
+            || callees.total > callees.items.len() as u64,
+    })
+}
+
+/// Answer of `acp_query` types `file` and `domain`: an entry with one paged list inside it.
+#[derive(Debug, Clone, Serialize)]
+pub struct EntryResponse {
+    /// `file` or `domain`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The entry; for a file followed by `symbols`, for a domain its `files` are paged.
+    pub result: Entry,
+    /// Items in the paged list (a file's symbols, a domain's files).
+    pub total: u64,
+    /// More items of the paged list follow this page.
+    pub truncated: bool,
+    /// Cursor of the next page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// SQL of one page of a file's symbols (parameters: canonical path, limit, offset).
+pub const FILE_SYMBOLS_SQL: &str = "SELECT coalesce(qualified_name, key) FROM symbols WHERE file_path = ?1 ORDER BY line_start, name, id LIMIT ?2 OFFSET ?3";
+
+/// `acp_query` file: the file entry followed by the qualified names of its symbols (by start
+/// line, then name), paged.
+pub fn file(conn: &Connection, name: &str, page: Page) -> QueryResult<EntryResponse> {
+    let found = resolve_file(conn, name)?;
+    let mut result = file_entry(conn, found.id)?;
+    let symbols: Vec<String> = conn
+        .prepare_cached(FILE_SYMBOLS_SQL)?
+        .query_map(params![found.path, page.limit, page.offset as i64], |r| {
+            r.get(0)
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let total: i64 = conn
+        .prepare_cached("SELECT count(*) FROM symbols WHERE file_path = ?1")?
+        .query_row([&found.path], |r| r.get(0))?;
+    let next = page.next_offset(symbols.len());
+    let info = page_info(conn, "file", name, None, next, next < total as u64)?;
+    result.insert("symbols", Value::from(symbols));
+    Ok(EntryResponse {
+        kind: "file",
+        result,
+        total: total as u64,
+        truncated: info.truncated,
+        next_cursor: info.next_cursor,
+    })
+}
+
+/// `acp_query` domain: the domain entry (`name`, `description`, `files`, `symbols` as stored);
+/// `files` is paged, `symbols` holds at most `limit` names.
+pub fn domain(conn: &Connection, name: &str, page: Page) -> QueryResult<EntryResponse> {
+    let Some(mut result) = domain_entry(conn, name)? else {
+        return Err(not_found("Domain", name, suggest_domains(conn, name)?));
+    };
+    let (files, total) = window(result.get("files"), page);
+    let (symbols, symbols_total) = window(
+        result.get("symbols"),
+        Page {
+            offset: 0,
+            limit: page.limit,
+        },
+    );
+    let next = page.next_offset(files.len());
+    let info = page_info(conn, "domain", name, None, next, next < total)?;
+    if result.get("files").is_some() {
+        result.insert("files", Value::from(files));
+    }
+    if result.get("symbols").is_some() {
+        result.insert("symbols", Value::from(symbols));
+        if symbols_total > u64::from(page.limit) {
+            result.insert("symbols_total", Value::from(symbols_total));
+        }
+    }
+    Ok(EntryResponse {
+        kind: "domain",
+        result,
+        total,
+        truncated: info.truncated,
+        next_cursor: info.next_cursor,
+    })
+}
+
+/// The `page` window of a JSON array, and the array's length.
+fn window(list: Option<&Value>, page: Page) -> (Vec<Value>, u64) {
+    match list {
+        Some(Value::Array(items)) => (
+            items
+                .iter()
+                .skip(page.offset as usize)
+                .take(page.limit as usize)
+                .cloned()
+                .collect(),
+            items.len() as u64,
+        ),
+        _ => (Vec::new(), 0),
+    }
+}
+
+/// Answer of `acp_query` type `stats`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatsResponse {
+    /// Always `stats`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The counts.
+    pub result: Stats,
+}
+
+/// Codebase statistics.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stats {
+    /// File entries.
+    pub files: u64,
+    /// Symbol entries.
+    pub symbols: u64,
+    /// Sum of the files' `lines`.
+    pub lines: u64,
+    /// Domain entries.
+    pub domains: u64,
+    /// Files per effective lock level (files without a constraint count as `normal`), most
+    /// restrictive first, levels with no file left out.
+    pub constraints: Entry,
+    /// Distinct file languages, sorted.
+    pub languages: Vec<String>,
+}
+
+/// `acp_query` stats.
+pub fn stats(conn: &Connection) -> QueryResult<StatsResponse> {
+    let count = |sql: &str| -> QueryResult<u64> {
+        Ok(conn
+            .prepare_cached(sql)?
+            .query_row([], |r| r.get::<_, Option<i64>>(0))?
+            .unwrap_or(0) as u64)
+    };
+    let files = count("SELECT count(*) FROM files")?;
+    let symbols = count("SELECT count(*) FROM symbols")?;
+    let lines = count("SELECT sum(lines) FROM files")?;
+    let domains = count("SELECT count(*) FROM domains")?;
+    let mut per_level = [0u64; LOCK_LEVELS.len()];
+    {
+        let mut stmt = conn.prepare_cached(
+            "SELECT (SELECT group_concat(c.lock_level, char(31)) FROM constraints c WHERE c.path = f.path) FROM files f",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let levels: Option<String> = row.get(0)?;
+            let rank = levels
+                .as_deref()
+                .map(|l| l.split('\u{1f}').map(lock_level_rank).min().unwrap_or(6))
+                .unwrap_or_else(|| lock_level_rank("normal"));
+            per_level[rank] += 1;
+        }
+    }
+    let mut constraints = Entry::default();
+    for (level, n) in LOCK_LEVELS.iter().zip(per_level) {
+        if n > 0 {
+            constraints.insert(level, Value::from(n));
+        }
+    }
+    let languages: Vec<String> = conn
+        .prepare_cached(
+            "SELECT DISTINCT language FROM files WHERE language IS NOT NULL ORDER BY language",
+        )?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(StatsResponse {
+        kind: "stats",
+        result: Stats {
+            files,
+            symbols,
+            lines,
+            domains,
+            constraints,
+            languages,
+        },
+    })
+}
+
+/// Whether a vars file was imported.
+pub fn vars_loaded(conn: &Connection) -> QueryResult<bool> {
+    Ok(conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM vars_root) OR EXISTS (SELECT 1 FROM vars)")?
+        .query_row([], |r| r.get(0))?)
+}
+
+/// A top-level member of the cache document, as JSON (`None` when absent or streamed).
+pub fn cache_root_value(conn: &Connection, key: &str) -> QueryResult<Option<Value>> {
+    let text: Option<String> = conn
+        .prepare_cached("SELECT value_json FROM cache_root WHERE key = ?1")?
+        .query_row([key], |r| r.get(0))
+        .optional()?
+        .flatten();
+    Ok(match text {
+        Some(text) => Some(serde_json::from_str(&text)?),
+        None => None,
+    })
+}
