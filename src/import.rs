@@ -239,16 +239,25 @@ fn build(
     }
     tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
     let counts = loader.finish()?;
-    tracing::debug!("built the call graph at {:.2} s", started.elapsed().as_secs_f64());
+    tracing::debug!(
+        "built the call graph at {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
     conn.execute_batch("COMMIT")?;
 
     if let Some(bar) = &bar {
         bar.set_message("building indexes and full-text search");
     }
     db::migrate(&mut conn, None)?;
-    tracing::debug!("built indexes and full-text search at {:.2} s", started.elapsed().as_secs_f64());
+    tracing::debug!(
+        "built indexes and full-text search at {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
     resolve_graph_nodes(&conn)?;
-    tracing::debug!("resolved graph nodes at {:.2} s", started.elapsed().as_secs_f64());
+    tracing::debug!(
+        "resolved graph nodes at {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }

@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use acpdb::project::{Project, ProjectArgs};
-use acpdb::{console, export, gen, import, journal, mcp, tools};
+use acpdb::{bench, console, export, gen, import, journal, mcp, tools};
 
 /// Import an ACP code index into SQLite and serve it to AI agents over MCP.
 #[derive(Debug, Parser)]
@@ -41,6 +41,8 @@ enum Command {
     ExportAttempts(journal::ExportAttemptsArgs),
     /// Write a deterministic synthetic cache for tests and benchmarks.
     GenFixture(gen::GenArgs),
+    /// Replay a workload of tool calls and report latency percentiles, start-up and memory.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +71,7 @@ fn run(cli: Cli) -> Result<()> {
                 Command::Debug(args) => journal::run_debug(&project, args),
                 Command::Hack(args) => journal::run_hack(&project, args),
                 Command::ExportAttempts(args) => journal::run_export_attempts(&project, args),
+                Command::Bench(args) => bench::run(&project, args),
                 Command::GenFixture(_) => unreachable!("handled above"),
             }
         }

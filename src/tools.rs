@@ -10,9 +10,9 @@ use serde_json::Value;
 use crate::query::acp_query::{acp_query, QueryParams};
 use crate::query::check_constraints::{check_constraints, CheckConstraintsParams};
 use crate::query::constraints::{acp_constraints, ConstraintsParams};
-use crate::query::expand::{acp_expand, acp_expand_variable, ExpandParams, ExpandVariableParams};
 use crate::query::context::{context, GetContextParams};
 use crate::query::domain_files::{domain_files, GetDomainFilesParams};
+use crate::query::expand::{acp_expand, acp_expand_variable, ExpandParams, ExpandVariableParams};
 use crate::query::file_context::{file_context, GetFileContextParams};
 use crate::query::primer::{generate_primer, GeneratePrimerParams};
 use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
@@ -41,12 +41,19 @@ pub fn pretty<T: Serialize>(value: &T) -> QueryResult<String> {
 
 /// Decodes tool arguments the way the MCP layer does: a missing argument object is `{}`.
 pub fn decode<T: DeserializeOwned>(args: &Value) -> QueryResult<T> {
-    let args = if args.is_null() { Value::Object(Default::default()) } else { args.clone() };
+    let args = if args.is_null() {
+        Value::Object(Default::default())
+    } else {
+        args.clone()
+    };
     serde_json::from_value(args).map_err(|e| QueryError::invalid(e.to_string()))
 }
 
 /// `acp_check_constraints`' answer text: a literal message or the constraint object.
-pub fn check_constraints_text(conn: &Connection, params: &CheckConstraintsParams) -> QueryResult<String> {
+pub fn check_constraints_text(
+    conn: &Connection,
+    params: &CheckConstraintsParams,
+) -> QueryResult<String> {
     let answer = check_constraints(conn, params)?;
     match answer.literal() {
         Some(text) => Ok(text.to_string()),
@@ -59,18 +66,34 @@ pub fn check_constraints_text(conn: &Connection, params: &CheckConstraintsParams
 pub fn call(conn: &Connection, name: &str, args: &Value) -> QueryResult<String> {
     match name {
         "acp_get_architecture" => pretty(&architecture::architecture(conn)?),
-        "acp_get_file_context" => pretty(&file_context(conn, &decode::<GetFileContextParams>(args)?)?),
-        "acp_get_symbol_context" => pretty(&symbol_context(conn, &decode::<GetSymbolContextParams>(args)?)?),
-        "acp_get_domain_files" => pretty(&domain_files(conn, &decode::<GetDomainFilesParams>(args)?)?),
+        "acp_get_file_context" => {
+            pretty(&file_context(conn, &decode::<GetFileContextParams>(args)?)?)
+        }
+        "acp_get_symbol_context" => pretty(&symbol_context(
+            conn,
+            &decode::<GetSymbolContextParams>(args)?,
+        )?),
+        "acp_get_domain_files" => {
+            pretty(&domain_files(conn, &decode::<GetDomainFilesParams>(args)?)?)
+        }
         "acp_check_constraints" => check_constraints_text(conn, &decode(args)?),
         "acp_get_hotpaths" => pretty(&hotpaths::hotpaths(conn)?),
-        "acp_generate_primer" => pretty(&generate_primer(conn, &decode::<GeneratePrimerParams>(args)?)?),
+        "acp_generate_primer" => pretty(&generate_primer(
+            conn,
+            &decode::<GeneratePrimerParams>(args)?,
+        )?),
         "acp_context" => pretty(&context(conn, &decode::<GetContextParams>(args)?)?),
         "acp_query" => pretty(&acp_query(conn, &decode::<QueryParams>(args)?)?),
         "acp_expand" => pretty(&acp_expand(conn, &decode::<ExpandParams>(args)?)?),
-        "acp_expand_variable" => pretty(&acp_expand_variable(conn, &decode::<ExpandVariableParams>(args)?)?),
+        "acp_expand_variable" => pretty(&acp_expand_variable(
+            conn,
+            &decode::<ExpandVariableParams>(args)?,
+        )?),
         "acp_constraints" => pretty(&acp_constraints(conn, &decode::<ConstraintsParams>(args)?)?),
-        _ => Err(QueryError::invalid(format!("Unknown tool: {name}. Valid tools: {}", INDEX_TOOLS.join(", ")))),
+        _ => Err(QueryError::invalid(format!(
+            "Unknown tool: {name}. Valid tools: {}",
+            INDEX_TOOLS.join(", ")
+        ))),
     }
 }
 
@@ -100,7 +123,11 @@ impl QueryArgs {
         let mut args = serde_json::Map::new();
         args.insert("type".into(), Value::from(self.kind.clone()));
         if let Some(target) = &self.target {
-            let key = if self.kind == "search" { "pattern" } else { "name" };
+            let key = if self.kind == "search" {
+                "pattern"
+            } else {
+                "name"
+            };
             args.insert(key.into(), Value::from(target.clone()));
         }
         if let Some(limit) = self.limit {
@@ -119,7 +146,8 @@ impl QueryArgs {
 /// Runs `acpdb query`, printing the answer on stdout.
 pub fn run_query(project: &crate::project::Project, args: &QueryArgs) -> anyhow::Result<()> {
     let conn = crate::db::open_read_only(&project.db)?;
-    let text = call(&conn, "acp_query", &args.to_arguments()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let text =
+        call(&conn, "acp_query", &args.to_arguments()).map_err(|e| anyhow::anyhow!("{e}"))?;
     println!("{text}");
     Ok(())
 }

@@ -509,15 +509,32 @@ fn killed_import_leaves_previous_database() {
 
 #[test]
 fn fixtures_round_trip() {
-    for name in ["demo", "spec-shaped", "real/anyhow", "real/demo-ts", "real/python-stdlib"] {
+    for name in [
+        "demo",
+        "spec-shaped",
+        "real/anyhow",
+        "real/demo-ts",
+        "real/python-stdlib",
+    ] {
         let source = common::fixture(name);
         let project = TempProject::copy_of(&source);
         project.import();
-        let original: Value = serde_json::from_str(&fs::read_to_string(project.cache_path()).unwrap()).unwrap();
-        assert_eq!(project.export(), original, "{name}: cache does not round-trip");
+        let original: Value =
+            serde_json::from_str(&fs::read_to_string(project.cache_path()).unwrap()).unwrap();
+        assert_eq!(
+            project.export(),
+            original,
+            "{name}: cache does not round-trip"
+        );
         let vars_path = project.root().join(".acp/acp.vars.json");
         let out_path = project.root().join("vars-out.json");
-        let out = project.run(&["export-cache", "--out", "/dev/null", "--vars-out", out_path.to_str().unwrap()]);
+        let out = project.run(&[
+            "export-cache",
+            "--out",
+            "/dev/null",
+            "--vars-out",
+            out_path.to_str().unwrap(),
+        ]);
         assert!(out.status.success(), "{}", stderr(&out));
         let vars: Value = serde_json::from_str(&fs::read_to_string(vars_path).unwrap()).unwrap();
         let exported: Value = serde_json::from_str(&fs::read_to_string(out_path).unwrap()).unwrap();

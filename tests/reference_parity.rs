@@ -26,8 +26,6 @@ use acpdb::query::symbol_context::{symbol_context, GetSymbolContextParams};
 use acpdb::query::QueryError;
 use common::{fixture, TempProject};
 use rusqlite::Connection;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use serde_json::{json, Value};
 
 /// What one of our query functions answered.
@@ -35,19 +33,9 @@ enum Ours {
     /// A JSON value and its pretty-printed text (serialised straight from the typed answer).
     Json(Value, String),
     /// Literal tool text.
-    Literal(&'static str),
+    Literal(String),
     /// An error: JSON-RPC code and message.
     Error(i64, String),
-}
-
-fn ok<T: Serialize>(result: Result<T, QueryError>) -> Ours {
-    match result {
-        Ok(value) => Ours::Json(
-            serde_json::to_value(&value).expect("serialisable answer"),
-            serde_json::to_string_pretty(&value).expect("serialisable answer"),
-        ),
-        Err(err) => error(err),
-    }
 }
 
 fn error(err: QueryError) -> Ours {
@@ -55,11 +43,6 @@ fn error(err: QueryError) -> Ours {
         QueryError::InvalidParams { message, .. } => Ours::Error(-32602, message),
         QueryError::Internal(message) => Ours::Error(-32603, message),
     }
-}
-
-/// Decodes tool arguments like rmcp does (a missing `arguments` member is `{}`).
-fn args<T: DeserializeOwned>(arguments: &Value) -> Result<T, Ours> {
-    serde_json::from_value(arguments.clone()).map_err(|e| Ours::Error(-32602, e.to_string()))
 }
 
 /// The reference tools answered by the query functions under test (`acp_expand_variable` is not
@@ -75,42 +58,18 @@ const TOOLS: [&str; 8] = [
     "acp_context",
 ];
 
-/// Answers one golden call of one of [`TOOLS`].
+/// Answers one golden call of one of [`TOOLS`] through the dispatcher the MCP server, the CLI
+/// and the benchmark share.
 fn answer(conn: &Connection, tool: &str, arguments: &Value) -> Ours {
-    let run = || -> Result<Ours, Ours> {
-        Ok(match tool {
-            "acp_get_architecture" => ok(architecture(conn)),
-            "acp_get_hotpaths" => ok(hotpaths(conn)),
-            "acp_get_file_context" => ok(file_context(
-                conn,
-                &args::<GetFileContextParams>(arguments)?,
-            )),
-            "acp_get_symbol_context" => ok(symbol_context(
-                conn,
-                &args::<GetSymbolContextParams>(arguments)?,
-            )),
-            "acp_get_domain_files" => ok(domain_files(
-                conn,
-                &args::<GetDomainFilesParams>(arguments)?,
-            )),
-            "acp_check_constraints" => {
-                match check_constraints(conn, &args::<CheckConstraintsParams>(arguments)?) {
-                    Ok(answer) => match answer.literal() {
-                        Some(text) => Ours::Literal(text),
-                        None => ok(Ok::<_, QueryError>(answer)),
-                    },
-                    Err(err) => error(err),
-                }
-            }
-            "acp_generate_primer" => ok(generate_primer(
-                conn,
-                &args::<GeneratePrimerParams>(arguments)?,
-            )),
-            "acp_context" => ok(context(conn, &args::<GetContextParams>(arguments)?)),
-            other => panic!("{other} is not one of the tools under test"),
-        })
-    };
-    run().unwrap_or_else(|decoding_error| decoding_error)
+    assert!(
+        TOOLS.contains(&tool),
+        "{tool} is not one of the tools under test"
+    );
+    match acpdb::tools::call(conn, tool, arguments) {
+        Ok(text) if text.starts_with("{\"message\": ") => Ours::Literal(text),
+        Ok(text) => Ours::Json(serde_json::from_str(&text).expect("answers are JSON"), text),
+        Err(err) => error(err),
+    }
 }
 
 /// The reference's answer: result text or error.

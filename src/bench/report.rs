@@ -20,51 +20,55 @@ pub enum Outcome {
     Unsupported,
 }
 
-/// Latencies and errors of one report group, in the order groups first appear.
+/// Latencies and errors per report group, in the order groups first appear.
 #[derive(Debug, Default)]
 pub struct Recorder {
-    groups: Vec<(String, String, Group)>,
+    groups: Vec<Group>,
+    unsupported: Vec<String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Group {
+    label: String,
+    tool: String,
     latencies: Vec<Duration>,
     errors: u64,
     first_error: Option<String>,
-    unsupported: bool,
 }
 
 impl Recorder {
-    /// A recorder that lists `groups` (with their tool) in this order even if never called.
+    /// A recorder that lists `groups` (label, tool) in this order even if never measured.
     pub fn new(groups: impl IntoIterator<Item = (String, String)>) -> Recorder {
-        Recorder {
-            groups: groups
-                .into_iter()
-                .map(|(label, tool)| (label, tool, Group::default()))
-                .collect(),
+        let mut recorder = Recorder::default();
+        for (label, tool) in groups {
+            recorder.group(&label, &tool);
         }
+        recorder
     }
 
     fn group(&mut self, label: &str, tool: &str) -> &mut Group {
-        let index = match self.groups.iter().position(|(l, _, _)| l == label) {
+        let index = match self.groups.iter().position(|g| g.label == label) {
             Some(index) => index,
             None => {
-                self.groups
-                    .push((label.to_string(), tool.to_string(), Group::default()));
+                self.groups.push(Group {
+                    label: label.to_string(),
+                    tool: tool.to_string(),
+                    latencies: Vec::new(),
+                    errors: 0,
+                    first_error: None,
+                });
                 self.groups.len() - 1
             }
         };
-        &mut self.groups[index].2
+        &mut self.groups[index]
     }
 
-    /// Whether the group's tool turned out to be unknown to the server.
-    pub fn is_unsupported(&self, label: &str) -> bool {
-        self.groups
-            .iter()
-            .any(|(l, _, g)| l == label && g.unsupported)
+    /// Whether the server turned out not to know `tool`.
+    pub fn is_unsupported(&self, tool: &str) -> bool {
+        self.unsupported.iter().any(|t| t == tool)
     }
 
-    /// Records one call; `measured` is false during warm-up (only unsupported tools are noted).
+    /// Records one call; `measured` is false during warm-up, when only unknown tools are noted.
     pub fn record(
         &mut self,
         label: &str,
@@ -73,26 +77,32 @@ impl Recorder {
         outcome: Outcome,
         measured: bool,
     ) {
-        let group = self.group(label, tool);
-        match outcome {
-            Outcome::Unsupported => group.unsupported = true,
-            _ if !measured => {}
-            Outcome::Answer => group.latencies.push(latency),
-            Outcome::Error(message) => {
-                group.latencies.push(latency);
-                group.errors += 1;
-                if group.first_error.is_none() {
-                    group.first_error = Some(message);
-                }
+        if outcome == Outcome::Unsupported {
+            if !self.is_unsupported(tool) {
+                self.unsupported.push(tool.to_string());
             }
+            return;
+        }
+        if !measured {
+            return;
+        }
+        let group = self.group(label, tool);
+        group.latencies.push(latency);
+        if let Outcome::Error(message) = outcome {
+            group.errors += 1;
+            group.first_error.get_or_insert(message);
         }
     }
 
     /// Per-group statistics.
     pub fn finish(self) -> Vec<GroupStats> {
+        let unsupported = self.unsupported;
         self.groups
             .into_iter()
-            .map(|(label, tool, group)| GroupStats::new(label, tool, group))
+            .map(|group| {
+                let supported = !unsupported.contains(&group.tool);
+                GroupStats::new(group, supported)
+            })
             .collect()
     }
 }
@@ -139,20 +149,16 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Option<Duration> {
 }
 
 impl GroupStats {
-    fn new(label: String, tool: String, mut group: Group) -> GroupStats {
+    fn new(mut group: Group, supported: bool) -> GroupStats {
         group.latencies.sort_unstable();
         let sorted = &group.latencies;
         let at = |p: f64| percentile(sorted, p).map(ms);
-        let mean = (!sorted.is_empty())
-            .then(|| ms(sorted.iter().sum::<Duration>() / sorted.len() as u32));
+        let mean =
+            (!sorted.is_empty()).then(|| ms(sorted.iter().sum::<Duration>() / sorted.len() as u32));
         GroupStats {
-            label,
-            tool,
-            status: if group.unsupported {
-                "unsupported"
-            } else {
-                "ok"
-            },
+            label: group.label,
+            tool: group.tool,
+            status: if supported { "ok" } else { "unsupported" },
             count: sorted.len(),
             errors: group.errors,
             first_error: group.first_error,

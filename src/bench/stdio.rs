@@ -79,9 +79,8 @@ impl StdioServer {
                 }
             });
         }
-        let service = runtime.block_on(async {
-            tokio::time::timeout(STARTUP_TIMEOUT, ().serve(transport)).await
-        });
+        let service = runtime
+            .block_on(async { tokio::time::timeout(STARTUP_TIMEOUT, ().serve(transport)).await });
         let initialized = spawned.elapsed();
         let mut server = StdioServer {
             runtime,
@@ -106,9 +105,13 @@ impl StdioServer {
                 server.stderr_note()
             ),
         };
-        server.info = service
-            .peer_info()
-            .map(|info| format!("{} {}", info.server_info.name, info.server_info.version));
+        server.info = service.peer_info().and_then(|info| {
+            let implementation = info.server_info.as_ref()?;
+            Some(format!(
+                "{} {}",
+                implementation.name, implementation.version
+            ))
+        });
         server.service = Some(service);
         Ok(server)
     }
@@ -197,7 +200,9 @@ impl Target for StdioServer {
             {
                 Outcome::Unsupported
             }
-            Err(ErrorData { code, message, .. }) => Outcome::Error(format!("{}: {message}", code.0)),
+            Err(ErrorData { code, message, .. }) => {
+                Outcome::Error(format!("{}: {message}", code.0))
+            }
         })
     }
 }

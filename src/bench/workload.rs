@@ -118,7 +118,10 @@ impl Workload {
                 bail!("calls[{index}]: empty tool name");
             }
             if !call.arguments.is_object() {
-                bail!("calls[{index}] ({}): arguments must be an object", call.tool);
+                bail!(
+                    "calls[{index}] ({}): arguments must be an object",
+                    call.tool
+                );
             }
         }
         Ok(())
@@ -207,9 +210,7 @@ impl Sampler<'_> {
         let Some((lo, hi)) = range else {
             return Ok(Vec::new());
         };
-        let sql = format!(
-            "SELECT {columns} FROM {table} WHERE rowid >= ?1 ORDER BY rowid LIMIT 1"
-        );
+        let sql = format!("SELECT {columns} FROM {table} WHERE rowid >= ?1 ORDER BY rowid LIMIT 1");
         let mut stmt = self.conn.prepare(&sql)?;
         let width = stmt.column_count();
         let mut rows = Vec::with_capacity(self.samples);
@@ -310,8 +311,7 @@ impl Mix {
 
     /// The same call `samples` times.
     fn fixed(&mut self, call: Call) {
-        self.calls
-            .extend(std::iter::repeat_n(call, self.samples));
+        self.calls.extend(std::iter::repeat_n(call, self.samples));
     }
 }
 
@@ -341,13 +341,26 @@ pub fn default_mix(conn: &Connection, options: MixOptions) -> Result<Workload> {
     };
     // The reference server's tools.
     mix.fixed(Call::new("acp_get_architecture", json!({})));
-    mix.each(&files, |p| Call::new("acp_get_file_context", json!({ "path": p })));
-    mix.each(&keys, |k| Call::new("acp_get_symbol_context", json!({ "name": k })));
-    mix.each(&domains, |d| Call::new("acp_get_domain_files", json!({ "name": d })));
-    mix.each(&constraints, |c| Call::new("acp_check_constraints", json!({ "path": c })));
+    mix.each(&files, |p| {
+        Call::new("acp_get_file_context", json!({ "path": p }))
+    });
+    mix.each(&keys, |k| {
+        Call::new("acp_get_symbol_context", json!({ "name": k }))
+    });
+    mix.each(&domains, |d| {
+        Call::new("acp_get_domain_files", json!({ "name": d }))
+    });
+    mix.each(&constraints, |c| {
+        Call::new("acp_check_constraints", json!({ "path": c }))
+    });
     mix.fixed(Call::new("acp_get_hotpaths", json!({})));
-    mix.each(&vars, |v| Call::new("acp_expand_variable", json!({ "name": v })));
-    mix.fixed(Call::new("acp_generate_primer", json!({ "token_budget": 4000 })));
+    mix.each(&vars, |v| {
+        Call::new("acp_expand_variable", json!({ "name": v }))
+    });
+    mix.fixed(Call::new(
+        "acp_generate_primer",
+        json!({ "token_budget": 4000 }),
+    ));
     mix.each(&files, |f| {
         Call::new("acp_context", json!({ "operation": "modify", "target": f }))
     });
@@ -360,7 +373,9 @@ pub fn default_mix(conn: &Connection, options: MixOptions) -> Result<Workload> {
     mix.each(&qualified, |q| {
         Call::new("acp_query", json!({ "type": "symbol", "name": q }))
     });
-    mix.each(&paths, |p| Call::new("acp_query", json!({ "type": "file", "name": p })));
+    mix.each(&paths, |p| {
+        Call::new("acp_query", json!({ "type": "file", "name": p }))
+    });
     mix.each(&domains, |d| {
         Call::new("acp_query", json!({ "type": "domain", "name": d }))
     });
@@ -397,7 +412,8 @@ pub fn default_mix(conn: &Connection, options: MixOptions) -> Result<Workload> {
         mix.calls.push(search("glob", glob));
     }
     for symbol in &searched {
-        mix.calls.push(search("substring", infix(&symbol.qualified)));
+        mix.calls
+            .push(search("substring", infix(&symbol.qualified)));
     }
     mix.fixed(Call::new("acp_query", json!({ "type": "stats" })));
     let texts: Vec<String> = vars
@@ -411,7 +427,9 @@ pub fn default_mix(conn: &Connection, options: MixOptions) -> Result<Workload> {
     } else {
         &constraints
     };
-    mix.each(constrained, |f| Call::new("acp_constraints", json!({ "file": f })));
+    mix.each(constrained, |f| {
+        Call::new("acp_constraints", json!({ "file": f }))
+    });
 
     Ok(Workload {
         version: FORMAT_VERSION,

@@ -64,7 +64,11 @@ impl Section {
     fn entries_are_objects(self) -> bool {
         matches!(
             self,
-            Section::Files | Section::Symbols | Section::Domains | Section::ByFile | Section::Variables
+            Section::Files
+                | Section::Symbols
+                | Section::Domains
+                | Section::ByFile
+                | Section::Variables
         )
     }
 }
@@ -103,9 +107,17 @@ pub enum Scope {
 pub enum Event {
     /// A member kept verbatim; `value` is `None` when the member is an object streamed as
     /// entries (or as a nested scope) that came before this event.
-    Member { scope: Scope, key: String, value: Option<Value> },
+    Member {
+        scope: Scope,
+        key: String,
+        value: Option<Value>,
+    },
     /// One entry of a streamed map section.
-    Entry { section: Section, key: String, value: Value },
+    Entry {
+        section: Section,
+        key: String,
+        value: Value,
+    },
     /// One element of a streamed array section.
     Item { list: List, value: Value },
 }
@@ -167,7 +179,9 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_entry_bytes: 256 << 20 }
+        Limits {
+            max_entry_bytes: 256 << 20,
+        }
     }
 }
 
@@ -207,7 +221,10 @@ pub fn read_document(
         Ok(()) => {
             reader.flush().map_err(|f| f.into_error(path))?;
             let read = reader.scan.base + reader.scan.buf.len() as u64;
-            Ok(ReadOutcome { sha256: hex(&reader.scan.hasher.finalize()), bytes: read })
+            Ok(ReadOutcome {
+                sha256: hex(&reader.scan.hasher.finalize()),
+                bytes: read,
+            })
         }
         Err(failure) => Err(failure.into_error(path)),
     }
@@ -226,7 +243,11 @@ struct Failure {
 
 impl Failure {
     fn at(offset: u64, message: impl Into<String>) -> Failure {
-        Failure { offset: Some(offset), json_path: None, message: message.into() }
+        Failure {
+            offset: Some(offset),
+            json_path: None,
+            message: message.into(),
+        }
     }
 
     fn in_path(mut self, path: impl FnOnce() -> String) -> Failure {
@@ -243,7 +264,11 @@ impl Failure {
                 message = format!("{message} at line {line} column {column}");
             }
         }
-        ReadError { file: file.to_path_buf(), json_path: self.json_path, message }
+        ReadError {
+            file: file.to_path_buf(),
+            json_path: self.json_path,
+            message,
+        }
     }
 }
 
@@ -308,12 +333,19 @@ impl Scanner {
             match self.file.read(&mut self.buf[old..]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Failure::at(self.base + old as u64, format!("read error: {e}"))),
+                Err(e) => {
+                    return Err(Failure::at(
+                        self.base + old as u64,
+                        format!("read error: {e}"),
+                    ))
+                }
             }
         };
         self.buf.truncate(old + n);
         self.hasher.update(&self.buf[old..]);
-        self.progress.bytes.store(self.base + self.buf.len() as u64, Ordering::Relaxed);
+        self.progress
+            .bytes
+            .store(self.base + self.buf.len() as u64, Ordering::Relaxed);
         if n == 0 {
             self.eof = true;
             return Ok(None);
@@ -343,13 +375,19 @@ impl Scanner {
                 self.pos += 1;
                 Ok(())
             }
-            Some(b) => Err(Failure::at(self.offset(), format!("expected {what}, found `{}`", b as char))),
+            Some(b) => Err(Failure::at(
+                self.offset(),
+                format!("expected {what}, found `{}`", b as char),
+            )),
             None => Err(self.truncated()),
         }
     }
 
     fn truncated(&self) -> Failure {
-        Failure::at(self.offset(), "the file ends in the middle of the document (truncated?)")
+        Failure::at(
+            self.offset(),
+            "the file ends in the middle of the document (truncated?)",
+        )
     }
 
     /// Scans one JSON value starting at the next non-whitespace byte and returns its range in
@@ -421,7 +459,12 @@ impl Scanner {
                     self.pos = i;
                     return Ok((start, i));
                 }
-                None => return Err(Failure::at(self.base + i as u64, "the file ends in the middle of the document (truncated?)")),
+                None => {
+                    return Err(Failure::at(
+                        self.base + i as u64,
+                        "the file ends in the middle of the document (truncated?)",
+                    ))
+                }
             }
         }
     }
@@ -462,7 +505,10 @@ fn offset_of(bytes: &[u8], line: usize, column: usize) -> usize {
 }
 
 fn member_path(parent: &str, key: &str) -> String {
-    let simple = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+    let simple = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
     match (parent.is_empty(), simple) {
         (true, true) => key.to_string(),
         (true, false) => format!("[{}]", Value::String(key.to_string())),
@@ -515,8 +561,12 @@ impl Reader {
             Some(b'{') => {}
             Some(_) => {
                 let what = match self.kind {
-                    DocumentKind::Cache => "expected an ACP cache: a JSON object with `files` and `symbols`",
-                    DocumentKind::Vars => "expected an ACP vars file: a JSON object with `variables`",
+                    DocumentKind::Cache => {
+                        "expected an ACP cache: a JSON object with `files` and `symbols`"
+                    }
+                    DocumentKind::Vars => {
+                        "expected an ACP vars file: a JSON object with `variables`"
+                    }
                 };
                 return Err(Failure::at(self.scan.offset(), what));
             }
@@ -534,14 +584,28 @@ impl Reader {
             let value = match (reader.kind, key, section) {
                 (_, _, Some(section)) => reader.map_section(section)?,
                 (DocumentKind::Cache, "graph", _) => reader.scope(Scope::Graph, path)?,
-                (DocumentKind::Cache, "constraints", _) => reader.scope(Scope::Constraints, path)?,
-                _ => Some(reader.scan.value::<Value>().map_err(|f| f.in_path(|| path.to_string()))?),
+                (DocumentKind::Cache, "constraints", _) => {
+                    reader.scope(Scope::Constraints, path)?
+                }
+                _ => Some(
+                    reader
+                        .scan
+                        .value::<Value>()
+                        .map_err(|f| f.in_path(|| path.to_string()))?,
+                ),
             };
-            reader.send(Event::Member { scope: Scope::Root, key: key.to_string(), value })
+            reader.send(Event::Member {
+                scope: Scope::Root,
+                key: key.to_string(),
+                value,
+            })
         })?;
         match self.scan.peek()? {
             None => Ok(()),
-            Some(b) => Err(Failure::at(self.scan.offset(), format!("trailing characters after the document (`{}`)", b as char))),
+            Some(b) => Err(Failure::at(
+                self.scan.offset(),
+                format!("trailing characters after the document (`{}`)", b as char),
+            )),
         }
     }
 
@@ -562,8 +626,11 @@ impl Reader {
                 Some(b',') if !first => self.scan.pos += 1,
                 Some(_) if first => {}
                 Some(b) => {
-                    return Err(Failure::at(self.scan.offset(), format!("expected `,` or `}}`, found `{}`", b as char))
-                        .in_path(|| parent.to_string()))
+                    return Err(Failure::at(
+                        self.scan.offset(),
+                        format!("expected `,` or `}}`, found `{}`", b as char),
+                    )
+                    .in_path(|| parent.to_string()))
                 }
                 None => return Err(self.scan.truncated().in_path(|| parent.to_string())),
             }
@@ -571,14 +638,22 @@ impl Reader {
             if self.scan.peek()? != Some(b'"') {
                 let found = self.scan.peek()?;
                 return Err(match found {
-                    Some(b) => Failure::at(self.scan.offset(), format!("expected a member name, found `{}`", b as char)),
+                    Some(b) => Failure::at(
+                        self.scan.offset(),
+                        format!("expected a member name, found `{}`", b as char),
+                    ),
                     None => self.scan.truncated(),
                 }
                 .in_path(|| parent.to_string()));
             }
-            let key: String = self.scan.value().map_err(|f| f.in_path(|| parent.to_string()))?;
+            let key: String = self
+                .scan
+                .value()
+                .map_err(|f| f.in_path(|| parent.to_string()))?;
             let path = member_path(parent, &key);
-            self.scan.expect(b':', "`:`").map_err(|f| f.in_path(|| path.clone()))?;
+            self.scan
+                .expect(b':', "`:`")
+                .map_err(|f| f.in_path(|| path.clone()))?;
             member(self, &key, &path)?;
         }
     }
@@ -588,19 +663,34 @@ impl Reader {
     fn map_section(&mut self, section: Section) -> Result<Option<Value>, Failure> {
         let parent = section.path();
         if self.scan.peek()? != Some(b'{') {
-            return Ok(Some(self.scan.value::<Value>().map_err(|f| f.in_path(|| parent.to_string()))?));
+            return Ok(Some(
+                self.scan
+                    .value::<Value>()
+                    .map_err(|f| f.in_path(|| parent.to_string()))?,
+            ));
         }
         self.object(parent, |reader, key, path| {
+            reader.scan.peek()?;
             let entry_offset = reader.scan.offset();
-            let value: Value = reader.scan.value().map_err(|f| f.in_path(|| path.to_string()))?;
+            let value: Value = reader
+                .scan
+                .value()
+                .map_err(|f| f.in_path(|| path.to_string()))?;
             if section.entries_are_objects() && !value.is_object() {
                 return Err(Failure::at(
                     entry_offset,
-                    format!("expected an object for this entry, found {}", json_type(&value)),
+                    format!(
+                        "expected an object for this entry, found {}",
+                        json_type(&value)
+                    ),
                 )
                 .in_path(|| path.to_string()));
             }
-            reader.send(Event::Entry { section, key: key.to_string(), value })
+            reader.send(Event::Entry {
+                section,
+                key: key.to_string(),
+                value,
+            })
         })?;
         Ok(None)
     }
@@ -608,7 +698,11 @@ impl Reader {
     /// `graph` or `constraints`: an object whose known members are sections themselves.
     fn scope(&mut self, scope: Scope, parent: &str) -> Result<Option<Value>, Failure> {
         if self.scan.peek()? != Some(b'{') {
-            return Ok(Some(self.scan.value::<Value>().map_err(|f| f.in_path(|| parent.to_string()))?));
+            return Ok(Some(
+                self.scan
+                    .value::<Value>()
+                    .map_err(|f| f.in_path(|| parent.to_string()))?,
+            ));
         }
         self.object(parent, |reader, key, path| {
             let section = match (scope, key) {
@@ -628,9 +722,18 @@ impl Reader {
             } else if let Some(list) = list {
                 reader.list(list)?
             } else {
-                Some(reader.scan.value::<Value>().map_err(|f| f.in_path(|| path.to_string()))?)
+                Some(
+                    reader
+                        .scan
+                        .value::<Value>()
+                        .map_err(|f| f.in_path(|| path.to_string()))?,
+                )
             };
-            reader.send(Event::Member { scope, key: key.to_string(), value })
+            reader.send(Event::Member {
+                scope,
+                key: key.to_string(),
+                value,
+            })
         })?;
         Ok(None)
     }
@@ -639,7 +742,11 @@ impl Reader {
     fn list(&mut self, list: List) -> Result<Option<Value>, Failure> {
         let parent = list.path();
         if self.scan.peek()? != Some(b'[') {
-            return Ok(Some(self.scan.value::<Value>().map_err(|f| f.in_path(|| parent.to_string()))?));
+            return Ok(Some(
+                self.scan
+                    .value::<Value>()
+                    .map_err(|f| f.in_path(|| parent.to_string()))?,
+            ));
         }
         self.scan.pos += 1;
         let mut index = 0usize;
@@ -652,12 +759,18 @@ impl Reader {
                 Some(b',') if index > 0 => self.scan.pos += 1,
                 Some(_) if index == 0 => {}
                 Some(b) => {
-                    return Err(Failure::at(self.scan.offset(), format!("expected `,` or `]`, found `{}`", b as char))
-                        .in_path(|| parent.to_string()))
+                    return Err(Failure::at(
+                        self.scan.offset(),
+                        format!("expected `,` or `]`, found `{}`", b as char),
+                    )
+                    .in_path(|| parent.to_string()))
                 }
                 None => return Err(self.scan.truncated().in_path(|| parent.to_string())),
             }
-            let value: Value = self.scan.value().map_err(|f| f.in_path(|| format!("{parent}[{index}]")))?;
+            let value: Value = self
+                .scan
+                .value()
+                .map_err(|f| f.in_path(|| format!("{parent}[{index}]")))?;
             self.send(Event::Item { list, value })?;
             index += 1;
         }
@@ -673,7 +786,13 @@ mod tests {
         let path = dir.path().join("c.json");
         std::fs::write(&path, text).unwrap();
         let (tx, rx) = std::sync::mpsc::sync_channel(1024);
-        let result = read_document(&path, DocumentKind::Cache, limits, Arc::new(Progress::default()), tx);
+        let result = read_document(
+            &path,
+            DocumentKind::Cache,
+            limits,
+            Arc::new(Progress::default()),
+            tx,
+        );
         let events: Vec<Event> = rx.try_iter().flatten().collect();
         result.map(|_| events)
     }
@@ -686,24 +805,60 @@ mod tests {
             Limits::default(),
         )
         .unwrap();
-        let entries = events.iter().filter(|e| matches!(e, Event::Entry { .. })).count();
-        let items = events.iter().filter(|e| matches!(e, Event::Item { .. })).count();
+        let entries = events
+            .iter()
+            .filter(|e| matches!(e, Event::Entry { .. }))
+            .count();
+        let items = events
+            .iter()
+            .filter(|e| matches!(e, Event::Item { .. }))
+            .count();
         assert_eq!((entries, items), (3, 2));
         assert!(events.iter().any(|e| matches!(e, Event::Member { scope: Scope::Graph, key, value: Some(_) } if key == "n")));
     }
 
     #[test]
     fn errors_carry_path_and_position() {
-        let err = read("{\"files\": {\"a\": {\"lines\": 1,\n \"x\": tru}}}", Limits::default()).unwrap_err().to_string();
+        let err = read(
+            "{\"files\": {\"a\": {\"lines\": 1,\n \"x\": tru}}}",
+            Limits::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("files.a") && err.contains("line 2"), "{err}");
-        let err = read("{\"files\": {\"a\": 5}}", Limits::default()).unwrap_err().to_string();
-        assert!(err.contains("expected an object") && err.contains("line 1 column 17"), "{err}");
-        let err = read("{\"files\": {\"a\": {\"b\": \"unterminated", Limits::default()).unwrap_err().to_string();
-        assert!(err.contains("truncated") && err.contains("files.a"), "{err}");
-        let err = read("{\"files\": {} } x", Limits::default()).unwrap_err().to_string();
+        let err = read("{\"files\": {\"a\": 5}}", Limits::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("expected an object") && err.contains("line 1 column 17"),
+            "{err}"
+        );
+        let err = read(
+            "{\"files\": {\"a\": {\"b\": \"unterminated",
+            Limits::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("truncated") && err.contains("files.a"),
+            "{err}"
+        );
+        let err = read("{\"files\": {} } x", Limits::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("trailing"), "{err}");
-        let big = format!("{{\"files\": {{\"a\": {{\"s\": \"{}\"}}}}}}", "x".repeat(3 << 20));
-        let err = read(&big, Limits { max_entry_bytes: 1 << 20 }).unwrap_err().to_string();
+        let big = format!(
+            "{{\"files\": {{\"a\": {{\"s\": \"{}\"}}}}}}",
+            "x".repeat(3 << 20)
+        );
+        let err = read(
+            &big,
+            Limits {
+                max_entry_bytes: 1 << 20,
+            },
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("1 MiB limit"), "{err}");
     }
 }

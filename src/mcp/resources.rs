@@ -10,7 +10,11 @@ use crate::query::resources::{self as q, ResourceError};
 pub fn list(conn: &Connection) -> Vec<Resource> {
     q::list_resources(conn)
         .into_iter()
-        .map(|r| Resource::new(r.uri, r.name).with_description(r.description).with_mime_type(r.mime_type))
+        .map(|r| {
+            Resource::new(r.uri, r.name)
+                .with_description(r.description)
+                .with_mime_type(r.mime_type)
+        })
         .collect()
 }
 
@@ -18,7 +22,11 @@ pub fn list(conn: &Connection) -> Vec<Resource> {
 pub fn templates() -> Vec<ResourceTemplate> {
     q::resource_templates()
         .into_iter()
-        .map(|t| ResourceTemplate::new(t.uri_template, t.name).with_description(t.description).with_mime_type(t.mime_type))
+        .map(|t| {
+            ResourceTemplate::new(t.uri_template, t.name)
+                .with_description(t.description)
+                .with_mime_type(t.mime_type)
+        })
         .collect()
 }
 

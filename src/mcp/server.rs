@@ -21,9 +21,9 @@ use crate::project::Project;
 use crate::query::acp_query::{acp_query, QueryParams};
 use crate::query::check_constraints::CheckConstraintsParams;
 use crate::query::constraints::{acp_constraints, ConstraintsParams};
-use crate::query::expand::{acp_expand, acp_expand_variable, ExpandParams, ExpandVariableParams};
 use crate::query::context::{context, GetContextParams};
 use crate::query::domain_files::{domain_files, GetDomainFilesParams};
+use crate::query::expand::{acp_expand, acp_expand_variable, ExpandParams, ExpandVariableParams};
 use crate::query::file_context::{file_context, GetFileContextParams};
 use crate::query::primer::{generate_primer, GeneratePrimerParams};
 use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
@@ -133,32 +133,48 @@ impl AcpServer {
         name = "acp_query",
         description = "Query the index: type symbol (name), file (name = path), domain (name), callers / callees (name, depth 1-5 for the blast radius of a change), search (pattern: words, globs like validate*, or substrings), stats. limit 1-100 (default 20); long results are paged: pass next_cursor back as cursor with the same type. For a whole file entry, use acp_get_file_context."
     )]
-    async fn acp_query(&self, Parameters(params): Parameters<QueryParams>) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&acp_query(conn, &params)?)).await
+    async fn acp_query(
+        &self,
+        Parameters(params): Parameters<QueryParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&acp_query(conn, &params)?))
+            .await
     }
 
     #[tool(
         name = "acp_expand",
         description = "Expand every $VARIABLE in a text using the project's vars file. Modes: summary (default), full, inline, annotated; answers variables_found, resolved, unresolved and the expansions. For one variable's raw entry, this replaces acp_expand_variable."
     )]
-    async fn acp_expand(&self, Parameters(params): Parameters<ExpandParams>) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&acp_expand(conn, &params)?)).await
+    async fn acp_expand(
+        &self,
+        Parameters(params): Parameters<ExpandParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&acp_expand(conn, &params)?))
+            .await
     }
 
     #[tool(
         name = "acp_expand_variable",
         description = "Deprecated: use acp_expand. Returns one variable's entry from the vars file (type, value, description)."
     )]
-    async fn acp_expand_variable(&self, Parameters(params): Parameters<ExpandVariableParams>) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&acp_expand_variable(conn, &params)?)).await
+    async fn acp_expand_variable(
+        &self,
+        Parameters(params): Parameters<ExpandVariableParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&acp_expand_variable(conn, &params)?))
+            .await
     }
 
     #[tool(
         name = "acp_constraints",
         description = "Before modifying a file, check whether you may: lock level and its meaning, reason, style, behaviour, quality requirements and can_modify {allowed, approval_needed, requirements}, plus symbol-level constraints. For the raw constraint entry, use acp_check_constraints."
     )]
-    async fn acp_constraints(&self, Parameters(params): Parameters<ConstraintsParams>) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&acp_constraints(conn, &params)?)).await
+    async fn acp_constraints(
+        &self,
+        Parameters(params): Parameters<ConstraintsParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&acp_constraints(conn, &params)?))
+            .await
     }
 
     #[tool(
@@ -166,39 +182,56 @@ impl AcpServer {
         description = "Get an overview of the codebase architecture including domains, files, symbols, and structure. Use this first to understand the project layout. For counts and search, use acp_query (type stats or search)."
     )]
     async fn acp_get_architecture(&self) -> Result<CallToolResult, ErrorData> {
-        self.answer(|conn| pretty(&architecture::architecture(conn)?)).await
+        self.answer(|conn| pretty(&architecture::architecture(conn)?))
+            .await
     }
 
     #[tool(
         name = "acp_get_file_context",
         description = "Get detailed context for a specific file including exports, imports, symbols, constraints, and relationships. Paths may be given with ./, backslashes or a trailing slash. Before editing the file, also call acp_constraints."
     )]
-    async fn acp_get_file_context(&self, Parameters(params): Parameters<GetFileContextParams>) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&file_context(conn, &params)?)).await
+    async fn acp_get_file_context(
+        &self,
+        Parameters(params): Parameters<GetFileContextParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&file_context(conn, &params)?))
+            .await
     }
 
     #[tool(
         name = "acp_get_symbol_context",
         description = "Get detailed context for a symbol including its definition, callers, callees, constraints, and domain membership. Accepts the cache key, a qualified name (path:name) or a unique simple name; an ambiguous name answers with candidates. Long caller lists are paged (pass next_cursor back as cursor). For the callers of callers, use acp_query type callers with depth."
     )]
-    async fn acp_get_symbol_context(&self, Parameters(params): Parameters<GetSymbolContextParams>) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&symbol_context(conn, &params)?)).await
+    async fn acp_get_symbol_context(
+        &self,
+        Parameters(params): Parameters<GetSymbolContextParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&symbol_context(conn, &params)?))
+            .await
     }
 
     #[tool(
         name = "acp_get_domain_files",
         description = "Get all files belonging to a specific domain with their metadata. Large domains are paged (pass next_cursor back as cursor). To list the domains, use acp_get_architecture."
     )]
-    async fn acp_get_domain_files(&self, Parameters(params): Parameters<GetDomainFilesParams>) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&domain_files(conn, &params)?)).await
+    async fn acp_get_domain_files(
+        &self,
+        Parameters(params): Parameters<GetDomainFilesParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&domain_files(conn, &params)?))
+            .await
     }
 
     #[tool(
         name = "acp_check_constraints",
         description = "Check what constraints (lock levels, style rules, behavior requirements) apply to a file or its symbols. Returns the raw constraint entry; for the lock level's meaning and whether you may modify the file, use acp_constraints."
     )]
-    async fn acp_check_constraints(&self, Parameters(params): Parameters<CheckConstraintsParams>) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| tools::check_constraints_text(conn, &params)).await
+    async fn acp_check_constraints(
+        &self,
+        Parameters(params): Parameters<CheckConstraintsParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| tools::check_constraints_text(conn, &params))
+            .await
     }
 
     #[tool(
@@ -213,16 +246,24 @@ impl AcpServer {
         name = "acp_generate_primer",
         description = "Generate a project primer (markdown, compact, json or text) for an AI agent, fitted to a token budget and never over it; filter by categories, tags or a preset and force-include sections. For a task-specific briefing, use acp_context."
     )]
-    async fn acp_generate_primer(&self, Parameters(params): Parameters<GeneratePrimerParams>) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&generate_primer(conn, &params)?)).await
+    async fn acp_generate_primer(
+        &self,
+        Parameters(params): Parameters<GeneratePrimerParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&generate_primer(conn, &params)?))
+            .await
     }
 
     #[tool(
         name = "acp_context",
         description = "Get operation-specific context: create (conventions and similar files for a new file), modify (constraints, importers and domain of a file), debug (related files and hotpaths for a file or symbol), explore (project overview). For a general primer, use acp_generate_primer."
     )]
-    async fn acp_context(&self, Parameters(params): Parameters<GetContextParams>) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&context(conn, &params)?)).await
+    async fn acp_context(
+        &self,
+        Parameters(params): Parameters<GetContextParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(move |conn| pretty(&context(conn, &params)?))
+            .await
     }
     #[tool(
         name = "acp_debug",
@@ -345,7 +386,9 @@ impl ServerHandler for AcpServer {
     ) -> Result<ListResourcesResult, ErrorData> {
         let pool = self.state.pool().map_err(unavailable)?;
         let resources = tokio::task::spawn_blocking(move || -> Result<_, ErrorData> {
-            let conn = pool.get().map_err(|e| ErrorData::internal_error(format!("database connection: {e}"), None))?;
+            let conn = pool.get().map_err(|e| {
+                ErrorData::internal_error(format!("database connection: {e}"), None)
+            })?;
             Ok(super::resources::list(&conn))
         })
         .await
@@ -369,14 +412,15 @@ impl ServerHandler for AcpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let pool = self.state.pool().map_err(unavailable)?;
-        let contents = tokio::task::spawn_blocking(move || -> Result<ResourceContents, ErrorData> {
-            let conn = pool.get().map_err(|e| {
-                ErrorData::internal_error(format!("database connection: {e}"), None)
-            })?;
-            super::resources::read(&conn, &request.uri)
-        })
-        .await
-        .map_err(|e| ErrorData::internal_error(format!("resource task failed: {e}"), None))??;
+        let contents =
+            tokio::task::spawn_blocking(move || -> Result<ResourceContents, ErrorData> {
+                let conn = pool.get().map_err(|e| {
+                    ErrorData::internal_error(format!("database connection: {e}"), None)
+                })?;
+                super::resources::read(&conn, &request.uri)
+            })
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("resource task failed: {e}"), None))??;
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 }

@@ -6,23 +6,23 @@
 //! CLI, the MCP tools and the benchmarks all call these same functions. SQL lives beside the
 //! function that runs it; every lookup on a tool's hot path uses an index.
 
+pub mod acp_query;
 pub mod architecture;
 pub mod check_constraints;
+pub mod constraints;
 pub mod context;
+pub mod cursor;
 pub mod domain_files;
+pub mod expand;
 pub mod file_context;
+pub mod graph;
 pub mod hotpaths;
+pub mod lookup;
 pub mod names;
 pub mod primer;
-pub mod symbol_context;
-pub mod acp_query;
-pub mod constraints;
-pub mod cursor;
-pub mod expand;
-pub mod graph;
-pub mod lookup;
 pub mod resources;
 pub mod search;
+pub mod symbol_context;
 
 use std::fmt;
 

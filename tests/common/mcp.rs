@@ -3,7 +3,9 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use rmcp::model::{CallToolRequestParams, ContentBlock, ErrorData, ReadResourceRequestParams, ResourceContents};
+use rmcp::model::{
+    CallToolRequestParams, ContentBlock, ErrorData, ReadResourceRequestParams, ResourceContents,
+};
 use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
@@ -36,9 +38,15 @@ impl Client {
     pub async fn spawn(root: &Path, extra: &[&str]) -> Client {
         let root = root.to_path_buf();
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let (transport, _stderr) = TokioChildProcess::builder(tokio::process::Command::new(env!("CARGO_BIN_EXE_acpdb")).configure(|cmd| {
-            cmd.arg("-C").arg(&root).arg("serve").args(&extra).env("ACPDB_LOG", "warn");
-        }))
+        let (transport, _stderr) = TokioChildProcess::builder(
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_acpdb")).configure(|cmd| {
+                cmd.arg("-C")
+                    .arg(&root)
+                    .arg("serve")
+                    .args(&extra)
+                    .env("ACPDB_LOG", "warn");
+            }),
+        )
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn acpdb serve");
@@ -54,7 +62,11 @@ impl Client {
         }
         match self.service.call_tool(params).await {
             Ok(result) => {
-                assert_ne!(result.is_error, Some(true), "{tool} answered with isError instead of a JSON-RPC error");
+                assert_ne!(
+                    result.is_error,
+                    Some(true),
+                    "{tool} answered with isError instead of a JSON-RPC error"
+                );
                 let texts: Vec<String> = result
                     .content
                     .iter()
@@ -67,9 +79,15 @@ impl Client {
                 let json = serde_json::from_str(&first).unwrap_or(Value::String(first));
                 Ok(ToolAnswer { json, texts })
             }
-            Err(ServiceError::McpError(ErrorData { code, message, data })) => {
-                Err(ToolError { code: code.0, message: message.to_string(), data })
-            }
+            Err(ServiceError::McpError(ErrorData {
+                code,
+                message,
+                data,
+            })) => Err(ToolError {
+                code: code.0,
+                message: message.to_string(),
+                data,
+            }),
             Err(other) => panic!("{tool}: transport failure {other}"),
         }
     }
@@ -92,12 +110,24 @@ impl Client {
 
     /// Reads a resource's text.
     pub async fn read(&self, uri: &str) -> Result<String, ToolError> {
-        match self.service.read_resource(ReadResourceRequestParams::new(uri)).await {
+        match self
+            .service
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+        {
             Ok(result) => match result.contents.into_iter().next() {
                 Some(ResourceContents::TextResourceContents { text, .. }) => Ok(text),
                 other => panic!("unexpected resource contents {other:?}"),
             },
-            Err(ServiceError::McpError(ErrorData { code, message, data })) => Err(ToolError { code: code.0, message: message.to_string(), data }),
+            Err(ServiceError::McpError(ErrorData {
+                code,
+                message,
+                data,
+            })) => Err(ToolError {
+                code: code.0,
+                message: message.to_string(),
+                data,
+            }),
             Err(other) => panic!("{uri}: transport failure {other}"),
         }
     }
@@ -112,7 +142,10 @@ impl Client {
 pub async fn wait_ready(client: &Client, seconds: u64) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
     loop {
-        match client.call("acp_get_architecture", serde_json::json!({})).await {
+        match client
+            .call("acp_get_architecture", serde_json::json!({}))
+            .await
+        {
             Err(err) if err.code == -32003 && std::time::Instant::now() < deadline => {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await
             }

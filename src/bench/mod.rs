@@ -1,0 +1,255 @@
+//! `acpdb bench`: replays a workload of tool calls and reports per-group latency percentiles,
+//! start-up time and peak memory.
+//!
+//! Two modes: in-process ([`inprocess`], the query functions through [`crate::tools::call`])
+//! and `--stdio` ([`stdio`], a server process driven as an MCP client, by default
+//! `acpdb serve` on the same project, or any command given after `--`). The workload is a JSON
+//! file ([`workload`]) or a default mix sampled from the index database. Calls run one at a
+//! time, in workload order: `--warmup` unmeasured passes, then `--iterations` passes or as many
+//! as fit in `--duration` seconds. See `docs/benchmarks.md` for the formats and for results.
+
+pub mod inprocess;
+pub mod report;
+pub mod stdio;
+pub mod workload;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use serde_json::Value;
+
+use crate::db;
+use crate::project::Project;
+use report::{Outcome, Recorder, Report, Startup};
+use workload::{MixOptions, Workload};
+
+/// Measured passes when neither `--iterations` nor `--duration` is given.
+pub const DEFAULT_ITERATIONS: u32 = 10;
+
+/// Options of `acpdb bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Workload file (JSON, see docs/benchmarks.md); default: a mix sampled from the database.
+    #[arg(long, value_name = "FILE")]
+    pub workload: Option<PathBuf>,
+    /// Measured passes over the workload [default: 10].
+    #[arg(long, value_name = "N", conflicts_with = "duration")]
+    pub iterations: Option<u32>,
+    /// Repeat the workload for this many seconds instead of a number of passes.
+    #[arg(long, value_name = "S")]
+    pub duration: Option<f64>,
+    /// Unmeasured passes before measuring.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub warmup: u32,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Drive a server over MCP stdio (`acpdb serve` on this project unless a command follows
+    /// `--`) instead of calling the query functions in this process.
+    #[arg(long)]
+    pub stdio: bool,
+    /// Calls per group in the default mix.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub samples: usize,
+    /// Seed for sampling the default mix.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Write the workload used (the default mix or the file read) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub save_workload: Option<PathBuf>,
+    /// Server command for --stdio (implies --stdio), e.g. `-- acp-mcp -C DIR`.
+    #[arg(last = true, value_name = "SERVER")]
+    pub server: Vec<String>,
+}
+
+/// A server under test, answering one call at a time.
+pub trait Target {
+    /// Calls `tool`; `Err` only when the server cannot be reached any more.
+    fn call(&mut self, tool: &str, arguments: &Value) -> Result<Outcome>;
+}
+
+/// When the measured passes end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stop {
+    /// After this many passes.
+    Passes(u32),
+    /// After the call that crosses this much wall-clock time.
+    Time(Duration),
+}
+
+/// Counts of a replay.
+#[derive(Debug, Clone, Copy)]
+pub struct Replayed {
+    /// Measured passes started.
+    pub passes: u32,
+    /// Measured calls.
+    pub calls: usize,
+    /// Wall-clock time of the measured passes.
+    pub elapsed: Duration,
+}
+
+/// Replays `workload` against `target`: `warmup` unmeasured passes, then measured ones until
+/// `stop`. Calls to tools the target does not know are skipped after the first.
+pub fn replay(
+    target: &mut dyn Target,
+    workload: &Workload,
+    warmup: u32,
+    stop: Stop,
+    recorder: &mut Recorder,
+) -> Result<Replayed> {
+    let groups: Vec<String> = workload.calls.iter().map(|c| c.group()).collect();
+    let mut pass = |recorder: &mut Recorder, measured: bool, deadline: Option<Instant>| {
+        let mut calls = 0;
+        for (call, group) in workload.calls.iter().zip(&groups) {
+            if recorder.is_unsupported(&call.tool) {
+                continue;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            let started = Instant::now();
+            let outcome = target.call(&call.tool, &call.arguments)?;
+            let latency = started.elapsed();
+            recorder.record(group, &call.tool, latency, outcome, measured);
+            calls += 1;
+        }
+        Ok::<usize, anyhow::Error>(calls)
+    };
+    for _ in 0..warmup {
+        pass(recorder, false, None)?;
+    }
+    let started = Instant::now();
+    let deadline = match stop {
+        Stop::Time(limit) => Some(started + limit),
+        Stop::Passes(_) => None,
+    };
+    let mut replayed = Replayed {
+        passes: 0,
+        calls: 0,
+        elapsed: Duration::ZERO,
+    };
+    loop {
+        let more = match stop {
+            Stop::Passes(n) => replayed.passes < n,
+            Stop::Time(_) => deadline.is_some_and(|d| Instant::now() < d),
+        };
+        if !more {
+            break;
+        }
+        replayed.calls += pass(recorder, true, deadline)?;
+        replayed.passes += 1;
+    }
+    replayed.elapsed = started.elapsed();
+    Ok(replayed)
+}
+
+/// Runs `acpdb bench` and prints the report on stdout.
+pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
+    let stop = match (args.iterations, args.duration) {
+        (Some(0), _) => bail!("--iterations must be at least 1"),
+        (_, Some(s)) if !(s.is_finite() && s > 0.0) => bail!("--duration must be positive"),
+        (_, Some(s)) => Stop::Time(Duration::from_secs_f64(s)),
+        (Some(n), None) => Stop::Passes(n),
+        (None, None) => Stop::Passes(DEFAULT_ITERATIONS),
+    };
+    let workload = match &args.workload {
+        Some(path) => Workload::load(path)?,
+        None => {
+            let conn = db::open_read_only(&project.db)?;
+            let options = MixOptions {
+                samples: args.samples,
+                seed: args.seed,
+            };
+            workload::default_mix(&conn, options)?
+        }
+    };
+    if let Some(path) = &args.save_workload {
+        workload.save(path)?;
+    }
+    let description = match &args.workload {
+        Some(path) => path.display().to_string(),
+        None => workload.description.clone().unwrap_or_default(),
+    };
+    let mut recorder = Recorder::new(workload.calls.iter().map(|c| (c.group(), c.tool.clone())));
+    let stdio = args.stdio || !args.server.is_empty();
+    let mut report = Report {
+        mode: if stdio { "stdio" } else { "in-process" },
+        server: None,
+        server_info: None,
+        project: project.root.display().to_string(),
+        workload: description,
+        workload_calls: workload.calls.len(),
+        warmup_passes: args.warmup,
+        passes: 0,
+        calls: 0,
+        elapsed_s: 0.0,
+        startup: None,
+        peak_rss_kb: None,
+        tools: Vec::new(),
+    };
+    let replayed = if stdio {
+        let command = if args.server.is_empty() {
+            default_server(project)?
+        } else {
+            args.server.clone()
+        };
+        let mut server = stdio::StdioServer::spawn(&command)?;
+        let first = server.first_answer(&workload.calls[0])?;
+        report.startup = Some(Startup::new(server.initialized(), first));
+        report.server_info = server.info();
+        report.server = Some(command);
+        let replayed = replay(&mut server, &workload, args.warmup, stop, &mut recorder);
+        report.peak_rss_kb = server.peak_rss_kb();
+        server.shutdown();
+        replayed?
+    } else {
+        let mut target = inprocess::InProcess::open(&project.db)?;
+        // Per-call log lines of the query layer (e.g. deprecation notes) would flood stderr.
+        let silent = tracing::subscriber::NoSubscriber::default();
+        let replayed = tracing::subscriber::with_default(silent, || {
+            replay(&mut target, &workload, args.warmup, stop, &mut recorder)
+        })?;
+        report.peak_rss_kb = report::peak_rss_kb("self");
+        replayed
+    };
+    report.passes = replayed.passes;
+    report.calls = replayed.calls;
+    report.elapsed_s = replayed.elapsed.as_secs_f64();
+    report.tools = recorder.finish();
+    for tool in &report.tools {
+        if let Some(error) = &tool.first_error {
+            tracing::warn!(
+                "{}: {} of {} calls failed, first: {error}",
+                tool.label,
+                tool.errors,
+                tool.count
+            );
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table());
+    }
+    Ok(())
+}
+
+/// `acpdb -C <root> --db <db> [--cache <cache>] serve` with this executable.
+fn default_server(project: &Project) -> Result<Vec<String>> {
+    let exe = std::env::current_exe()?;
+    let mut command = vec![
+        exe.display().to_string(),
+        "--log-level".into(),
+        "warn".into(),
+        "-C".into(),
+        project.root.display().to_string(),
+        "--db".into(),
+        project.db.display().to_string(),
+    ];
+    if let Some(cache) = &project.cache {
+        command.extend(["--cache".into(), cache.display().to_string()]);
+    }
+    command.push("serve".into());
+    Ok(command)
+}
