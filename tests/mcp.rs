@@ -268,3 +268,311 @@ async fn hack_markers_over_stdio() {
     assert_eq!(err.code, -32602, "{err:?}");
     client.close().await;
 }
+
+/// The golden calls captured from the reference server on the demo fixture.
+fn golden_calls() -> Vec<(String, Value)> {
+    let golden: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("golden/demo.json")).unwrap())
+            .unwrap();
+    golden["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| {
+            Some((
+                c.get("tool")?.as_str()?.to_string(),
+                c.get("arguments").cloned().unwrap_or(Value::Null),
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn stdio_answers_equal_the_shared_dispatcher_for_every_golden_call() {
+    let project = demo();
+    let client = Client::spawn(project.root(), &[]).await;
+    wait_ready(&client, 60).await;
+    let conn = rusqlite::Connection::open(project.db()).unwrap();
+    let mut checked = 0;
+    for (tool, arguments) in golden_calls() {
+        if !acpdb::tools::INDEX_TOOLS.contains(&tool.as_str()) {
+            continue;
+        }
+        let local = acpdb::tools::call(&conn, &tool, &arguments);
+        match (client.call(&tool, arguments.clone()).await, local) {
+            (Ok(answer), Ok(text)) => assert_eq!(answer.texts[0], text, "{tool} {arguments}"),
+            (Err(err), Err(local)) => {
+                assert_eq!(err.code, -32602, "{tool} {arguments}: {err:?}");
+                assert_eq!(err.message, local.to_string(), "{tool} {arguments}");
+            }
+            (stdio, local) => {
+                panic!("{tool} {arguments}: stdio {stdio:?} but in-process {local:?}")
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked > 100, "only {checked} golden calls checked");
+    client.close().await;
+}
+
+#[tokio::test]
+async fn rfc_0013_tools_over_stdio() {
+    let project = demo();
+    let client = Client::spawn(project.root(), &[]).await;
+    wait_ready(&client, 60).await;
+    let symbol = client
+        .ok(
+            "acp_query",
+            json!({"type": "symbol", "name": "validateSession"}),
+        )
+        .await;
+    assert_eq!(
+        symbol["result"]["qualified_name"], "src/auth/session.ts:validateSession",
+        "{symbol}"
+    );
+    let search = client
+        .ok("acp_query", json!({"type": "search", "pattern": "valid*"}))
+        .await;
+    assert!(search["result"]["total"].as_u64().unwrap() >= 1, "{search}");
+    let hostile = client
+        .ok(
+            "acp_query",
+            json!({"type": "search", "pattern": "\"NEAR( a:b -c*"}),
+        )
+        .await;
+    assert!(hostile["result"].is_object(), "{hostile}");
+    let callers = client
+        .ok(
+            "acp_query",
+            json!({"type": "callers", "name": "validateSession", "depth": 3}),
+        )
+        .await;
+    assert!(callers["result"].is_array(), "{callers}");
+    let stats = client.ok("acp_query", json!({"type": "stats"})).await;
+    assert!(stats.to_string().contains("symbols"), "{stats}");
+    let constraints = client
+        .ok("acp_constraints", json!({"file": "./src/auth/session.ts"}))
+        .await;
+    assert!(constraints["can_modify"].is_object(), "{constraints}");
+    let vars: Value = serde_json::from_str(
+        &std::fs::read_to_string(project.root().join(".acp/acp.vars.json")).unwrap(),
+    )
+    .unwrap();
+    let var = vars["variables"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let expanded = client
+        .ok(
+            "acp_expand",
+            json!({"text": format!("See ${var} and $NOPE_MISSING"), "mode": "annotated"}),
+        )
+        .await;
+    assert!(
+        expanded["variables_resolved"].to_string().contains(&var),
+        "{expanded}"
+    );
+    assert!(
+        expanded["variables_unresolved"]
+            .to_string()
+            .contains("NOPE_MISSING"),
+        "{expanded}"
+    );
+    let entry = client.ok("acp_expand_variable", json!({"name": var})).await;
+    assert!(entry["type"].is_string(), "{entry}");
+
+    // Errors are JSON-RPC -32602 with messages an agent can act on.
+    let err = client
+        .err(
+            "acp_query",
+            json!({"type": "symbol", "name": "noSuchSymbolAnywhere"}),
+        )
+        .await;
+    assert_eq!(err.code, -32602);
+    assert!(
+        err.message
+            .starts_with("Symbol not found: noSuchSymbolAnywhere"),
+        "{}",
+        err.message
+    );
+    let err = client
+        .err(
+            "acp_query",
+            json!({"type": "symbol", "name": "validateSessio"}),
+        )
+        .await;
+    assert!(
+        err.message.contains("validateSession"),
+        "no suggestion: {}",
+        err.message
+    );
+    let err = client
+        .err(
+            "acp_query",
+            json!({"type": "search", "pattern": "x", "limit": 500}),
+        )
+        .await;
+    assert_eq!(err.code, -32602);
+    let err = client.err("acp_query", json!({"type": "teleport"})).await;
+    assert_eq!(err.code, -32602);
+    let err = client.err("acp_query", json!({})).await;
+    assert_eq!(err.code, -32602);
+    let err = client.err("acp_get_file_context", json!({})).await;
+    assert_eq!(err.code, -32602);
+    assert!(err.message.contains("path"), "{}", err.message);
+    let err = client
+        .err(
+            "acp_query",
+            json!({"type": "search", "pattern": "session", "cursor": "not-a-cursor"}),
+        )
+        .await;
+    assert_eq!(err.code, -32602);
+    client.close().await;
+}
+
+#[tokio::test]
+async fn resources_over_stdio() {
+    let project = demo();
+    let client = Client::spawn(project.root(), &[]).await;
+    wait_ready(&client, 60).await;
+    let resources = client.service.list_all_resources().await.unwrap();
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    for uri in ["acp://cache", "acp://vars", "acp://constraints"] {
+        assert!(uris.contains(&uri), "{uris:?}");
+        let text = client.read(uri).await.unwrap();
+        assert!(
+            serde_json::from_str::<Value>(&text).is_ok(),
+            "{uri} is not JSON"
+        );
+    }
+    let templates = client.service.list_all_resource_templates().await.unwrap();
+    assert_eq!(templates.len(), 3);
+    let file = client
+        .read("acp://file/src%2Fauth%2Fsession.ts")
+        .await
+        .unwrap();
+    assert!(file.contains("session.ts"), "{file}");
+    let symbol = client
+        .read("acp://symbol/src/auth/session.ts:validateSession")
+        .await
+        .unwrap();
+    assert!(symbol.contains("validateSession"), "{symbol}");
+    let err = client.read("acp://file/no/such/file.ts").await.unwrap_err();
+    assert_eq!(err.code, -32002, "{err:?}");
+    let err = client.read("acp://nothing").await.unwrap_err();
+    assert_eq!(err.code, -32002, "{err:?}");
+    client.close().await;
+}
+
+#[tokio::test]
+async fn first_start_answers_at_once_and_builds_in_the_background() {
+    let project = TempProject::with_cache("{}", None);
+    let out = common::acpdb()
+        .args([
+            "gen-fixture",
+            "--files",
+            "3000",
+            "--symbols-per-file",
+            "10",
+            "--out",
+        ])
+        .arg(project.root())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let started = std::time::Instant::now();
+    let client = Client::spawn(project.root(), &[]).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "initialize waited for the import"
+    );
+    let err = client.err("acp_get_architecture", json!({})).await;
+    assert_eq!(err.code, -32003, "{err:?}");
+    assert!(
+        err.message.starts_with("Index not ready"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.data
+            .as_ref()
+            .is_some_and(|d| d["bytes_total"].as_u64() > Some(1_000_000)),
+        "{err:?}"
+    );
+    wait_ready(&client, 120).await;
+    let architecture = client.ok("acp_get_architecture", json!({})).await;
+    assert_eq!(architecture["total_symbols"], 30_000);
+    client.close().await;
+}
+
+#[tokio::test]
+async fn a_changed_cache_is_reimported_while_serving() {
+    let project = demo();
+    let client = Client::spawn(project.root(), &["--watch-interval", "0.2"]).await;
+    wait_ready(&client, 60).await;
+    let before = client.ok("acp_get_architecture", json!({})).await["total_symbols"]
+        .as_u64()
+        .unwrap();
+
+    // A re-run of `acp index` adds a symbol.
+    let mut cache: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
+    cache["symbols"]["brandNewHelper"] = json!({"name": "brandNewHelper", "qualified_name": "src/auth/session.ts:brandNewHelper", "type": "function", "file": "src/auth/session.ts", "lines": [90, 95], "exported": true});
+    std::fs::write(project.cache_path(), serde_json::to_string(&cache).unwrap()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = client.ok("acp_get_architecture", json!({})).await["total_symbols"]
+            .as_u64()
+            .unwrap();
+        if now == before + 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new cache was never served"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client
+        .ok(
+            "acp_query",
+            json!({"type": "symbol", "name": "brandNewHelper"}),
+        )
+        .await;
+
+    // A broken cache keeps the old answers out of reach with -32001 until it is fixed.
+    std::fs::write(project.cache_path(), "{\"files\": {").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match client.call("acp_get_architecture", json!({})).await {
+            Err(err) if err.code == -32001 => {
+                assert!(err.message.contains("Cache stale"), "{}", err.message);
+                break;
+            }
+            _ => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "a failed re-import was never reported"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    std::fs::write(project.cache_path(), serde_json::to_string(&cache).unwrap()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while client
+        .call("acp_get_architecture", json!({}))
+        .await
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never recovered after the cache was fixed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client.close().await;
+}

@@ -1,0 +1,197 @@
+//! `acpdb bench` end to end: the real binary on a copy of the demo project, in-process and over
+//! stdio, with tiny iteration counts. Timings are never asserted, only the report's shape.
+
+mod common;
+
+use std::fs;
+
+use serde_json::Value;
+
+use common::{fixture, TempProject};
+
+/// Every group of the default mix on the demo project (which has domains, constraints and vars).
+const DEFAULT_GROUPS: &[&str] = &[
+    "acp_get_architecture",
+    "acp_get_file_context",
+    "acp_get_symbol_context",
+    "acp_get_domain_files",
+    "acp_check_constraints",
+    "acp_get_hotpaths",
+    "acp_expand_variable",
+    "acp_generate_primer",
+    "acp_context:modify",
+    "acp_context:debug",
+    "acp_context:explore",
+    "acp_query:symbol",
+    "acp_query:file",
+    "acp_query:domain",
+    "acp_query:callers",
+    "acp_query:callers(depth=3)",
+    "acp_query:callees",
+    "acp_query:callees(depth=3)",
+    "acp_query:search(words)",
+    "acp_query:search(glob)",
+    "acp_query:search(substring)",
+    "acp_query:stats",
+    "acp_expand",
+    "acp_constraints",
+];
+
+fn imported_demo() -> TempProject {
+    let project = TempProject::copy_of(&fixture("demo"));
+    let out = project.run(&["import", "--no-progress"]);
+    assert!(
+        out.status.success(),
+        "import failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    project
+}
+
+fn bench(project: &TempProject, args: &[&str]) -> String {
+    let mut all = vec!["bench", "--iterations", "2", "--samples", "2"];
+    all.extend_from_slice(args);
+    let out = project.run(&all);
+    assert!(
+        out.status.success(),
+        "acpdb {all:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 report")
+}
+
+fn assert_table(table: &str) {
+    for group in DEFAULT_GROUPS {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(group)),
+            "{group} missing from\n{table}"
+        );
+    }
+    assert!(table.contains("p99 ms"), "{table}");
+    assert!(table.contains("peak RSS"), "{table}");
+}
+
+/// Checks a JSON report: every default group present with percentiles, all answered.
+fn assert_json(text: &str, mode: &str) -> Value {
+    let report: Value = serde_json::from_str(text).expect("--json prints JSON");
+    assert_eq!(report["mode"], mode);
+    assert!(
+        report["peak_rss_kb"].as_u64().is_some_and(|kb| kb > 0),
+        "{report}"
+    );
+    let tools = report["tools"].as_array().expect("tools array");
+    for group in DEFAULT_GROUPS {
+        let stats = tools
+            .iter()
+            .find(|t| t["label"] == *group)
+            .unwrap_or_else(|| panic!("{group} missing from {report}"));
+        assert_eq!(stats["status"], "ok", "{stats}");
+        assert_eq!(stats["count"], 4, "{stats}");
+        assert_eq!(stats["errors"], 0, "{stats}");
+        for key in ["p50_ms", "p95_ms", "p99_ms", "max_ms"] {
+            assert!(stats[key].as_f64().is_some(), "{group}: {key} in {stats}");
+        }
+        assert!(stats["p50_ms"].as_f64() <= stats["max_ms"].as_f64());
+    }
+    report
+}
+
+#[test]
+fn in_process_table_lists_every_group() {
+    let project = imported_demo();
+    assert_table(&bench(&project, &[]));
+}
+
+#[test]
+fn in_process_json_has_percentiles() {
+    let project = imported_demo();
+    let report = assert_json(&bench(&project, &["--json"]), "in-process");
+    assert!(report.get("startup").is_none());
+    assert_eq!(report["passes"], 2);
+}
+
+#[test]
+fn stdio_table_lists_every_group_and_startup() {
+    let project = imported_demo();
+    let table = bench(&project, &["--stdio"]);
+    assert_table(&table);
+    assert!(table.contains("start-up: initialize"), "{table}");
+}
+
+#[test]
+fn stdio_json_has_startup_figures() {
+    let project = imported_demo();
+    let report = assert_json(&bench(&project, &["--stdio", "--json"]), "stdio");
+    let startup = &report["startup"];
+    let initialize = startup["initialize_ms"].as_f64().expect("initialize_ms");
+    let first = startup["first_tool_ms"].as_f64().expect("first_tool_ms");
+    assert!(initialize > 0.0 && first >= initialize, "{startup}");
+    assert!(report["server_info"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("acpdb")));
+}
+
+#[test]
+fn workload_file_round_trips_and_reports_unknown_tools() {
+    let project = imported_demo();
+    let saved = project.root().join("mix.json");
+    bench(
+        &project,
+        &["--save-workload", saved.to_str().unwrap(), "--json"],
+    );
+    let mix: Value = serde_json::from_str(&fs::read_to_string(&saved).unwrap()).unwrap();
+    assert_eq!(mix["version"], 1);
+    assert!(mix["calls"].as_array().unwrap().len() >= DEFAULT_GROUPS.len() * 2);
+
+    let custom = project.root().join("custom.json");
+    fs::write(
+        &custom,
+        r#"{"version": 1, "calls": [
+            {"tool": "acp_query", "arguments": {"type": "stats"}},
+            {"tool": "acp_query", "arguments": {"type": "search", "pattern": "tax"}, "label": "tax search"},
+            {"tool": "no_such_tool"}
+        ]}"#,
+    )
+    .unwrap();
+    for mode in [&[][..], &["--stdio"][..]] {
+        let mut args = vec!["--workload", custom.to_str().unwrap(), "--json"];
+        args.extend_from_slice(mode);
+        let report: Value = serde_json::from_str(&bench(&project, &args)).unwrap();
+        let labels: Vec<(&str, &str)> = report["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["label"].as_str().unwrap(), t["status"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                ("acp_query:stats", "ok"),
+                ("tax search", "ok"),
+                ("no_such_tool", "unsupported")
+            ],
+            "{report}"
+        );
+    }
+}
+
+#[test]
+fn duration_mode_and_invalid_workloads() {
+    let project = imported_demo();
+    let out = project.run(&["bench", "--duration", "0.2", "--samples", "1", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["passes"].as_u64().unwrap() >= 1);
+
+    let bad = project.root().join("bad.json");
+    fs::write(&bad, r#"{"version": 2, "calls": []}"#).unwrap();
+    let out = project.run(&["bench", "--workload", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("version"));
+}
