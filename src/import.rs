@@ -6,8 +6,9 @@
 //! reader never sees a half-import and a failure leaves the previous database as it was. Memory
 //! is bounded by the largest entry plus one small record per call-graph node.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
+use std::hash::{Hash, Hasher};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::{params, Connection, Statement, ToSql};
+use rusqlite::{params, Connection, OptionalExtension, Statement, ToSql};
 use serde_json::Value;
 
 use crate::cache::fields::{self, Cell};
@@ -196,13 +197,10 @@ fn build(
         Connection::open(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
     conn.execute_batch(
         "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;
-         PRAGMA cache_size = -65536; PRAGMA temp_store = FILE;",
+         PRAGMA cache_size = -65536; PRAGMA temp_store = FILE; PRAGMA threads = 2;",
     )?;
     db::migrate(&mut conn, Some(db::LOAD_SCHEMA_VERSION))?;
     register_functions(&conn)?;
-    conn.execute_batch(
-        "CREATE TEMP TABLE edge_raw (caller INTEGER NOT NULL, callee INTEGER NOT NULL, fwd INTEGER NOT NULL, rev INTEGER NOT NULL);",
-    )?;
 
     let limits = Limits {
         max_entry_bytes: args.max_entry_mb.saturating_mul(1 << 20),
@@ -345,7 +343,7 @@ fn stream(
     bar: Option<&indicatif::ProgressBar>,
     progress: Arc<Progress>,
 ) -> Result<ReadOutcome> {
-    let (tx, rx) = sync_channel::<Vec<Event>>(64);
+    let (tx, rx) = sync_channel::<Vec<Event>>(16);
     let reader_progress = progress.clone();
     let owned_path = path.to_path_buf();
     let handle = std::thread::Builder::new()
@@ -466,10 +464,15 @@ struct Loader<'c> {
     insert_inline: Statement<'c>,
     insert_constraint: Statement<'c>,
     insert_graph_list: Statement<'c>,
-    insert_edge: Statement<'c>,
     insert_var: Statement<'c>,
     insert_warning: Statement<'c>,
     nodes: HashMap<String, Node>,
+    /// Call edges seen in forward lists and `calls`, as `caller << 32 | callee`.
+    forward_edges: Vec<u64>,
+    /// Call edges seen in reverse lists and `called_by`.
+    reverse_edges: Vec<u64>,
+    /// Hashes of the keys inserted so far, per section, to spot duplicates.
+    seen_keys: HashSet<(u8, u64)>,
     root: Option<String>,
     root_ord: i64,
     graph_ord: i64,
@@ -488,9 +491,9 @@ impl<'c> Loader<'c> {
         let symbol_cols = "key, file_path, name, qualified_name, type, file, line_start, line_end, exported, signature, summary, purpose, async, visibility, calls_json, called_by_json, constraints_json, extra";
         Ok(Loader {
             conn,
-            insert_file: conn.prepare(&insert_sql("files", file_cols, true))?,
-            insert_symbol: conn.prepare(&insert_sql("symbols", symbol_cols, true))?,
-            insert_source_file: conn.prepare(&insert_sql("source_files", "key, path, mtime, value_json", true))?,
+            insert_file: conn.prepare(&insert_sql("files", file_cols, false))?,
+            insert_symbol: conn.prepare(&insert_sql("symbols", symbol_cols, false))?,
+            insert_source_file: conn.prepare(&insert_sql("source_files", "key, path, mtime, value_json", false))?,
             insert_domain: conn.prepare(&insert_sql("domains", "key, name, description, files_json, symbols_json, extra", true))?,
             insert_domain_file: conn.prepare(&insert_sql("domain_files", "domain, path, source", true))?,
             insert_domain_symbol: conn.prepare(&insert_sql("domain_symbols", "domain, symbol", true))?,
@@ -504,11 +507,13 @@ impl<'c> Loader<'c> {
                 "key, path, lock_level, lock_reason, directive, style, behavior, quality_json, raw_json",
                 true,
             ))?,
-            insert_graph_list: conn.prepare(&insert_sql("graph_lists", "direction, key, items_json", true))?,
-            insert_edge: conn.prepare("INSERT INTO temp.edge_raw(caller, callee, fwd, rev) VALUES (?1, ?2, ?3, ?4)")?,
+            insert_graph_list: conn.prepare(&insert_sql("graph_lists", "direction, key, items_json", false))?,
             insert_var: conn.prepare(&insert_sql("vars", "name, type, value, description, refs_json, source, lines_json, extra", true))?,
             insert_warning: conn.prepare("INSERT INTO import_warnings(path, message) VALUES (?1, ?2)")?,
             nodes: HashMap::new(),
+            forward_edges: Vec::new(),
+            reverse_edges: Vec::new(),
+            seen_keys: HashSet::new(),
             root: None,
             root_ord: 0,
             graph_ord: 0,
@@ -693,10 +698,12 @@ impl<'c> Loader<'c> {
                     Value::String(s) => (Some(s), None),
                     other => (None, Some(other.to_string())),
                 };
-                let inserted = self
-                    .insert_source_file
-                    .execute(params![key, path, mtime, raw])?;
-                if inserted == 0 {
+                let duplicate = self.is_duplicate(0, "source_files", &key)?;
+                if !duplicate {
+                    self.insert_source_file
+                        .execute(params![key, path, mtime, raw])?;
+                }
+                if duplicate {
                     self.warn(
                         format!("source_files[{key:?}]"),
                         "duplicate key; the first entry is kept",
@@ -742,10 +749,10 @@ impl<'c> Loader<'c> {
         }
         let extra_text = Value::Object(extra).to_string();
         values.push(&extra_text);
-        let inserted = self.insert_file.execute(values.as_slice())?;
-        if inserted == 0 {
+        if self.is_duplicate(1, "files", &key)? {
             return self.warn(json_path(), "duplicate key; the first entry is kept");
         }
+        self.insert_file.execute(values.as_slice())?;
         self.counts.files += 1;
         let file_id = self.conn.last_insert_rowid();
         if let Some(domains) = cells[12].as_str() {
@@ -814,10 +821,10 @@ impl<'c> Loader<'c> {
         }
         let extra_text = Value::Object(extra).to_string();
         values.push(&extra_text);
-        let inserted = self.insert_symbol.execute(values.as_slice())?;
-        if inserted == 0 {
+        if self.is_duplicate(2, "symbols", &key)? {
             return self.warn(json_path(), "duplicate key; the first entry is kept");
         }
+        self.insert_symbol.execute(values.as_slice())?;
         self.counts.symbols += 1;
         let own_name = cells[1].as_str().unwrap_or(&key).to_string();
         for (column, forward) in [(12usize, true), (13usize, false)] {
@@ -831,15 +838,49 @@ impl<'c> Loader<'c> {
             for other in items.iter().filter_map(Value::as_str) {
                 let other = self.node(other);
                 let (caller, callee) = if forward { (me, other) } else { (other, me) };
-                self.insert_edge.execute(params![
-                    caller,
-                    callee,
-                    i64::from(forward),
-                    i64::from(!forward)
-                ])?;
+                self.push_edge(caller, callee, forward);
             }
         }
         Ok(())
+    }
+
+    fn push_edge(&mut self, caller: i64, callee: i64, forward: bool) {
+        let packed = ((caller as u64) << 32) | callee as u64;
+        if forward {
+            self.forward_edges.push(packed);
+        } else {
+            self.reverse_edges.push(packed);
+        }
+    }
+
+    /// Whether `key` was already inserted in `section` (an exact check in SQL confirms a hash
+    /// match, so distinct keys are never taken for duplicates).
+    fn is_duplicate(&mut self, section: u8, table: &str, key: &str) -> Result<bool> {
+        self.is_duplicate_where(section, table, key, "1")
+    }
+
+    /// [`Loader::is_duplicate`] among the rows matching the SQL condition `filter`.
+    fn is_duplicate_where(
+        &mut self,
+        section: u8,
+        table: &str,
+        key: &str,
+        filter: &str,
+    ) -> Result<bool> {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut hasher);
+        if self.seen_keys.insert((section, hasher.finish())) {
+            return Ok(false);
+        }
+        let found: Option<i64> = self
+            .conn
+            .query_row(
+                &format!("SELECT 1 FROM {table} WHERE key = ?1 AND {filter} LIMIT 1"),
+                [key],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(found.is_some())
     }
 
     fn node(&mut self, name: &str) -> i64 {
@@ -855,6 +896,13 @@ impl<'c> Loader<'c> {
     fn graph_list(&mut self, section: Section, key: String, value: Value) -> Result<()> {
         let forward = section == Section::GraphForward;
         let direction = if forward { "forward" } else { "reverse" };
+        let filter = format!("direction = '{direction}'");
+        if self.is_duplicate_where(if forward { 3 } else { 4 }, "graph_lists", &key, &filter)? {
+            return self.warn(
+                format!("{}[{key:?}]", section.path()),
+                "duplicate key; the first entry is kept",
+            );
+        }
         self.insert_graph_list
             .execute(params![direction, key, value.to_string()])?;
         let key_id = self.node(&key);
@@ -871,13 +919,12 @@ impl<'c> Loader<'c> {
         }
         for other in items.iter().filter_map(Value::as_str) {
             let other_id = self.node(other);
-            let (caller, callee, fwd, rev) = if forward {
-                (key_id, other_id, 1, 0)
+            let (caller, callee) = if forward {
+                (key_id, other_id)
             } else {
-                (other_id, key_id, 0, 1)
+                (other_id, key_id)
             };
-            self.insert_edge
-                .execute(params![caller, callee, fwd, rev])?;
+            self.push_edge(caller, callee, forward);
         }
         Ok(())
     }
@@ -1063,28 +1110,42 @@ impl<'c> Loader<'c> {
 
     /// Builds the de-duplicated edge table and the node table; returns the final counts.
     fn finish(mut self) -> Result<Counts> {
-        self.counts.edges = self.conn.execute(
-            "INSERT INTO call_edges(caller_id, callee_id, count, forward_count, reverse_count)
-             SELECT caller, callee, max(sum(fwd), sum(rev)), sum(fwd), sum(rev)
-             FROM temp.edge_raw GROUP BY caller, callee",
-            [],
-        )? as u64;
-        self.conn.execute_batch("DROP TABLE temp.edge_raw")?;
         let node_count = self.nodes.len();
         let mut callers = vec![0i64; node_count + 1];
         let mut callees = vec![0i64; node_count + 1];
+        let mut forward = std::mem::take(&mut self.forward_edges);
+        let mut reverse = std::mem::take(&mut self.reverse_edges);
+        forward.sort_unstable();
+        reverse.sort_unstable();
         {
-            let mut scan = self
-                .conn
-                .prepare("SELECT caller_id, callee_id FROM call_edges")?;
-            let mut rows = scan.query([])?;
-            while let Some(row) = rows.next()? {
-                let caller: i64 = row.get(0)?;
-                let callee: i64 = row.get(1)?;
+            let mut insert = self.conn.prepare(
+                "INSERT INTO call_edges(caller_id, callee_id, count, forward_count, reverse_count) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            let (mut f, mut r) = (0usize, 0usize);
+            while f < forward.len() || r < reverse.len() {
+                let edge = match (forward.get(f), reverse.get(r)) {
+                    (Some(&a), Some(&b)) => a.min(b),
+                    (Some(&a), None) => a,
+                    (None, Some(&b)) => b,
+                    (None, None) => unreachable!("loop condition"),
+                };
+                let start_f = f;
+                while forward.get(f) == Some(&edge) {
+                    f += 1;
+                }
+                let start_r = r;
+                while reverse.get(r) == Some(&edge) {
+                    r += 1;
+                }
+                let (fwd, rev) = ((f - start_f) as i64, (r - start_r) as i64);
+                let (caller, callee) = ((edge >> 32) as i64, (edge & 0xffff_ffff) as i64);
+                insert.execute(params![caller, callee, fwd.max(rev), fwd, rev])?;
                 callees[caller as usize] += 1;
                 callers[callee as usize] += 1;
+                self.counts.edges += 1;
             }
         }
+        drop((forward, reverse));
         let mut insert = self.conn.prepare(
             "INSERT INTO graph_nodes(id, name, callers, callees, reverse_len) VALUES (?1, ?2, ?3, ?4, ?5)",
         )?;

@@ -541,3 +541,41 @@ fn fixtures_round_trip() {
         assert_eq!(exported, vars, "{name}: vars do not round-trip");
     }
 }
+
+#[test]
+fn duplicate_keys_keep_the_first_entry_with_a_warning() {
+    let cache = r#"{"version": "0.7.0", "generated_at": "2026-01-01T00:00:00Z", "project": {"name": "p", "root": "."},
+        "stats": {"files": 1, "symbols": 1, "lines": 1}, "source_files": {},
+        "files": {"a.ts": {"path": "a.ts", "lines": 1, "language": "typescript", "exports": [], "imports": []},
+                  "a.ts": {"path": "a.ts", "lines": 2, "language": "typescript", "exports": [], "imports": []}},
+        "symbols": {"f": {"name": "f", "qualified_name": "a.ts:f", "type": "function", "file": "a.ts", "lines": [1, 1], "exported": true},
+                    "f": {"name": "f", "qualified_name": "a.ts:f2", "type": "function", "file": "a.ts", "lines": [2, 2], "exported": true},
+                    "g": {"name": "g", "qualified_name": "a.ts:g", "type": "function", "file": "a.ts", "lines": [3, 3], "exported": true}},
+        "graph": {"forward": {"f": ["g"], "f": ["h"]}, "reverse": {"g": ["f"]}}}"#;
+    let project = TempProject::with_cache(cache, None);
+    project.import();
+    let conn = db(&project);
+    assert_eq!(
+        count(&conn, "SELECT lines FROM files WHERE key = 'a.ts'"),
+        1
+    );
+    assert_eq!(count(&conn, "SELECT count(*) FROM symbols"), 2);
+    assert_eq!(
+        count(&conn, "SELECT line_start FROM symbols WHERE key = 'f'"),
+        1
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM import_warnings WHERE message LIKE 'duplicate key%'"
+        ),
+        3
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM call_graph WHERE caller = 'f' AND callee = 'h'"
+        ),
+        0
+    );
+}

@@ -30,7 +30,7 @@ CREATE TABLE cache_root (
 -- `source_files`: path -> mtime.
 CREATE TABLE source_files (
     id         INTEGER PRIMARY KEY,
-    key        TEXT NOT NULL UNIQUE,
+    key        TEXT NOT NULL,          -- unique (index built after the load)
     path       TEXT NOT NULL,          -- canonical path
     mtime      TEXT,                   -- the value when it is a string
     value_json TEXT                    -- the value when it is not a string
@@ -39,7 +39,7 @@ CREATE TABLE source_files (
 -- `files`: one row per file entry.
 CREATE TABLE files (
     id              INTEGER PRIMARY KEY,
-    key             TEXT NOT NULL UNIQUE,  -- original map key (may be ./x, absolute, backslashes)
+    key             TEXT NOT NULL,         -- original map key (./x, absolute, backslashes); unique
     path            TEXT NOT NULL,         -- canonical relative path (forward slashes, no ./)
     path_field      TEXT,                  -- the entry's own `path` value
     lines           INTEGER,
@@ -61,7 +61,7 @@ CREATE TABLE files (
 -- `symbols`: one row per symbol entry.
 CREATE TABLE symbols (
     id               INTEGER PRIMARY KEY,
-    key              TEXT NOT NULL UNIQUE, -- original map key (simple name in acp-cli caches)
+    key              TEXT NOT NULL,        -- original map key (simple name in acp-cli caches); unique
     name             TEXT,
     qualified_name   TEXT,
     type             TEXT,
@@ -84,16 +84,15 @@ CREATE TABLE symbols (
 -- `graph.forward` / `graph.reverse` exactly as written (order and duplicates kept).
 CREATE TABLE graph_lists (
     direction  TEXT NOT NULL CHECK (direction IN ('forward', 'reverse')),
-    key        TEXT NOT NULL,
-    items_json TEXT NOT NULL,
-    PRIMARY KEY (direction, key)
-) WITHOUT ROWID;
+    key        TEXT NOT NULL,      -- unique per direction
+    items_json TEXT NOT NULL
+);
 
 -- Every distinct call-graph endpoint name, resolved to a symbol when possible
 -- (exact key, then qualified name, then a globally unique simple name).
 CREATE TABLE graph_nodes (
     id        INTEGER PRIMARY KEY,
-    name      TEXT NOT NULL UNIQUE,
+    name      TEXT NOT NULL,          -- unique (index built after the load)
     symbol_id INTEGER,                     -- NULL when dangling or ambiguous
     callers   INTEGER NOT NULL DEFAULT 0,  -- distinct callers
     callees   INTEGER NOT NULL DEFAULT 0,  -- distinct callees

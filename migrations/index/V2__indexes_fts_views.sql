@@ -1,11 +1,16 @@
 -- Secondary indexes, full-text indexes and views. The importer applies this migration after
 -- the bulk load, so indexes are built once over sorted data instead of row by row.
 
+CREATE UNIQUE INDEX files_key ON files(key);
+CREATE UNIQUE INDEX symbols_key ON symbols(key);
+CREATE UNIQUE INDEX source_files_key ON source_files(key);
+CREATE UNIQUE INDEX graph_lists_key ON graph_lists(direction, key);
 CREATE INDEX files_path ON files(path);
 CREATE INDEX source_files_path ON source_files(path);
 CREATE INDEX symbols_qualified_name ON symbols(qualified_name);
 CREATE INDEX symbols_name ON symbols(name);
 CREATE INDEX symbols_file_path ON symbols(file_path, line_start);
+CREATE UNIQUE INDEX graph_nodes_name ON graph_nodes(name);
 CREATE INDEX graph_nodes_symbol ON graph_nodes(symbol_id);
 CREATE INDEX graph_nodes_reverse_len ON graph_nodes(reverse_len DESC, name);
 CREATE INDEX call_edges_callee ON call_edges(callee_id, caller_id);
