@@ -579,3 +579,24 @@ fn duplicate_keys_keep_the_first_entry_with_a_warning() {
         0
     );
 }
+
+#[test]
+fn a_missing_cache_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere/acp.cache.json");
+    let out = acpdb()
+        .arg("-C")
+        .arg(dir.path())
+        .arg("--cache")
+        .arg(&missing)
+        .arg("import")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("nowhere/acp.cache.json"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.path().join(".acp/acp.db").exists());
+}

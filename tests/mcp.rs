@@ -576,3 +576,55 @@ async fn a_changed_cache_is_reimported_while_serving() {
     }
     client.close().await;
 }
+
+#[tokio::test]
+async fn two_servers_on_one_project_never_lose_or_duplicate_journal_entries() {
+    let project = demo();
+    let first = Client::spawn(project.root(), &[]).await;
+    let second = Client::spawn(project.root(), &[]).await;
+    wait_ready(&first, 60).await;
+    wait_ready(&second, 60).await;
+    const PER_SERVER: usize = 15;
+    let (a, b) = tokio::join!(
+        record(&first, "first", PER_SERVER),
+        record(&second, "second", PER_SERVER)
+    );
+    let mut ids: Vec<String> = a
+        .iter()
+        .chain(b.iter())
+        .map(|v| v["session_id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 2 * PER_SERVER, "an id was handed out twice");
+    let list = first.ok("acp_debug", json!({"action": "list"})).await;
+    for id in &ids {
+        assert!(
+            list.to_string().contains(id.as_str()),
+            "{id} missing from {list}"
+        );
+    }
+    first.close().await;
+    second.close().await;
+    let out = common::acpdb()
+        .arg("-C")
+        .arg(project.root())
+        .args(["debug", "list"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        ids.iter().filter(|id| listed.contains(id.as_str())).count(),
+        2 * PER_SERVER
+    );
+}
+
+/// Starts `count` debug sessions through `client`, one after another.
+async fn record(client: &Client, label: &str, count: usize) -> Vec<Value> {
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let args = json!({"action": "start", "data": {"problem": format!("{label} problem {i}"), "hypothesis": "race"}});
+        out.push(client.ok("acp_debug", args).await);
+    }
+    out
+}
