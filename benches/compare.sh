@@ -100,11 +100,14 @@ table="$(
     jq -n -r \
         --slurpfile a "$work/acpdb.json" --slurpfile r "$work/acp-mcp.json" \
         --arg date "$(date -u +%Y-%m-%dT%H:%MZ)" --arg nproc "$(nproc)" --arg cpu "${cpu:-unknown}" \
-        --arg symbols "$symbols" --arg cache_mb "$(($(stat -c %s "$cache") / 1000000))" \
+        --arg symbols "$symbols" \
+        --arg cache_mb "$(awk -v b="$(stat -c %s "$cache")" 'BEGIN { printf "%.1f", b / 1e6 }')" \
         --arg iterations "$iterations" --arg samples "$samples" '
     def n3: if . == null then "–" else ((. * 1000 | round) / 1000 | tostring) end;
     def ratio($x; $y): if $x == null or $y == null or $y == 0 then "–"
-        else ((($x / $y) * 100 | round) / 100 | tostring) + "×" end;
+        else ($x / $y) as $q
+        | (if $q >= 0.1 then (($q * 100 | round) / 100) else (($q * 10000 | round) / 10000) end
+           | tostring) + "×" end;
     def mb: if . == null then null else ((. / 1024 * 10 | round) / 10) end;
     $a[0] as $a | $r[0] as $r |
     "Machine: \($nproc) cores, \($cpu); date \($date).",

@@ -111,8 +111,10 @@ pub fn replay(
             let started = Instant::now();
             let outcome = target.call(&call.tool, &call.arguments)?;
             let latency = started.elapsed();
+            if outcome != Outcome::Unsupported {
+                calls += 1;
+            }
             recorder.record(group, &call.tool, latency, outcome, measured);
-            calls += 1;
         }
         Ok::<usize, anyhow::Error>(calls)
     };

@@ -308,3 +308,72 @@ pub fn peak_rss_kb(pid: &str) -> Option<u64> {
         .find_map(|line| line.strip_prefix("VmHWM:"))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let sorted: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&sorted, 50.0), Some(Duration::from_millis(50)));
+        assert_eq!(percentile(&sorted, 99.0), Some(Duration::from_millis(99)));
+        assert_eq!(percentile(&sorted, 100.0), Some(Duration::from_millis(100)));
+        let few = [Duration::from_millis(3), Duration::from_millis(7)];
+        assert_eq!(percentile(&few, 50.0), Some(Duration::from_millis(3)));
+        assert_eq!(percentile(&few, 95.0), Some(Duration::from_millis(7)));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+
+    #[test]
+    fn unsupported_tools_mark_all_their_groups() {
+        let mut recorder = Recorder::new([
+            ("acp_query:stats".to_string(), "acp_query".to_string()),
+            ("acp_query:symbol".to_string(), "acp_query".to_string()),
+            (
+                "acp_get_hotpaths".to_string(),
+                "acp_get_hotpaths".to_string(),
+            ),
+        ]);
+        let ms = Duration::from_millis(1);
+        recorder.record(
+            "acp_query:stats",
+            "acp_query",
+            ms,
+            Outcome::Unsupported,
+            false,
+        );
+        recorder.record(
+            "acp_get_hotpaths",
+            "acp_get_hotpaths",
+            ms,
+            Outcome::Answer,
+            false,
+        );
+        recorder.record(
+            "acp_get_hotpaths",
+            "acp_get_hotpaths",
+            ms,
+            Outcome::Answer,
+            true,
+        );
+        let error = Outcome::Error("boom".into());
+        recorder.record("acp_get_hotpaths", "acp_get_hotpaths", ms, error, true);
+        let stats = recorder.finish();
+        let status: Vec<_> = stats
+            .iter()
+            .map(|s| (s.status, s.count, s.errors))
+            .collect();
+        assert_eq!(
+            status,
+            [("unsupported", 0, 0), ("unsupported", 0, 0), ("ok", 2, 1)]
+        );
+        assert_eq!(stats[2].first_error.as_deref(), Some("boom"));
+        assert_eq!(stats[2].p99_ms, Some(1.0));
+    }
+
+    #[test]
+    fn peak_rss_of_this_process() {
+        assert!(peak_rss_kb("self").is_some_and(|kb| kb > 0));
+    }
+}

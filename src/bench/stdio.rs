@@ -2,8 +2,8 @@
 //! stdin/stdout, so every latency includes JSON-RPC framing, serialization and the pipe.
 //!
 //! The client is rmcp's. Calls are issued one at a time from the benchmark thread; a one-worker
-//! tokio runtime runs the client's message loop and drains the server's stderr (kept, last
-//! [`STDERR_TAIL`] bytes, to explain a server that dies).
+//! tokio runtime runs the client's message loop and drains the server's stderr, whose last few
+//! KiB are kept to explain a server that dies.
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -20,12 +20,10 @@ use tokio::io::AsyncReadExt;
 use super::report::{peak_rss_kb, Outcome};
 use super::workload::Call;
 use super::Target;
+use crate::mcp::state::INDEX_BUILDING;
 
 /// Bytes of the server's stderr kept for error messages.
 const STDERR_TAIL: usize = 4096;
-
-/// JSON-RPC code with which acpdb answers while its first import is still running.
-const INDEX_BUILDING: i32 = -32003;
 
 /// How long start-up may take before the benchmark gives up.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(600);

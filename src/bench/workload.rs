@@ -452,3 +452,69 @@ fn infix(name: &str) -> String {
     let start = (chars.len() - 6) / 2;
     chars[start..start + 6].iter().collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifier_words() {
+        assert_eq!(words("validateSession"), ["validate", "session"]);
+        assert_eq!(words("InitBatchLocale"), ["init", "batch", "locale"]);
+        assert_eq!(words("parse_http_header2"), ["parse", "http", "header2"]);
+        assert_eq!(words("HTTPServer"), ["httpserver"]);
+        assert!(words("::").is_empty());
+    }
+
+    #[test]
+    fn default_groups() {
+        let call = |tool: &str, arguments: Value| Call::new(tool, arguments);
+        assert_eq!(
+            call("acp_get_hotpaths", json!({})).group(),
+            "acp_get_hotpaths"
+        );
+        assert_eq!(
+            call("acp_query", json!({"type": "callers", "depth": 3})).group(),
+            "acp_query:callers(depth=3)"
+        );
+        assert_eq!(
+            call("acp_query", json!({"type": "callers", "depth": 1})).group(),
+            "acp_query:callers"
+        );
+        assert_eq!(
+            call("acp_context", json!({"operation": "explore"})).group(),
+            "acp_context:explore"
+        );
+        assert_eq!(
+            call("acp_query", json!({"type": "stats"}))
+                .labelled("mine")
+                .group(),
+            "mine"
+        );
+    }
+
+    #[test]
+    fn infix_takes_the_middle_of_the_last_segment() {
+        assert_eq!(infix("src/auth/token.ts:verifyTimezone"), "fyTime");
+        assert_eq!(infix("src/a.ts:get"), "get");
+    }
+
+    #[test]
+    fn validation() {
+        let ok: Workload =
+            serde_json::from_value(json!({"version": 1, "calls": [{"tool": "acp_get_hotpaths"}]}))
+                .unwrap();
+        assert!(ok.validate().is_ok());
+        assert_eq!(ok.calls[0].arguments, json!({}));
+        let bad = Workload {
+            calls: vec![Call::new("acp_query", json!([]))],
+            ..ok.clone()
+        };
+        assert!(bad.validate().is_err());
+        let empty = Workload {
+            calls: Vec::new(),
+            ..ok
+        };
+        assert!(empty.validate().is_err());
+    }
+}
