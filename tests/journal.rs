@@ -1645,3 +1645,34 @@ fn concurrent_writers_neither_lose_nor_duplicate() {
     assert_eq!(file["history"].as_array().unwrap().len(), 2 * PER_WRITER);
     integrity_check(dir.path());
 }
+
+#[test]
+fn writers_opening_a_new_journal_at_the_same_moment_all_succeed() {
+    const WRITERS: usize = 6;
+    for _ in 0..5 {
+        let dir = project_with_file();
+        let root = dir.path().to_path_buf();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(WRITERS));
+        let threads: Vec<_> = (0..WRITERS)
+            .map(|i| {
+                let root = root.clone();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let journal = open(&root).unwrap_or_else(|e| panic!("open {i}: {e}"));
+                    journal
+                        .debug(debug_request(json!({"action": "start",
+                            "data": {"problem": format!("p{i}"), "hypothesis": "h"}})))
+                        .unwrap_or_else(|e| panic!("start {i}: {e}"))
+                        .to_value()["session_id"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned()
+                })
+            })
+            .collect();
+        let ids: HashSet<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert_eq!(ids.len(), WRITERS, "an id was handed out twice");
+        integrity_check(&root);
+    }
+}

@@ -171,12 +171,7 @@ impl Journal {
                 JournalError::Internal(format!("Cannot create {}: {e}", dir.display()))
             })?;
         }
-        let mut conn = Connection::open(journal_db)?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.pragma_update(None, "foreign_keys", true)?;
-        migrate(&mut conn)?;
+        let conn = open_connection(journal_db)?;
         let journal = Journal {
             conn: Mutex::new(conn),
             root,
@@ -288,27 +283,82 @@ impl Journal {
     }
 }
 
-/// Applies the journal migrations, each together with its history record in one transaction
-/// (so a crash cannot leave a migration applied but unrecorded). Two processes creating the
-/// same journal at once can race on the migration history; the loser retries and then finds
-/// the work done.
-fn migrate(conn: &mut Connection) -> Result<(), JournalError> {
-    let mut failures = 0;
+/// Opens the journal database in WAL mode and applies its migrations.
+///
+/// Several processes may create the same journal at the same moment. Switching a new file to
+/// WAL and racing on the migration history can then fail with "database is locked" without
+/// SQLite's busy handler being consulted, so the whole setup is retried (with a fresh
+/// connection) until [`BUSY_TIMEOUT`] has passed.
+fn open_connection(journal_db: &Path) -> Result<Connection, JournalError> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(5);
     loop {
-        match embedded::migrations::runner().set_grouped(true).run(conn) {
-            Ok(_) => return Ok(()),
-            Err(err) if failures < 5 => {
-                failures += 1;
-                tracing::debug!("journal migration attempt {failures} failed: {err}");
-                std::thread::sleep(Duration::from_millis(20 * failures));
+        match try_open_connection(journal_db) {
+            Ok(conn) => return Ok(conn),
+            Err(Setup::Busy(err)) if std::time::Instant::now() < deadline => {
+                tracing::debug!("journal setup raced with another writer, retrying: {err}");
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(200));
             }
-            Err(err) => {
-                return Err(JournalError::Internal(format!(
-                    "Database error: applying journal migrations: {err}"
-                )))
-            }
+            Err(Setup::Busy(err) | Setup::Failed(err)) => return Err(err),
         }
     }
+}
+
+/// Why one attempt at setting up the journal connection failed.
+enum Setup {
+    /// Another connection held a lock: worth another try.
+    Busy(JournalError),
+    /// Anything else.
+    Failed(JournalError),
+}
+
+impl From<rusqlite::Error> for Setup {
+    fn from(err: rusqlite::Error) -> Self {
+        let busy = matches!(
+            err.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        );
+        if busy {
+            Setup::Busy(err.into())
+        } else {
+            Setup::Failed(err.into())
+        }
+    }
+}
+
+fn try_open_connection(journal_db: &Path) -> Result<Connection, Setup> {
+    let mut conn = Connection::open(journal_db)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Setup::Busy(JournalError::Internal(format!(
+            "Database error: {} stays in {mode} mode while another process holds it",
+            journal_db.display()
+        ))));
+    }
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    // Each migration is applied together with its history record in one transaction, so a
+    // crash cannot leave a migration applied but unrecorded. When two processes race, the
+    // loser fails (locked, or its tables already exist because the winner committed); it tries
+    // again and then finds the work recorded as done.
+    embedded::migrations::runner()
+        .set_grouped(true)
+        .run(&mut conn)
+        .map_err(|err| {
+            let error = JournalError::Internal(format!(
+                "Database error: applying journal migrations: {err}"
+            ));
+            let text = err.to_string();
+            let raced = ["locked", "busy", "already exists", "UNIQUE"];
+            if raced.iter().any(|word| text.contains(word)) {
+                Setup::Busy(error)
+            } else {
+                Setup::Failed(error)
+            }
+        })?;
+    Ok(conn)
 }
 
 /// RFC 3339 UTC with `Z` and whole seconds.
