@@ -55,21 +55,21 @@ impl AcpServer {
         }
     }
 
-    /// Runs `query` on a pooled connection off the async threads and renders its answer.
+    /// Runs `query` on a pooled connection and renders its answer.
+    ///
+    /// Read queries are indexed and paged, so they take micro- to milliseconds: they run on the
+    /// runtime's worker thread that received the call (the runtime has a second one for other
+    /// requests). A hand-off to the blocking pool would cost more than most queries.
     async fn answer<F>(&self, query: F) -> Result<CallToolResult, ErrorData>
     where
-        F: FnOnce(&Connection) -> QueryResult<String> + Send + 'static,
+        F: FnOnce(&Connection) -> QueryResult<String>,
     {
         let pool = self.state.pool().map_err(unavailable)?;
-        let text = tokio::task::spawn_blocking(move || -> QueryResult<String> {
-            let conn = pool
-                .get()
-                .map_err(|e| QueryError::Internal(format!("database connection: {e}")))?;
-            query(&conn)
-        })
-        .await
-        .map_err(|e| ErrorData::internal_error(format!("query task failed: {e}"), None))?
-        .map_err(query_error)?;
+        let conn = pool
+            .get()
+            .map_err(|e| ErrorData::internal_error(format!("database connection: {e}"), None))?;
+        let text = query(&conn).map_err(query_error)?;
+        drop(conn);
         self.respond(text)
     }
 
