@@ -23,6 +23,33 @@ pub fn migrate(conn: &mut Connection, target: Option<i32>) -> Result<()> {
     Ok(())
 }
 
+/// Version of the newest index migration: the schema this build of acpdb reads.
+pub fn current_schema_version() -> i64 {
+    embedded::migrations::runner()
+        .get_migrations()
+        .iter()
+        .map(|m| i64::from(m.version()))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Version of the newest migration applied to an index database (`None` when it has none).
+pub fn schema_version(conn: &Connection) -> Result<Option<i64>> {
+    let exists: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'refinery_schema_history')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !exists {
+        return Ok(None);
+    }
+    Ok(conn.query_row(
+        "SELECT max(version) FROM refinery_schema_history",
+        [],
+        |r| r.get(0),
+    )?)
+}
+
 /// Opens the index database read-only for queries.
 pub fn open_read_only(path: &Path) -> Result<Connection> {
     if !path.is_file() {

@@ -63,6 +63,14 @@ pub fn check(project: &Project) -> Result<Freshness> {
         return Ok(Freshness::Missing);
     }
     let conn = crate::db::open_read_only(&project.db)?;
+    let built_with = crate::db::schema_version(&conn)?;
+    let current = crate::db::current_schema_version();
+    if built_with != Some(current) {
+        return Ok(Freshness::Stale(format!(
+            "the database has index schema {}, this acpdb reads schema {current}",
+            built_with.map_or("(none)".to_string(), |v| v.to_string())
+        )));
+    }
     let recorded = recorded(&conn)?;
     if let Some(cache) = &project.cache {
         if let Some(reason) = differs(cache, recorded.cache.as_ref(), "the cache")? {

@@ -16,7 +16,7 @@ use acpdb::query::expand::{
 use acpdb::query::graph::{page_sql, Direction};
 use acpdb::query::lookup::FILE_SYMBOLS_SQL;
 use acpdb::query::resources::{list_resources, read_resource, resource_templates, ResourceError};
-use acpdb::query::search::page_statement;
+use acpdb::query::search::{page_statement, TOTAL_CAP};
 use acpdb::query::{QueryError, QueryResult};
 use common::{acpdb, data, TempProject};
 use rusqlite::Connection;
@@ -813,13 +813,13 @@ fn hostile_search_patterns_never_break_the_query() {
 }
 
 #[test]
-fn total_is_capped_beyond_ten_thousand() {
+fn total_is_capped_beyond_the_cap() {
     let dir = tempfile::tempdir().unwrap();
     let out = acpdb()
         .args([
             "gen-fixture",
             "--files",
-            "1200",
+            "150",
             "--symbols-per-file",
             "10",
             "--edges-per-symbol",
@@ -834,7 +834,7 @@ fn total_is_capped_beyond_ten_thousand() {
     project.import();
     let conn = open(&project);
     let answer = ok(&conn, json!({"type": "search", "pattern": "src/"}));
-    assert_eq!(answer["result"]["total"], 10_000);
+    assert_eq!(answer["result"]["total"], TOTAL_CAP);
     assert_eq!(answer["result"]["total_capped"], true);
     assert_eq!(answer["result"]["truncated"], true);
     let answer = ok(&conn, json!({"type": "search", "pattern": "session"}));
@@ -964,6 +964,110 @@ fn hot_paths_use_indexes() {
         "SELECT count(*) FROM symbols WHERE file_path = ?1",
     ] {
         assert_indexed(sql, &positional_plan(&conn, sql, ["x"]));
+    }
+}
+
+/// The summary tables filled at import agree with the tables they summarise.
+#[test]
+fn overview_summaries_match_the_tables() {
+    for project in [generated(), cli(), no_vars()] {
+        let conn = open(project);
+        let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+        for (column, direct) in [
+            ("files", "SELECT count(*) FROM files"),
+            ("symbols", "SELECT count(*) FROM symbols"),
+            ("lines", "SELECT coalesce(sum(lines), 0) FROM files"),
+            ("domains", "SELECT count(*) FROM domains"),
+            (
+                "layers",
+                "SELECT count(DISTINCT layer) FROM files WHERE layer IS NOT NULL",
+            ),
+            ("call_edges", "SELECT count(*) FROM call_edges"),
+        ] {
+            assert_eq!(
+                count(&format!("SELECT {column} FROM index_summary")),
+                count(direct),
+                "{column}"
+            );
+        }
+        let rows = |sql: &str| -> Vec<(Option<String>, i64)> {
+            let mut stmt = conn.prepare(sql).unwrap();
+            let mut rows: Vec<_> = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            rows.sort();
+            rows
+        };
+        assert_eq!(
+            rows("SELECT language, files FROM file_languages"),
+            rows("SELECT language, count(*) FROM files WHERE language IS NOT NULL GROUP BY 1")
+        );
+        assert_eq!(
+            rows("SELECT level, entries FROM constraint_mutation_levels"),
+            rows(
+                "SELECT CAST(coalesce(json_extract(raw_json, '$.mutation.level'), 'normal') AS TEXT),
+                        count(*) FROM constraints
+                 WHERE json_type(raw_json, '$.mutation') = 'object' GROUP BY 1
+                 UNION ALL
+                 SELECT NULL, count(*) FROM constraints
+                 WHERE json_type(raw_json, '$.mutation') IS NOT 'object' HAVING count(*) > 0"
+            )
+        );
+        // Strictest level per file, recomputed with the library's own ranking.
+        let mut expected = std::collections::BTreeMap::<usize, i64>::new();
+        let mut stmt = conn
+            .prepare(
+                "SELECT (SELECT group_concat(c.lock_level, char(31)) FROM constraints c WHERE c.path = f.path) FROM files f",
+            )
+            .unwrap();
+        for levels in stmt
+            .query_map([], |r| r.get::<_, Option<String>>(0))
+            .unwrap()
+        {
+            let rank = levels
+                .unwrap()
+                .map(|l| {
+                    l.split('\u{1f}')
+                        .map(acpdb::cache::lock_level_rank)
+                        .min()
+                        .unwrap()
+                })
+                .unwrap_or(acpdb::cache::lock_level_rank("normal"));
+            *expected.entry(rank).or_default() += 1;
+        }
+        let summary: std::collections::BTreeMap<usize, i64> = conn
+            .prepare("SELECT rank, lock_level, files FROM file_lock_levels")
+            .unwrap()
+            .query_map([], |r| {
+                let rank = r.get::<_, i64>(0)? as usize;
+                assert_eq!(r.get::<_, String>(1)?, acpdb::cache::LOCK_LEVELS[rank]);
+                Ok((rank, r.get(2)?))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(summary, expected);
+    }
+}
+
+#[test]
+fn overview_queries_read_no_big_table() {
+    let conn = open(generated());
+    // Read in index order, stopping after the limit: no sort of all files.
+    let p = positional_plan(&conn, acpdb::query::context::KEY_FILES_SQL, [10]);
+    assert_eq!(
+        p,
+        ["SCAN files USING COVERING INDEX files_imported_by_count"],
+        "key files"
+    );
+    for sql in [
+        "SELECT files, symbols, lines, domains FROM index_summary",
+        "SELECT language FROM file_languages ORDER BY language",
+        "SELECT lock_level, files FROM file_lock_levels WHERE files > 0 ORDER BY rank",
+    ] {
+        assert_indexed(sql, &positional_plan(&conn, sql, []));
     }
 }
 

@@ -1,6 +1,7 @@
 //! `acp_get_architecture`: project name, entry counts, domains and languages.
 //!
-//! Counts are the number of imported entries (not the cache's `stats`). Domains and languages,
+//! Counts are the number of imported entries (not the cache's `stats`), read from the summary
+//! computed at import. Domains and languages,
 //! which acp-mcp lists in hash order, are sorted.
 
 use rusqlite::{Connection, OptionalExtension};
@@ -44,15 +45,11 @@ pub fn architecture(conn: &Connection) -> QueryResult<Architecture> {
         .query_row([], |r| r.get(0))
         .optional()?
         .flatten();
-    let count = |sql: &str| -> QueryResult<i64> {
-        Ok(conn.prepare_cached(sql)?.query_row([], |r| r.get(0))?)
-    };
-    let total_files = count("SELECT count(*) FROM files")?;
-    let total_symbols = count("SELECT count(*) FROM symbols")?;
+    let (total_files, total_symbols) = conn
+        .prepare_cached("SELECT files, symbols FROM index_summary")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     let domains = conn
-        .prepare_cached(
-            "SELECT key, description, coalesce(json_array_length(files_json), 0) FROM domains ORDER BY key",
-        )?
+        .prepare_cached("SELECT key, description, file_count FROM domains ORDER BY key")?
         .query_map([], |r| {
             Ok(DomainSummary {
                 name: r.get(0)?,
@@ -62,7 +59,7 @@ pub fn architecture(conn: &Connection) -> QueryResult<Architecture> {
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut languages: Vec<String> = conn
-        .prepare_cached("SELECT DISTINCT language FROM files WHERE language IS NOT NULL")?
+        .prepare_cached("SELECT language FROM file_languages")?
         .query_map([], |r| r.get::<_, String>(0))?
         .map(|id| id.map(|id| debug_name(&id)))
         .collect::<rusqlite::Result<_>>()?;

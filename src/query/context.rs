@@ -337,6 +337,10 @@ fn debug_hotpaths(conn: &Connection, target: &str, file: &str) -> QueryResult<Ve
     Ok(found)
 }
 
+/// Explore's key files: the most-imported files first (index `files_imported_by_count`).
+pub const KEY_FILES_SQL: &str = "SELECT key FROM files
+     ORDER BY coalesce(json_array_length(imported_by_json), 0) DESC, key LIMIT ?1";
+
 fn explore(conn: &Connection, filter: Option<&str>) -> QueryResult<Value> {
     let stats: Value = conn
         .prepare_cached("SELECT value_json FROM cache_root WHERE key = 'stats'")?
@@ -364,8 +368,7 @@ fn explore(conn: &Connection, filter: Option<&str>) -> QueryResult<Value> {
     });
     let domains: Vec<Value> = conn
         .prepare_cached(
-            "SELECT key, description, coalesce(json_array_length(files_json), 0),
-                    coalesce(json_array_length(symbols_json), 0)
+            "SELECT key, description, file_count, symbol_count
              FROM domains WHERE ?1 IS NULL OR instr(key, ?1) > 0 ORDER BY key",
         )?
         .query_map([filter], |r| {
@@ -378,10 +381,7 @@ fn explore(conn: &Connection, filter: Option<&str>) -> QueryResult<Value> {
         })?
         .collect::<rusqlite::Result<_>>()?;
     let key_files: Vec<String> = conn
-        .prepare_cached(
-            "SELECT key FROM files
-             ORDER BY coalesce(json_array_length(imported_by_json), 0) DESC, key LIMIT ?1",
-        )?
+        .prepare_cached(KEY_FILES_SQL)?
         .query_map([KEY_FILES as i64], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     Ok(json!({

@@ -17,7 +17,6 @@ use super::graph::{walk, Direction, Endpoint, Relation};
 use super::names::{not_found, resolve_file, resolve_symbol, suggest_domains};
 use super::{QueryError, QueryResult};
 use crate::cache::fields::{self, Cell, Field};
-use crate::cache::{lock_level_rank, LOCK_LEVELS};
 
 /// A JSON object that keeps its keys in insertion order (nested entries keep theirs too).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -358,41 +357,26 @@ pub struct Stats {
 
 /// `acp_query` stats.
 pub fn stats(conn: &Connection) -> QueryResult<StatsResponse> {
-    let count = |sql: &str| -> QueryResult<u64> {
-        Ok(conn
-            .prepare_cached(sql)?
-            .query_row([], |r| r.get::<_, Option<i64>>(0))?
-            .unwrap_or(0) as u64)
-    };
-    let files = count("SELECT count(*) FROM files")?;
-    let symbols = count("SELECT count(*) FROM symbols")?;
-    let lines = count("SELECT sum(lines) FROM files")?;
-    let domains = count("SELECT count(*) FROM domains")?;
-    let mut per_level = [0u64; LOCK_LEVELS.len()];
-    {
-        let mut stmt = conn.prepare_cached(
-            "SELECT (SELECT group_concat(c.lock_level, char(31)) FROM constraints c WHERE c.path = f.path) FROM files f",
-        )?;
-        let mut rows = stmt.query([])?;
-        while let Some(row) = rows.next()? {
-            let levels: Option<String> = row.get(0)?;
-            let rank = levels
-                .as_deref()
-                .map(|l| l.split('\u{1f}').map(lock_level_rank).min().unwrap_or(6))
-                .unwrap_or_else(|| lock_level_rank("normal"));
-            per_level[rank] += 1;
-        }
-    }
+    let (files, symbols, lines, domains) = conn
+        .prepare_cached("SELECT files, symbols, lines, domains FROM index_summary")?
+        .query_row([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?.max(0) as u64,
+                r.get::<_, i64>(1)?.max(0) as u64,
+                r.get::<_, i64>(2)?.max(0) as u64,
+                r.get::<_, i64>(3)?.max(0) as u64,
+            ))
+        })?;
     let mut constraints = Entry::default();
-    for (level, n) in LOCK_LEVELS.iter().zip(per_level) {
-        if n > 0 {
-            constraints.insert(level, Value::from(n));
-        }
+    let mut stmt = conn.prepare_cached(
+        "SELECT lock_level, files FROM file_lock_levels WHERE files > 0 ORDER BY rank",
+    )?;
+    for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+        let (level, n) = row?;
+        constraints.insert(&level, Value::from(n));
     }
     let languages: Vec<String> = conn
-        .prepare_cached(
-            "SELECT DISTINCT language FROM files WHERE language IS NOT NULL ORDER BY language",
-        )?
+        .prepare_cached("SELECT language FROM file_languages ORDER BY language")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     Ok(StatsResponse {

@@ -130,7 +130,7 @@ pub fn list_resources(conn: &Connection) -> Vec<ResourceInfo> {
             "cache",
             format!(
                 "Summary of the imported ACP cache{}: project, version, generated_at, counts, languages, domains",
-                sizes("SELECT count(*) FROM files", "files")
+                sizes("SELECT files FROM index_summary", "files")
             ),
         ),
         info(
@@ -239,25 +239,20 @@ fn cache_summary(conn: &Connection) -> QueryResult<Entry> {
         doc.insert("imported_at", Value::from(imported_at));
     }
     let mut counts = Entry::default();
-    for (name, table) in [
-        ("files", "files"),
-        ("symbols", "symbols"),
-        ("call_edges", "call_edges"),
-        ("domains", "domains"),
-        ("constraints", "constraints"),
-        ("hacks", "cache_hacks"),
-        ("variables", "vars"),
+    for (name, sql) in [
+        ("files", "SELECT files FROM index_summary"),
+        ("symbols", "SELECT symbols FROM index_summary"),
+        ("call_edges", "SELECT call_edges FROM index_summary"),
+        ("domains", "SELECT domains FROM index_summary"),
+        ("constraints", "SELECT count(*) FROM constraints"),
+        ("hacks", "SELECT count(*) FROM cache_hacks"),
+        ("variables", "SELECT count(*) FROM vars"),
     ] {
-        counts.insert(
-            name,
-            Value::from(count(conn, &format!("SELECT count(*) FROM {table}"))?),
-        );
+        counts.insert(name, Value::from(count(conn, sql)?));
     }
     doc.insert_entry("counts", counts);
     let languages: Vec<String> = conn
-        .prepare_cached(
-            "SELECT DISTINCT language FROM files WHERE language IS NOT NULL ORDER BY language",
-        )?
+        .prepare_cached("SELECT language FROM file_languages ORDER BY language")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     doc.insert("languages", Value::from(languages));

@@ -18,7 +18,8 @@
 //! Regular expressions are not interpreted (their characters match literally). Ranking: exact
 //! simple name (same case, then any case), name prefix, name substring, qualified-name
 //! substring, text matches, then files (exact file name, file-name substring, path, text);
-//! within a tier by bm25, then by name and row id, so pages are stable. Each index source
+//! within a tier by bm25 (globs: a row matches or not, so no bm25), then by qualified name or
+//! path and row id, so pages are stable. Each index source
 //! contributes at most [`TOTAL_CAP`] + 1 candidates: beyond that `total` stops at the cap,
 //! `total_capped` is set and ranking covers the candidates collected.
 
@@ -34,7 +35,7 @@ use super::{QueryError, QueryResult};
 pub const MAX_PATTERN_CHARS: usize = 256;
 
 /// Largest `total` reported exactly.
-pub const TOTAL_CAP: u64 = 10_000;
+pub const TOTAL_CAP: u64 = 1_000;
 
 /// One search hit: a preview with enough to ask for details (`acp_query` symbol or file).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -160,131 +161,253 @@ const BASENAME: &str = "replace(f.path, rtrim(f.path, replace(f.path, '/', '')),
 
 /// SQL and parameters of one search.
 struct Query {
+    /// Index sources, each a `SELECT` of [`HIT_COLUMNS`], best tiers first.
     sources: Vec<String>,
-    symbol_tier: String,
-    file_tier: String,
     params: Vec<(&'static str, String)>,
+    /// Whether sources may yield the same row (else they are disjoint and rows need no
+    /// deduplication, so collection stops as soon as [`TOTAL_CAP`] + 1 hits are found).
+    overlapping: bool,
+}
+
+/// Columns of a hit: kind (0 symbol, 1 file), row id, bm25 score (0 for globs), tier and the
+/// key that orders a tier. What a match shows is read for the rows of the page only.
+const HIT_COLUMNS: &str = "kind, id, score, tier, sort_key";
+const SYMBOL_COLUMNS: &str = "coalesce(s.qualified_name, s.key)";
+const FILE_COLUMNS: &str = "f.path";
+const QNAME: &str = "lower(coalesce(s.qualified_name, s.key))";
+
+/// A source of symbol rows from full-text index `table` matched by `param`, ordered within
+/// their tier by `score` (lowest first).
+fn symbol_source(table: &str, param: &str, score: &str, tier: &str, filter: &str) -> String {
+    format!(
+        "SELECT * FROM (SELECT 0, s.id, {score}, {tier}, {SYMBOL_COLUMNS}
+         FROM {table} JOIN symbols s ON s.id = {table}.rowid
+         WHERE {table} MATCH {param} AND {filter} LIMIT :cap)"
+    )
+}
+
+/// A source of file rows from full-text index `table` matched by `param`, ordered within their
+/// tier by `score` (lowest first).
+fn file_source(table: &str, param: &str, score: &str, tier: &str, filter: &str) -> String {
+    format!(
+        "SELECT * FROM (SELECT 1, f.id, {score}, {tier}, {FILE_COLUMNS}
+         FROM {table} JOIN files f ON f.id = {table}.rowid
+         WHERE {table} MATCH {param} AND {filter} LIMIT :cap)"
+    )
+}
+
+/// A source of symbol rows whose lower-cased `expr` (an indexed expression) starts with `:lo`.
+///
+/// Rows are ordered within their tier by `expr`, so a simple-name range is read from the index
+/// alone.
+fn symbol_prefix_source(expr: &str, tier: u8, filter: &str) -> String {
+    format!(
+        "SELECT * FROM (SELECT 0, s.id, 0.0, {tier}, {expr} FROM symbols s
+         WHERE {expr} >= :lo AND {expr} < :lo || char(1114111) AND {filter} LIMIT :cap)"
+    )
 }
 
 fn build(plan: &Plan, pattern: &str) -> Query {
     let mut q = Query {
         sources: Vec::new(),
-        symbol_tier: String::new(),
-        file_tier: String::new(),
         params: vec![(":p", pattern.to_string())],
-    };
-    let fts = |table: &str, kind: u8, param: &str| {
-        format!(
-            "SELECT * FROM (SELECT {kind}, rowid, bm25({table}) FROM {table} WHERE {table} MATCH {param} LIMIT :cap)"
-        )
+        overlapping: false,
     };
     match plan {
-        Plan::Substring(text) | Plan::Short(text) => {
-            q.sources
-                .push("SELECT 0, id, 0.0 FROM symbols WHERE name = :p".into());
-            if let Plan::Substring(_) = plan {
-                q.sources.push(fts("symbols_trigram", 0, ":sq"));
-                q.sources.push(fts("files_trigram", 1, ":fq"));
-                q.params.push((":sq", fts_quote(text)));
-                q.params.push((":fq", fts_quote(text)));
-                if has_word_chars(text) {
-                    q.sources.push(fts("symbols_fts", 0, ":sw"));
-                    q.sources.push(fts("files_fts", 1, ":fw"));
-                    q.params.push((
-                        ":sw",
-                        format!("{{signature purpose summary}} : {}", fts_quote(text)),
-                    ));
-                    q.params.push((
-                        ":fw",
-                        format!("{{module summary purpose}} : {}", fts_quote(text)),
-                    ));
-                }
-            } else if has_word_chars(text) {
-                q.sources.push(fts("symbols_fts", 0, ":sw"));
-                q.sources.push(fts("files_fts", 1, ":fw"));
-                q.params.push((":sw", format!("{} *", fts_quote(text))));
-                q.params.push((":fw", format!("{} *", fts_quote(text))));
+        Plan::Substring(text) => {
+            // Disjoint sources by tier: exact name; name contains; qualified name contains;
+            // words of signature, purpose or summary; then files.
+            let name_tier = "CASE WHEN lower(s.name) = lower(:p) THEN 1
+                  WHEN substr(lower(s.name), 1, length(:p)) = lower(:p) THEN 2 ELSE 3 END";
+            let in_name = "instr(lower(s.name), lower(:p)) > 0";
+            let in_qname = format!("instr({QNAME}, lower(:p)) > 0");
+            q.sources.push(format!(
+                "SELECT * FROM (SELECT 0, s.id, 0.0, 0, {SYMBOL_COLUMNS}
+                 FROM symbols s WHERE s.name = :p LIMIT :cap)"
+            ));
+            q.sources.push(symbol_source(
+                "symbols_trigram",
+                ":sn",
+                "length(s.name)",
+                name_tier,
+                &format!("s.name IS NOT :p AND {in_name}"),
+            ));
+            q.sources.push(symbol_source(
+                "symbols_trigram",
+                ":sq",
+                "length(coalesce(s.qualified_name, s.key))",
+                "4",
+                &format!("NOT coalesce({in_name}, 0) AND {in_qname}"),
+            ));
+            q.params
+                .push((":sn", format!("name : {}", fts_quote(text))));
+            q.params
+                .push((":sq", format!("qualified_name : {}", fts_quote(text))));
+            if has_word_chars(text) {
+                q.sources.push(symbol_source(
+                    "symbols_fts",
+                    ":sw",
+                    "bm25(symbols_fts)",
+                    "5",
+                    &format!("NOT coalesce({in_name}, 0) AND NOT {in_qname}"),
+                ));
+                q.params.push((
+                    ":sw",
+                    format!("{{signature purpose summary}} : {}", fts_quote(text)),
+                ));
             }
-            q.symbol_tier = "CASE WHEN s.name = :p THEN 0
+            let file_tier = format!(
+                "CASE WHEN lower({BASENAME}) = lower(:p) THEN 6
+                  WHEN instr(lower({BASENAME}), lower(:p)) > 0 THEN 7 ELSE 8 END"
+            );
+            q.sources.push(file_source(
+                "files_trigram",
+                ":fq",
+                "length(f.path)",
+                &file_tier,
+                "instr(lower(f.path), lower(:p)) > 0",
+            ));
+            q.params.push((":fq", fts_quote(text)));
+            if has_word_chars(text) {
+                q.sources.push(file_source(
+                    "files_fts",
+                    ":fw",
+                    "bm25(files_fts)",
+                    "9",
+                    "instr(lower(f.path), lower(:p)) = 0",
+                ));
+                q.params.push((
+                    ":fw",
+                    format!("{{module summary purpose}} : {}", fts_quote(text)),
+                ));
+            }
+        }
+        Plan::Short(text) => {
+            q.overlapping = true;
+            let symbol_tier = format!(
+                "CASE WHEN s.name = :p THEN 0
                   WHEN lower(s.name) = lower(:p) THEN 1
                   WHEN substr(lower(s.name), 1, length(:p)) = lower(:p) THEN 2
                   WHEN instr(lower(s.name), lower(:p)) > 0 THEN 3
-                  WHEN instr(lower(coalesce(s.qualified_name, s.key)), lower(:p)) > 0 THEN 4
+                  WHEN instr({QNAME}, lower(:p)) > 0 THEN 4
                   ELSE 5 END"
-                .into();
-            q.file_tier = format!(
+            );
+            let file_tier = format!(
                 "CASE WHEN lower({BASENAME}) = lower(:p) THEN 6
                   WHEN instr(lower({BASENAME}), lower(:p)) > 0 THEN 7
                   WHEN instr(lower(f.path), lower(:p)) > 0 THEN 8
                   ELSE 9 END"
             );
+            q.sources.push(format!(
+                "SELECT * FROM (SELECT 0, s.id, 0.0, {symbol_tier}, {SYMBOL_COLUMNS}
+                 FROM symbols s WHERE s.name = :p LIMIT :cap)"
+            ));
+            if has_word_chars(text) {
+                q.sources.push(symbol_source(
+                    "symbols_fts",
+                    ":sw",
+                    "bm25(symbols_fts)",
+                    &symbol_tier,
+                    "1",
+                ));
+                q.sources.push(file_source(
+                    "files_fts",
+                    ":fw",
+                    "bm25(files_fts)",
+                    &file_tier,
+                    "1",
+                ));
+                q.params.push((":sw", format!("{} *", fts_quote(text))));
+                q.params.push((":fw", format!("{} *", fts_quote(text))));
+            }
         }
         Plan::Glob { glob, run, prefix } => {
-            let symbol_filter =
-                "(lower(s.name) GLOB :g OR lower(coalesce(s.qualified_name, s.key)) GLOB :g)";
-            let file_filter = format!("(lower(f.path) GLOB :g OR lower({BASENAME}) GLOB :g)");
-            let joined = |table: &str, kind: u8, rows: &str, alias: &str, filter: &str| {
-                format!(
-                    "SELECT * FROM (SELECT {kind}, {table}.rowid, bm25({table}) FROM {table} JOIN {rows} {alias} ON {alias}.id = {table}.rowid
-                     WHERE {table} MATCH :{alias}q AND {filter} LIMIT :cap)"
-                )
-            };
+            // Disjoint sources by tier: simple name matches; qualified name matches (and the
+            // simple name does not); file name matches; path matches.
             q.params.push((":g", glob.clone()));
-            match (run, prefix) {
-                (Some(run), _) => {
-                    q.sources
-                        .push(joined("symbols_trigram", 0, "symbols", "s", symbol_filter));
-                    q.sources
-                        .push(joined("files_trigram", 1, "files", "f", &file_filter));
-                    q.params.push((":sq", fts_quote(run)));
-                    q.params.push((":fq", fts_quote(run)));
-                }
-                (None, Some(prefix)) if has_word_chars(prefix) => {
-                    q.sources
-                        .push(joined("symbols_fts", 0, "symbols", "s", symbol_filter));
-                    q.sources
-                        .push(joined("files_fts", 1, "files", "f", &file_filter));
-                    q.params.push((
-                        ":sq",
-                        format!("{{name qualified_name}} : {} *", fts_quote(prefix)),
-                    ));
-                    q.params
-                        .push((":fq", format!("path : {} *", fts_quote(prefix))));
-                }
-                _ => {}
+            let name_glob = "lower(s.name) GLOB :g";
+            let qname_glob = format!("{QNAME} GLOB :g AND NOT coalesce({name_glob}, 0)");
+            // A literal prefix of 3+ characters (or the only literal) selects a range of the
+            // lower-cased name indexes; else the longest literal run goes through trigrams.
+            let range = prefix
+                .as_ref()
+                .filter(|p| p.chars().count() >= 3 || run.is_none());
+            if let Some(prefix) = range {
+                q.params.push((":lo", prefix.to_ascii_lowercase()));
+                q.sources
+                    .push(symbol_prefix_source("lower(s.name)", 2, name_glob));
+                q.sources.push(symbol_prefix_source(QNAME, 4, &qname_glob));
+            } else if let Some(run) = run {
+                q.sources.push(symbol_source(
+                    "symbols_trigram",
+                    ":sn",
+                    "0.0",
+                    "2",
+                    name_glob,
+                ));
+                q.sources.push(symbol_source(
+                    "symbols_trigram",
+                    ":sq",
+                    "0.0",
+                    "4",
+                    &qname_glob,
+                ));
+                q.params.push((":sn", format!("name : {}", fts_quote(run))));
+                q.params
+                    .push((":sq", format!("qualified_name : {}", fts_quote(run))));
             }
-            q.symbol_tier = "CASE WHEN lower(s.name) GLOB :g THEN 2 ELSE 4 END".into();
-            q.file_tier = format!("CASE WHEN lower({BASENAME}) GLOB :g THEN 7 ELSE 8 END");
+            let base_glob = format!("lower({BASENAME}) GLOB :g");
+            let path_glob = format!("lower(f.path) GLOB :g AND NOT {base_glob}");
+            let file_index = match (run, prefix) {
+                (Some(run), _) => Some(("files_trigram", fts_quote(run))),
+                (None, Some(prefix)) if has_word_chars(prefix) => {
+                    Some(("files_fts", format!("path : {} *", fts_quote(prefix))))
+                }
+                _ => None,
+            };
+            if let Some((table, query)) = file_index {
+                q.sources
+                    .push(file_source(table, ":fq", "0.0", "7", &base_glob));
+                q.sources
+                    .push(file_source(table, ":fq", "0.0", "8", &path_glob));
+                q.params.push((":fq", query));
+            }
         }
     }
     q
 }
 
 impl Query {
+    /// `tail` after the hits of every source as `best`: at most [`TOTAL_CAP`] + 1 rows per
+    /// source when sources overlap (a row found twice keeps its best score), else at most
+    /// [`TOTAL_CAP`] + 1 in all, taken from the best tiers first.
     fn with_tail(&self, tail: &str) -> String {
-        format!(
-            "WITH hits(kind, id, score) AS ({}),
-             best(kind, id, score) AS (SELECT kind, id, min(score) FROM hits GROUP BY kind, id)
-             {tail}",
-            self.sources.join(" UNION ALL ")
-        )
+        let union = self.sources.join(" UNION ALL ");
+        if self.overlapping {
+            format!(
+                "WITH hits({HIT_COLUMNS}) AS ({union}),
+                 best AS (SELECT kind, id, min(score) AS score, tier, sort_key
+                          FROM hits GROUP BY kind, id)
+                 {tail}"
+            )
+        } else {
+            format!(
+                "WITH best({HIT_COLUMNS}) AS (SELECT * FROM ({union}) LIMIT :cap)
+                 {tail}"
+            )
+        }
     }
 
     fn page_sql(&self) -> String {
-        self.with_tail(&format!(
-            ", ranked AS (
-                 SELECT b.kind, b.id, b.score,
-                        CASE WHEN b.kind = 0 THEN {} ELSE {} END AS tier,
-                        CASE WHEN b.kind = 0 THEN coalesce(s.qualified_name, s.key) ELSE f.path END AS sort_key,
-                        coalesce(s.name, s.key) AS name, coalesce(s.qualified_name, s.key) AS qname,
-                        s.file_path, s.type, s.line_start, s.line_end, f.path AS path
-                 FROM best b
-                 LEFT JOIN symbols s ON b.kind = 0 AND s.id = b.id
-                 LEFT JOIN files f ON b.kind = 1 AND f.id = b.id)
-             SELECT kind, name, qname, file_path, type, line_start, line_end, path, count(*) OVER ()
-             FROM ranked ORDER BY tier, score, sort_key, kind, id LIMIT :limit OFFSET :offset",
-            self.symbol_tier, self.file_tier
-        ))
+        self.with_tail(
+            "SELECT b.kind, coalesce(s.name, s.key), coalesce(s.qualified_name, s.key), s.file_path,
+                    s.type, s.line_start, s.line_end, f.path, b.total
+             FROM (SELECT *, count(*) OVER () AS total FROM best
+                   ORDER BY tier, score, sort_key, kind, id LIMIT :limit OFFSET :offset) b
+             LEFT JOIN symbols s ON b.kind = 0 AND s.id = b.id
+             LEFT JOIN files f ON b.kind = 1 AND f.id = b.id
+             ORDER BY b.tier, b.score, b.sort_key, b.kind, b.id",
+        )
     }
 
     /// Binds the parameters that `sql` uses.

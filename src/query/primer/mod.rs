@@ -143,7 +143,7 @@ pub fn generate_primer(conn: &Connection, params: &GeneratePrimerParams) -> Quer
     let format = Format::parse(&params.format);
     let mut parts = Vec::new();
     for included in &selection.included {
-        let text = render(conn, included.section, format, &state)?;
+        let text = render(included.section, format, &state);
         if !text.is_empty() {
             parts.push(text);
         }
@@ -162,36 +162,26 @@ pub fn generate_primer(conn: &Connection, params: &GeneratePrimerParams) -> Quer
     })
 }
 
-fn render(
-    conn: &Connection,
-    section: &Section,
-    format: Format,
-    state: &ProjectState,
-) -> QueryResult<String> {
+fn render(section: &Section, format: Format, state: &ProjectState) -> String {
     let Some(template) = format.template(section) else {
-        return Ok(String::new());
+        return String::new();
     };
     let Some(data) = &section.data else {
-        return Ok(template.template.clone().unwrap_or_default());
+        return template.template.clone().unwrap_or_default();
     };
-    if !has_items(conn, &data.source, data.filter.as_ref(), state)? {
-        return Ok(String::new());
+    if !has_items(&data.source, data.filter.as_ref(), state) {
+        return String::new();
     }
-    Ok(format!(
+    format!(
         "{}{}",
         template.header.as_deref().unwrap_or(""),
         template.footer.as_deref().unwrap_or("")
-    ))
+    )
 }
 
 /// Whether a dynamic section's data source yields any item.
-fn has_items(
-    conn: &Connection,
-    source: &str,
-    filter: Option<&serde_json::Value>,
-    state: &ProjectState,
-) -> QueryResult<bool> {
-    Ok(match source {
+fn has_items(source: &str, filter: Option<&serde_json::Value>, state: &ProjectState) -> bool {
+    match source {
         "cache.domains" => state.domains > 0,
         "cache.layers" => state.layers > 0,
         "cache.constraints.by_lock_level" => {
@@ -203,19 +193,10 @@ fn has_items(
             };
             state.entries_in(&levels) > 0
         }
-        "cache.entryPoints" => conn
-            .prepare_cached(ENTRY_POINT_SQL)?
-            .query_row([], |r| r.get(0))?,
+        "cache.entryPoints" => state.entry_point_files > 0,
         _ => false,
-    })
+    }
 }
-
-/// Files acp-mcp treats as entry points (case-insensitive on the entry's `path`).
-const ENTRY_POINT_SQL: &str = "SELECT EXISTS (SELECT 1 FROM files WHERE
-    path_field LIKE '%main.rs' OR path_field LIKE '%main.ts' OR path_field LIKE '%main.py'
-    OR path_field LIKE '%index.ts' OR path_field LIKE '%index.js' OR path_field LIKE '%app.ts'
-    OR path_field LIKE '%app.py' OR path_field LIKE '%mod.rs'
-    OR (path_field LIKE '%/src/%' AND path_field LIKE '%.rs'))";
 
 #[cfg(test)]
 mod tests {

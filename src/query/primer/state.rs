@@ -2,7 +2,7 @@
 //!
 //! As in acp-mcp, constraint counts come from `by_file` entries that have a `mutation` object;
 //! variables, debug attempts, hacks and entry points always count 0 (the reference never fills
-//! them).
+//! them). Counts come from the summary tables computed at import.
 
 use std::collections::HashMap;
 
@@ -29,18 +29,16 @@ pub(super) struct ProjectState {
     pub symbols: u64,
     /// The cache's `stats.lines`.
     pub lines: u64,
+    /// Files whose path looks like an entry point (`main.rs`, `index.ts`, …).
+    pub entry_point_files: u64,
 }
 
 impl ProjectState {
     /// Reads the state from the index.
     pub(super) fn load(conn: &Connection) -> QueryResult<ProjectState> {
         let mut state = ProjectState::default();
-        let mut stmt = conn.prepare_cached(
-            "SELECT CASE WHEN json_type(raw_json, '$.mutation') = 'object'
-                         THEN CAST(coalesce(json_extract(raw_json, '$.mutation.level'), 'normal') AS TEXT) END,
-                    count(*)
-             FROM constraints GROUP BY 1",
-        )?;
+        let mut stmt =
+            conn.prepare_cached("SELECT level, entries FROM constraint_mutation_levels")?;
         let rows = stmt.query_map([], |r| {
             Ok((r.get::<_, Option<String>>(0)?, r.get::<_, i64>(1)?))
         })?;
@@ -52,14 +50,28 @@ impl ProjectState {
                 *state.levels.entry(level_bucket(&level)).or_default() += count;
             }
         }
-        let count = |sql: &str| -> QueryResult<u64> {
-            let n: i64 = conn.prepare_cached(sql)?.query_row([], |r| r.get(0))?;
-            Ok(n.max(0) as u64)
+        let count = |r: &rusqlite::Row, i: usize| -> rusqlite::Result<u64> {
+            Ok(r.get::<_, i64>(i)?.max(0) as u64)
         };
-        state.domains = count("SELECT count(*) FROM domains")?;
-        state.layers = count("SELECT count(DISTINCT layer) FROM files WHERE layer IS NOT NULL")?;
-        state.files = count("SELECT count(*) FROM files")?;
-        state.symbols = count("SELECT count(*) FROM symbols")?;
+        (
+            state.domains,
+            state.layers,
+            state.files,
+            state.symbols,
+            state.entry_point_files,
+        ) = conn
+            .prepare_cached(
+                "SELECT domains, layers, files, symbols, entry_point_files FROM index_summary",
+            )?
+            .query_row([], |r| {
+                Ok((
+                    count(r, 0)?,
+                    count(r, 1)?,
+                    count(r, 2)?,
+                    count(r, 3)?,
+                    count(r, 4)?,
+                ))
+            })?;
         state.lines = conn
             .prepare_cached(
                 "SELECT CAST(json_extract(value_json, '$.lines') AS INTEGER) FROM cache_root WHERE key = 'stats'",
