@@ -21,6 +21,9 @@ pub enum Freshness {
     Stale(String),
     /// There is no database yet.
     Missing,
+    /// The database has another schema version than this build reads; it must be rebuilt
+    /// before it can answer. The reason says which versions.
+    Incompatible(String),
 }
 
 /// The source signature recorded in the database's `meta` table.
@@ -66,7 +69,7 @@ pub fn check(project: &Project) -> Result<Freshness> {
     let built_with = crate::db::schema_version(&conn)?;
     let current = crate::db::current_schema_version();
     if built_with != Some(current) {
-        return Ok(Freshness::Stale(format!(
+        return Ok(Freshness::Incompatible(format!(
             "the database has index schema {}, this acpdb reads schema {current}",
             built_with.map_or("(none)".to_string(), |v| v.to_string())
         )));

@@ -628,3 +628,36 @@ async fn record(client: &Client, label: &str, count: usize) -> Vec<Value> {
     }
     out
 }
+
+#[tokio::test]
+async fn a_database_of_an_older_schema_is_rebuilt_before_it_answers() {
+    let project = demo();
+    let out = project.import();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    // What an acpdb from before the summary tables left behind.
+    {
+        let conn = rusqlite::Connection::open(project.db()).unwrap();
+        conn.execute_batch(
+            "DROP VIEW project; DROP TABLE index_summary;
+             DELETE FROM refinery_schema_history WHERE version >= 3;",
+        )
+        .unwrap();
+    }
+    let client = Client::spawn(project.root(), &[]).await;
+    wait_ready(&client, 60).await;
+    let architecture = client.ok("acp_get_architecture", json!({})).await;
+    let conn = rusqlite::Connection::open(project.db()).unwrap();
+    let symbols: i64 = conn
+        .query_row("SELECT count(*) FROM symbols", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(architecture["total_symbols"], symbols);
+    let version: i64 = conn
+        .query_row(
+            "SELECT max(version) FROM refinery_schema_history",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(version, acpdb::db::current_schema_version());
+    client.close().await;
+}

@@ -92,6 +92,16 @@ impl IndexState {
                 state.open_current();
                 state.spawn_import(reason);
             }
+            (Some(_), Freshness::Incompatible(reason)) => {
+                tracing::info!("{reason}; rebuilding it in the background");
+                state.spawn_import(reason);
+            }
+            (None, Freshness::Incompatible(reason)) => {
+                tracing::error!("{reason}, and there is no cache to rebuild it from");
+                *state.phase.lock().unwrap() = Phase::FirstBuildFailed(format!(
+                    "{reason}, and there is no cache to rebuild it from: run `acp index` in the project, then restart the server"
+                ));
+            }
             (Some(cache), Freshness::Missing) => {
                 tracing::info!(
                     "no database yet; importing {} in the background",

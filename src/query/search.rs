@@ -18,10 +18,11 @@
 //! Regular expressions are not interpreted (their characters match literally). Ranking: exact
 //! simple name (same case, then any case), name prefix, name substring, qualified-name
 //! substring, text matches, then files (exact file name, file-name substring, path, text);
-//! within a tier by bm25 (globs: a row matches or not, so no bm25), then by qualified name or
-//! path and row id, so pages are stable. Each index source
-//! contributes at most [`TOTAL_CAP`] + 1 candidates: beyond that `total` stops at the cap,
-//! `total_capped` is set and ranking covers the candidates collected.
+//! within a tier shorter names (or paths) first for substrings, bm25 for words, alphabetically
+//! for globs, then by row id, so pages are stable. Sources are disjoint by tier and read best
+//! tier first; collection stops after [`TOTAL_CAP`] + 1 hits (per source for 1–2 character
+//! patterns, whose sources overlap), so `total` stops at the cap, `total_capped` is set and the
+//! pages cover the hits collected.
 
 use rusqlite::types::{ToSql, Value as SqlValue};
 use rusqlite::Connection;
