@@ -25,8 +25,8 @@ for arg in "$@"; do
     for side in acpdb acp-mcp; do
         [[ -f "$base.$side.json" ]] || { echo "growth.sh: no $base.$side.json" >&2; exit 1; }
     done
-    reports="$(jq -c --arg label "$label" --slurpfile a "$base.acpdb.json" \
-        --slurpfile r "$base.acp-mcp.json" '. + [{label: $label, a: $a[0], r: $r[0]}]' \
+    reports="$(jq -c --arg lab "$label" --slurpfile a "$base.acpdb.json" \
+        --slurpfile r "$base.acp-mcp.json" '. + [{"label": $lab, a: $a[0], r: $r[0]}]' \
         <<<"$reports")"
 done
 
@@ -38,9 +38,9 @@ def ratio($x; $y): if $x == null or $y == null or $y == 0 then "–"
     | (if $q >= 0.1 then (($q * 100 | round) / 100) else (($q * 10000 | round) / 10000) end
        | tostring) end;
 def row($name; f): "| \($name) | " + (map(f) | join(" | ")) + " |";
-def tool($r; $label): $r.tools | map(select(.label == $label)) | first;
+def tool($r; $lab): $r.tools | map(select(.["label"] == $lab)) | first;
 . as $all
-| ($all | map(.label) | join(" | ")) as $head
+| ($all | map(.["label"]) | join(" | ")) as $head
 | ($all | map("---:") | join("|")) as $rule
 | "### Growth (acpdb over stdio)", "",
   "| | \($head) |", "|---|\($rule)|",
@@ -49,8 +49,8 @@ def tool($r; $label): $r.tools | map(select(.label == $label)) | first;
   row("server peak RSS (MB)"; .a.peak_rss_kb | mb | n3),
   "",
   "| tool (p50 / p99 ms) | \($head) |", "|---|\($rule)|",
-  ($all[0].a.tools[].label as $label
-    | row($label; tool(.a; $label) as $t | "\($t.p50_ms | n3) / \($t.p99_ms | n3)")),
+  (($all[0].a.tools[] | .["label"]) as $lab
+    | row($lab; tool(.a; $lab) as $t | "\($t.p50_ms | n3) / \($t.p99_ms | n3)")),
   "",
   "### acpdb vs acp-mcp", "",
   "| acp-mcp | \($head) |", "|---|\($rule)|",
@@ -62,7 +62,7 @@ def tool($r; $label): $r.tools | map(select(.label == $label)) | first;
   row("start-up to initialize answer"; ratio(.a.startup.initialize_ms; .r.startup.initialize_ms)),
   row("start-up to first tool answer"; ratio(.a.startup.first_tool_ms; .r.startup.first_tool_ms)),
   row("peak RSS"; ratio(.a.peak_rss_kb; .r.peak_rss_kb)),
-  ($all[0].r.tools[] | select(.status == "ok") | .label) as $label
-    | row($label; tool(.a; $label) as $t | tool(.r; $label) as $u
+  ($all[0].r.tools[] | select(.status == "ok") | .["label"]) as $lab
+    | row($lab; tool(.a; $lab) as $t | tool(.r; $lab) as $u
         | "\(ratio($t.p50_ms; $u.p50_ms)) / \(ratio($t.p99_ms; $u.p99_ms))")
 ' <<<"$reports"
