@@ -9,7 +9,7 @@ mod journal_index;
 mod resources;
 mod server;
 pub mod state;
-mod stdin;
+mod stdio;
 
 use std::time::Duration;
 
@@ -53,7 +53,7 @@ async fn serve(project: Project, args: ServeArgs) -> Result<()> {
             }
         });
     }
-    let transport = (stdin::filtered_stdin(), tokio::io::stdout());
+    let transport = (stdio::filtered_stdin(), stdio::stdout());
     let service = server.serve(transport).await?;
     tracing::info!("serving {} over MCP on stdio", project.root.display());
     service.waiting().await?;

@@ -4,9 +4,10 @@
 //! Invariants: the importer is the only writer of the index tables; it builds into a temporary
 //! file next to the target and renames it over the target only after everything committed, so a
 //! reader never sees a half-import and a failure leaves the previous database as it was. Memory
-//! is bounded by the largest entry plus one small record per call-graph node.
+//! is bounded by the largest entry, a fixed call-graph edge buffer (sorted runs spill to
+//! temporary files) and a fixed-size record per call-graph node name (see [`graph`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::io::IsTerminal;
@@ -28,6 +29,9 @@ use crate::cache::reader::{
 use crate::cache::{normalize_lock_level, LOCK_LEVELS};
 use crate::db;
 use crate::project::Project;
+use graph::CallGraph;
+
+mod graph;
 
 /// Options of `acpdb import`.
 #[derive(Debug, Clone, clap::Args)]
@@ -209,7 +213,8 @@ fn build(
     let bar = progress_bar(show_progress, cache_meta.len());
 
     conn.execute_batch("BEGIN")?;
-    let mut loader = Loader::new(&conn)?;
+    let spill_dir = tmp.parent().unwrap_or(Path::new("."));
+    let mut loader = Loader::new(&conn, spill_dir)?;
     let cache_outcome = stream(
         cache_path,
         DocumentKind::Cache,
@@ -416,12 +421,6 @@ struct Counts {
     warnings: u64,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct Node {
-    id: i64,
-    reverse_len: i64,
-}
-
 const MAX_WARNING_ROWS: u64 = 10_000;
 
 const KNOWN_LANGUAGES: &[&str] = &[
@@ -466,11 +465,7 @@ struct Loader<'c> {
     insert_graph_list: Statement<'c>,
     insert_var: Statement<'c>,
     insert_warning: Statement<'c>,
-    nodes: HashMap<String, Node>,
-    /// Call edges seen in forward lists and `calls`, as `caller << 32 | callee`.
-    forward_edges: Vec<u64>,
-    /// Call edges seen in reverse lists and `called_by`.
-    reverse_edges: Vec<u64>,
+    graph: CallGraph<'c>,
     /// Hashes of the keys inserted so far, per section, to spot duplicates.
     seen_keys: HashSet<(u8, u64)>,
     root: Option<String>,
@@ -486,7 +481,7 @@ struct Loader<'c> {
 }
 
 impl<'c> Loader<'c> {
-    fn new(conn: &'c Connection) -> Result<Loader<'c>> {
+    fn new(conn: &'c Connection, spill_dir: &Path) -> Result<Loader<'c>> {
         let file_cols = "key, path, path_field, lines, language, module, summary, purpose, owner, layer, stability, exports_json, imports_json, imported_by_json, domains_json, inline_json, extra";
         let symbol_cols = "key, file_path, name, qualified_name, type, file, line_start, line_end, exported, signature, summary, purpose, async, visibility, calls_json, called_by_json, constraints_json, extra";
         Ok(Loader {
@@ -510,9 +505,7 @@ impl<'c> Loader<'c> {
             insert_graph_list: conn.prepare(&insert_sql("graph_lists", "direction, key, items_json", false))?,
             insert_var: conn.prepare(&insert_sql("vars", "name, type, value, description, refs_json, source, lines_json, extra", true))?,
             insert_warning: conn.prepare("INSERT INTO import_warnings(path, message) VALUES (?1, ?2)")?,
-            nodes: HashMap::new(),
-            forward_edges: Vec::new(),
-            reverse_edges: Vec::new(),
+            graph: CallGraph::new(conn, spill_dir)?,
             seen_keys: HashSet::new(),
             root: None,
             root_ord: 0,
@@ -834,23 +827,14 @@ impl<'c> Loader<'c> {
             let Ok(Value::Array(items)) = serde_json::from_str::<Value>(list) else {
                 continue;
             };
-            let me = self.node(&own_name);
+            let me = self.graph.node(&own_name)?;
             for other in items.iter().filter_map(Value::as_str) {
-                let other = self.node(other);
+                let other = self.graph.node(other)?;
                 let (caller, callee) = if forward { (me, other) } else { (other, me) };
-                self.push_edge(caller, callee, forward);
+                self.graph.push_edge(caller, callee, forward)?;
             }
         }
         Ok(())
-    }
-
-    fn push_edge(&mut self, caller: i64, callee: i64, forward: bool) {
-        let packed = ((caller as u64) << 32) | callee as u64;
-        if forward {
-            self.forward_edges.push(packed);
-        } else {
-            self.reverse_edges.push(packed);
-        }
     }
 
     /// Whether `key` was already inserted in `section` (an exact check in SQL confirms a hash
@@ -883,16 +867,6 @@ impl<'c> Loader<'c> {
         Ok(found.is_some())
     }
 
-    fn node(&mut self, name: &str) -> i64 {
-        if let Some(node) = self.nodes.get(name) {
-            return node.id;
-        }
-        let id = self.nodes.len() as i64 + 1;
-        self.nodes
-            .insert(name.to_string(), Node { id, reverse_len: 0 });
-        id
-    }
-
     fn graph_list(&mut self, section: Section, key: String, value: Value) -> Result<()> {
         let forward = section == Section::GraphForward;
         let direction = if forward { "forward" } else { "reverse" };
@@ -905,7 +879,7 @@ impl<'c> Loader<'c> {
         }
         self.insert_graph_list
             .execute(params![direction, key, value.to_string()])?;
-        let key_id = self.node(&key);
+        let key_id = self.graph.node(&key)?;
         let Value::Array(items) = &value else {
             return self.warn(
                 format!("{}[{key:?}]", section.path()),
@@ -913,18 +887,16 @@ impl<'c> Loader<'c> {
             );
         };
         if !forward {
-            if let Some(node) = self.nodes.get_mut(&key) {
-                node.reverse_len += items.len() as i64;
-            }
+            self.graph.add_reverse_len(key_id, items.len());
         }
         for other in items.iter().filter_map(Value::as_str) {
-            let other_id = self.node(other);
+            let other_id = self.graph.node(other)?;
             let (caller, callee) = if forward {
                 (key_id, other_id)
             } else {
                 (other_id, key_id)
             };
-            self.push_edge(caller, callee, forward);
+            self.graph.push_edge(caller, callee, forward)?;
         }
         Ok(())
     }
@@ -1110,58 +1082,7 @@ impl<'c> Loader<'c> {
 
     /// Builds the de-duplicated edge table and the node table; returns the final counts.
     fn finish(mut self) -> Result<Counts> {
-        let node_count = self.nodes.len();
-        let mut callers = vec![0i64; node_count + 1];
-        let mut callees = vec![0i64; node_count + 1];
-        let mut forward = std::mem::take(&mut self.forward_edges);
-        let mut reverse = std::mem::take(&mut self.reverse_edges);
-        forward.sort_unstable();
-        reverse.sort_unstable();
-        {
-            let mut insert = self.conn.prepare(
-                "INSERT INTO call_edges(caller_id, callee_id, count, forward_count, reverse_count) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?;
-            let (mut f, mut r) = (0usize, 0usize);
-            while f < forward.len() || r < reverse.len() {
-                let edge = match (forward.get(f), reverse.get(r)) {
-                    (Some(&a), Some(&b)) => a.min(b),
-                    (Some(&a), None) => a,
-                    (None, Some(&b)) => b,
-                    (None, None) => unreachable!("loop condition"),
-                };
-                let start_f = f;
-                while forward.get(f) == Some(&edge) {
-                    f += 1;
-                }
-                let start_r = r;
-                while reverse.get(r) == Some(&edge) {
-                    r += 1;
-                }
-                let (fwd, rev) = ((f - start_f) as i64, (r - start_r) as i64);
-                let (caller, callee) = ((edge >> 32) as i64, (edge & 0xffff_ffff) as i64);
-                insert.execute(params![caller, callee, fwd.max(rev), fwd, rev])?;
-                callees[caller as usize] += 1;
-                callers[callee as usize] += 1;
-                self.counts.edges += 1;
-            }
-        }
-        drop((forward, reverse));
-        let mut insert = self.conn.prepare(
-            "INSERT INTO graph_nodes(id, name, callers, callees, reverse_len) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?;
-        let mut nodes: Vec<(String, Node)> = std::mem::take(&mut self.nodes).into_iter().collect();
-        nodes.sort_unstable_by_key(|(_, node)| node.id);
-        for (name, node) in nodes {
-            let i = node.id as usize;
-            insert.execute(params![
-                node.id,
-                name,
-                callers[i],
-                callees[i],
-                node.reverse_len
-            ])?;
-        }
-        drop(insert);
+        self.counts.edges = self.graph.finish(self.conn)?;
         if let Some(root) = self
             .root
             .clone()

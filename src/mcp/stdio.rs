@@ -1,6 +1,11 @@
-//! A stdin filter that makes malformed lines visible to the client.
+//! The protocol's stdin and stdout.
 //!
-//! rmcp drops lines that are not JSON without a word. Agents deserve an error instead, so each
+//! When they are pipes (as MCP clients spawn servers), both are read and written in
+//! non-blocking mode through the runtime's reactor; tokio's own `stdin()`/`stdout()` hand every
+//! read and write to a blocking-pool thread, two thread switches per request. A terminal or a
+//! file falls back to those.
+//!
+//! Stdin is also filtered: rmcp drops lines that are not JSON without a word. Agents deserve an error instead, so each
 //! malformed line is replaced by a well-formed but invalid JSON-RPC message, which rmcp answers
 //! with an "Invalid request" error; the server keeps serving.
 //!
@@ -8,17 +13,35 @@
 //! task or pipe between stdin and the protocol.
 
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use tokio::io::{AsyncBufRead, AsyncRead, BufReader, ReadBuf};
+use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader, ReadBuf};
+use tokio::net::unix::pipe;
 
 /// What a line that is not JSON is replaced with.
 const MALFORMED: &[u8] = br#"{"jsonrpc":"2.0","id":null,"error":"malformed line"}"#;
 
 /// Stdin with every line that is not valid JSON replaced by an invalid JSON-RPC request.
-pub fn filtered_stdin() -> impl AsyncRead + Send + Unpin + 'static {
-    LineFilter::new(tokio::io::stdin())
+pub fn filtered_stdin() -> Box<dyn AsyncRead + Send + Unpin> {
+    match duplicate(&std::io::stdin()).and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok()) {
+        Some(pipe) => Box::new(LineFilter::new(pipe)),
+        None => Box::new(LineFilter::new(tokio::io::stdin())),
+    }
+}
+
+/// Stdout for protocol messages.
+pub fn stdout() -> Box<dyn AsyncWrite + Send + Unpin> {
+    match duplicate(&std::io::stdout()).and_then(|fd| pipe::Sender::from_owned_fd(fd).ok()) {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::stdout()),
+    }
+}
+
+/// A second descriptor of a standard stream (`None` when it is closed).
+fn duplicate(stream: &impl AsFd) -> Option<OwnedFd> {
+    stream.as_fd().try_clone_to_owned().ok()
 }
 
 /// Reads whole lines from `inner` and hands them on, each checked and ending in `\n`.

@@ -1,0 +1,277 @@
+//! The call graph while it is imported: node ids by name and the edges seen, in memory bounded
+//! by a fixed edge buffer plus a small fixed-size record per distinct node name.
+//!
+//! Node names go to `graph_nodes` the moment they are first seen; the loader keeps only a
+//! 128-bit hash of each name. Edges are packed as `caller << 32 | callee` into a buffer that is
+//! sorted and written to an anonymous temporary file whenever it fills, and the sorted runs are
+//! merged at the end, so the edge list never has to fit in memory.
+
+use std::cmp::Reverse;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::hash::{Hash, Hasher};
+use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use rusqlite::{params, Connection, Statement};
+
+/// Edges held in memory per direction before a sorted run is written to disk (16 MiB each).
+const EDGE_BUFFER: usize = 1 << 21;
+
+/// Ids of call-graph nodes by name, and the edges between them.
+pub(super) struct CallGraph<'c> {
+    ids: HashMap<u128, u32>,
+    insert_node: Statement<'c>,
+    /// Length of `graph.reverse[name]` (duplicates counted), by node id - 1.
+    reverse_len: Vec<u32>,
+    /// Edges seen in `graph.forward` and symbols' `calls`.
+    forward: EdgeLog,
+    /// Edges seen in `graph.reverse` and symbols' `called_by`.
+    reverse: EdgeLog,
+}
+
+impl<'c> CallGraph<'c> {
+    /// An empty graph; sorted edge runs go to temporary files in `spill_dir`.
+    pub(super) fn new(conn: &'c Connection, spill_dir: &Path) -> Result<CallGraph<'c>> {
+        Ok(CallGraph {
+            ids: HashMap::new(),
+            insert_node: conn.prepare("INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)")?,
+            reverse_len: Vec::new(),
+            forward: EdgeLog::new(spill_dir),
+            reverse: EdgeLog::new(spill_dir),
+        })
+    }
+
+    /// The id of the node called `name`, created (and stored) on first sight.
+    pub(super) fn node(&mut self, name: &str) -> Result<u32> {
+        let hash = name_hash(name);
+        if let Some(&id) = self.ids.get(&hash) {
+            return Ok(id);
+        }
+        let id = u32::try_from(self.ids.len() + 1).context("more than 4 billion graph nodes")?;
+        self.insert_node.execute(params![id, name])?;
+        self.ids.insert(hash, id);
+        self.reverse_len.push(0);
+        Ok(id)
+    }
+
+    /// Adds `n` to the recorded length of node `id`'s reverse list.
+    pub(super) fn add_reverse_len(&mut self, id: u32, n: usize) {
+        let slot = &mut self.reverse_len[id as usize - 1];
+        *slot = slot.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+
+    /// Records one occurrence of the edge `caller → callee` in a forward or a reverse source.
+    pub(super) fn push_edge(&mut self, caller: u32, callee: u32, forward: bool) -> Result<()> {
+        let packed = (u64::from(caller) << 32) | u64::from(callee);
+        if forward {
+            self.forward.push(packed)
+        } else {
+            self.reverse.push(packed)
+        }
+    }
+
+    /// Writes `call_edges` (the union of both directions, with counts) and each node's caller,
+    /// callee and reverse-list counts. Returns the number of distinct edges.
+    pub(super) fn finish(self, conn: &Connection) -> Result<u64> {
+        let nodes = self.ids.len();
+        drop(self.ids);
+        let mut callers = vec![0u32; nodes + 1];
+        let mut callees = vec![0u32; nodes + 1];
+        let mut forward = self.forward.into_sorted()?;
+        let mut reverse = self.reverse.into_sorted()?;
+        let mut insert = conn.prepare(
+            "INSERT INTO call_edges(caller_id, callee_id, count, forward_count, reverse_count) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        let mut edges = 0u64;
+        loop {
+            let edge = match (forward.peek(), reverse.peek()) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) => a,
+                (None, Some(b)) => b,
+                (None, None) => break,
+            };
+            let fwd = forward.take_all(edge)?;
+            let rev = reverse.take_all(edge)?;
+            let (caller, callee) = ((edge >> 32) as usize, (edge & 0xffff_ffff) as usize);
+            insert.execute(params![
+                caller as i64,
+                callee as i64,
+                fwd.max(rev) as i64,
+                fwd as i64,
+                rev as i64
+            ])?;
+            callees[caller] += 1;
+            callers[callee] += 1;
+            edges += 1;
+        }
+        let mut update = conn.prepare(
+            "UPDATE graph_nodes SET callers = ?2, callees = ?3, reverse_len = ?4 WHERE id = ?1",
+        )?;
+        for id in 1..=nodes {
+            let reverse_len = self.reverse_len[id - 1];
+            if callers[id] > 0 || callees[id] > 0 || reverse_len > 0 {
+                update.execute(params![id as i64, callers[id], callees[id], reverse_len])?;
+            }
+        }
+        Ok(edges)
+    }
+}
+
+/// A 128-bit hash of a node name: two independent 64-bit SipHashes, so that two distinct names
+/// sharing an id is out of reach (about 2^-128 per pair).
+fn name_hash(name: &str) -> u128 {
+    let half = |seed: u8| {
+        let mut hasher = DefaultHasher::new();
+        hasher.write_u8(seed);
+        name.hash(&mut hasher);
+        hasher.finish()
+    };
+    (u128::from(half(0x5a)) << 64) | u128::from(half(0xa5))
+}
+
+/// Packed edges: a bounded buffer, and sorted runs in temporary files.
+struct EdgeLog {
+    dir: PathBuf,
+    buffer: Vec<u64>,
+    runs: Vec<File>,
+}
+
+impl EdgeLog {
+    fn new(dir: &Path) -> EdgeLog {
+        EdgeLog {
+            dir: dir.to_path_buf(),
+            buffer: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, edge: u64) -> Result<()> {
+        self.buffer.push(edge);
+        if self.buffer.len() >= EDGE_BUFFER {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Sorts the buffer and writes it out as a run.
+    fn spill(&mut self) -> Result<()> {
+        self.buffer.sort_unstable();
+        let file = tempfile::tempfile_in(&self.dir).with_context(|| {
+            format!(
+                "cannot create a temporary file in {} for the call graph",
+                self.dir.display()
+            )
+        })?;
+        let mut writer = BufWriter::with_capacity(1 << 16, file);
+        for edge in &self.buffer {
+            writer.write_all(&edge.to_le_bytes())?;
+        }
+        let mut file = writer.into_inner().map_err(|e| e.into_error())?;
+        file.rewind()?;
+        self.runs.push(file);
+        self.buffer.clear();
+        Ok(())
+    }
+
+    /// All edges in ascending order (duplicates kept).
+    fn into_sorted(mut self) -> Result<SortedEdges> {
+        self.buffer.sort_unstable();
+        let mut runs: Vec<Run> = self
+            .runs
+            .into_iter()
+            .map(|f| Run::File(BufReader::with_capacity(1 << 16, f)))
+            .collect();
+        runs.push(Run::Memory(self.buffer.into_iter()));
+        let mut heads = BinaryHeap::new();
+        for (i, run) in runs.iter_mut().enumerate() {
+            if let Some(edge) = run.next()? {
+                heads.push(Reverse((edge, i)));
+            }
+        }
+        Ok(SortedEdges { runs, heads })
+    }
+}
+
+/// One sorted run of edges.
+enum Run {
+    Memory(std::vec::IntoIter<u64>),
+    File(BufReader<File>),
+}
+
+impl Run {
+    fn next(&mut self) -> Result<Option<u64>> {
+        match self {
+            Run::Memory(edges) => Ok(edges.next()),
+            Run::File(reader) => {
+                let mut bytes = [0u8; 8];
+                match reader.read_exact(&mut bytes) {
+                    Ok(()) => Ok(Some(u64::from_le_bytes(bytes))),
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+                    Err(e) => Err(e).context("reading back the call graph"),
+                }
+            }
+        }
+    }
+}
+
+/// A k-way merge of sorted runs.
+struct SortedEdges {
+    runs: Vec<Run>,
+    heads: BinaryHeap<Reverse<(u64, usize)>>,
+}
+
+impl SortedEdges {
+    /// The smallest edge not yet taken.
+    fn peek(&self) -> Option<u64> {
+        self.heads.peek().map(|Reverse((edge, _))| *edge)
+    }
+
+    /// Takes every occurrence of `edge` (the current smallest) and returns how many there were.
+    fn take_all(&mut self, edge: u64) -> Result<u64> {
+        let mut n = 0;
+        while self.peek() == Some(edge) {
+            let Reverse((_, i)) = self.heads.pop().expect("peeked");
+            n += 1;
+            if let Some(next) = self.runs[i].next()? {
+                self.heads.push(Reverse((next, i)));
+            }
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_merge_in_order_with_duplicates() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = EdgeLog::new(dir.path());
+        // More than one buffer's worth, in descending order, each edge twice.
+        let total = EDGE_BUFFER as u64 + 1000;
+        for edge in (0..total).rev() {
+            log.push(edge * 7).unwrap();
+            log.push(edge * 7).unwrap();
+        }
+        assert!(!log.runs.is_empty(), "the buffer never spilled");
+        let mut sorted = log.into_sorted().unwrap();
+        let mut expected = 0;
+        while let Some(edge) = sorted.peek() {
+            assert_eq!(edge, expected * 7);
+            assert_eq!(sorted.take_all(edge).unwrap(), 2);
+            expected += 1;
+        }
+        assert_eq!(expected, total);
+    }
+
+    #[test]
+    fn names_hash_apart() {
+        assert_ne!(name_hash("a"), name_hash("b"));
+        assert_eq!(name_hash("validate"), name_hash("validate"));
+        assert_ne!(name_hash(""), name_hash(" "));
+    }
+}
