@@ -170,18 +170,18 @@ struct Query {
     overlapping: bool,
 }
 
-/// Columns of a hit: kind (0 symbol, 1 file), row id, bm25 score (0 for globs), tier and the
-/// key that orders a tier. What a match shows is read for the rows of the page only.
+/// Columns of a hit: kind (0 symbol, 1 file), row id, score and sort key (what orders a tier,
+/// lowest first), tier. What a match shows is read for the rows of the page only.
 const HIT_COLUMNS: &str = "kind, id, score, tier, sort_key";
-const SYMBOL_COLUMNS: &str = "coalesce(s.qualified_name, s.key)";
-const FILE_COLUMNS: &str = "f.path";
+const SYMBOL_SORT_KEY: &str = "coalesce(s.qualified_name, s.key)";
+const FILE_SORT_KEY: &str = "f.path";
 const QNAME: &str = "lower(coalesce(s.qualified_name, s.key))";
 
 /// A source of symbol rows from full-text index `table` matched by `param`, ordered within
 /// their tier by `score` (lowest first).
 fn symbol_source(table: &str, param: &str, score: &str, tier: &str, filter: &str) -> String {
     format!(
-        "SELECT * FROM (SELECT 0, s.id, {score}, {tier}, {SYMBOL_COLUMNS}
+        "SELECT * FROM (SELECT 0, s.id, {score}, {tier}, {SYMBOL_SORT_KEY}
          FROM {table} JOIN symbols s ON s.id = {table}.rowid
          WHERE {table} MATCH {param} AND {filter} LIMIT :cap)"
     )
@@ -191,7 +191,7 @@ fn symbol_source(table: &str, param: &str, score: &str, tier: &str, filter: &str
 /// tier by `score` (lowest first).
 fn file_source(table: &str, param: &str, score: &str, tier: &str, filter: &str) -> String {
     format!(
-        "SELECT * FROM (SELECT 1, f.id, {score}, {tier}, {FILE_COLUMNS}
+        "SELECT * FROM (SELECT 1, f.id, {score}, {tier}, {FILE_SORT_KEY}
          FROM {table} JOIN files f ON f.id = {table}.rowid
          WHERE {table} MATCH {param} AND {filter} LIMIT :cap)"
     )
@@ -223,7 +223,7 @@ fn build(plan: &Plan, pattern: &str) -> Query {
             let in_name = "instr(lower(s.name), lower(:p)) > 0";
             let in_qname = format!("instr({QNAME}, lower(:p)) > 0");
             q.sources.push(format!(
-                "SELECT * FROM (SELECT 0, s.id, 0.0, 0, {SYMBOL_COLUMNS}
+                "SELECT * FROM (SELECT 0, s.id, 0.0, 0, {SYMBOL_SORT_KEY}
                  FROM symbols s WHERE s.name = :p LIMIT :cap)"
             ));
             q.sources.push(symbol_source(
@@ -300,7 +300,7 @@ fn build(plan: &Plan, pattern: &str) -> Query {
                   ELSE 9 END"
             );
             q.sources.push(format!(
-                "SELECT * FROM (SELECT 0, s.id, 0.0, {symbol_tier}, {SYMBOL_COLUMNS}
+                "SELECT * FROM (SELECT 0, s.id, 0.0, {symbol_tier}, {SYMBOL_SORT_KEY}
                  FROM symbols s WHERE s.name = :p LIMIT :cap)"
             ));
             if has_word_chars(text) {
