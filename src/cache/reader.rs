@@ -517,7 +517,8 @@ fn member_path(parent: &str, key: &str) -> String {
     }
 }
 
-fn json_type(value: &Value) -> &'static str {
+/// How a JSON value's type reads in a message: "a string", "an object", "null", ….
+pub(crate) fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -600,7 +600,7 @@ impl<'c> Loader<'c> {
                     format!("{prefix}{key}"),
                     format!(
                         "expected an object, found {}; kept verbatim, no entries imported from it",
-                        json_kind(value)
+                        reader::json_type(value)
                     ),
                 )?;
             }
@@ -1091,17 +1091,6 @@ impl<'c> Loader<'c> {
             rebase_absolute_paths(self.conn, &root)?;
         }
         Ok(std::mem::take(&mut self.counts))
-    }
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
