@@ -578,6 +578,39 @@ fn search_on_the_sample_cache() {
     assert_eq!(match_names(&answer), vec!["src/legacy/export.ts:toCsv"]);
 }
 
+/// Each match is found once, in its best tier, whatever the case of non-ASCII letters.
+#[test]
+fn search_tiers_do_not_depend_on_ascii_case_folding() {
+    let cache = json!({
+        "version": "0.5.1",
+        "project": {"name": "unicode"},
+        "files": {
+            "src/école/plan.ts": {"path": "src/école/plan.ts", "lines": 30, "language": "typescript", "purpose": "Plans the ÉCOLE term"},
+            "src/other.ts": {"path": "src/other.ts", "lines": 5, "language": "typescript"}
+        },
+        "symbols": {
+            "ÉcoleManager": {"name": "ÉcoleManager", "qualified_name": "src/other.ts:ÉcoleManager", "type": "class", "file": "src/other.ts", "lines": [1, 5], "exported": true},
+            "planTerm": {"name": "planTerm", "qualified_name": "src/école/plan.ts:planTerm", "type": "function", "file": "src/école/plan.ts", "lines": [1, 30], "exported": true},
+            "grade": {"name": "grade", "qualified_name": "src/other.ts:grade", "type": "function", "file": "src/other.ts", "lines": [2, 3], "exported": true, "purpose": "Grades an école exam"}
+        }
+    });
+    let project = project(&cache.to_string(), None);
+    let conn = open(&project);
+    let answer = ok(&conn, json!({"type": "search", "pattern": "école"}));
+    assert_eq!(
+        match_names(&answer),
+        vec![
+            // name contains it (É folded to é), then qualified name, then purpose words;
+            // then the files.
+            "src/other.ts:ÉcoleManager",
+            "src/école/plan.ts:planTerm",
+            "src/other.ts:grade",
+            "src/école/plan.ts",
+        ]
+    );
+    assert_eq!(answer["result"]["total"], 4);
+}
+
 #[test]
 fn search_ranks_exact_names_first() {
     let conn = open(generated());

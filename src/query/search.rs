@@ -216,12 +216,13 @@ fn build(plan: &Plan, pattern: &str) -> Query {
     };
     match plan {
         Plan::Substring(text) => {
-            // Disjoint sources by tier: exact name; name contains; qualified name contains;
-            // words of signature, purpose or summary; then files.
+            // Disjoint sources by tier: exact name; name contains; qualified name contains
+            // (and the name does not); words of signature, purpose or summary (and neither name
+            // contains the pattern); then files likewise. Containment is the trigram index's
+            // (case folded over all of Unicode), so each row lands in exactly one source.
             let name_tier = "CASE WHEN lower(s.name) = lower(:p) THEN 1
                   WHEN substr(lower(s.name), 1, length(:p)) = lower(:p) THEN 2 ELSE 3 END";
-            let in_name = "instr(lower(s.name), lower(:p)) > 0";
-            let in_qname = format!("instr({QNAME}, lower(:p)) > 0");
+            let quoted = fts_quote(text);
             q.sources.push(format!(
                 "SELECT * FROM (SELECT 0, s.id, 0.0, 0, {SYMBOL_SORT_KEY}
                  FROM symbols s WHERE s.name = :p LIMIT :cap)"
@@ -231,31 +232,32 @@ fn build(plan: &Plan, pattern: &str) -> Query {
                 ":sn",
                 "length(s.name)",
                 name_tier,
-                &format!("s.name IS NOT :p AND {in_name}"),
+                "s.name IS NOT :p",
             ));
             q.sources.push(symbol_source(
                 "symbols_trigram",
                 ":sq",
                 "length(coalesce(s.qualified_name, s.key))",
                 "4",
-                &format!("NOT coalesce({in_name}, 0) AND {in_qname}"),
+                "1",
             ));
-            q.params
-                .push((":sn", format!("name : {}", fts_quote(text))));
-            q.params
-                .push((":sq", format!("qualified_name : {}", fts_quote(text))));
+            q.params.push((":sn", format!("name : {quoted}")));
+            q.params.push((
+                ":sq",
+                format!("qualified_name : {quoted} NOT name : {quoted}"),
+            ));
+            q.params.push((":st", quoted.clone()));
             if has_word_chars(text) {
                 q.sources.push(symbol_source(
                     "symbols_fts",
                     ":sw",
                     "bm25(symbols_fts)",
                     "5",
-                    &format!("NOT coalesce({in_name}, 0) AND NOT {in_qname}"),
+                    "NOT EXISTS (SELECT 1 FROM symbols_trigram t
+                                 WHERE t.rowid = s.id AND t.symbols_trigram MATCH :st)",
                 ));
-                q.params.push((
-                    ":sw",
-                    format!("{{signature purpose summary}} : {}", fts_quote(text)),
-                ));
+                q.params
+                    .push((":sw", format!("{{signature purpose summary}} : {quoted}")));
             }
             let file_tier = format!(
                 "CASE WHEN lower({BASENAME}) = lower(:p) THEN 6
@@ -266,21 +268,20 @@ fn build(plan: &Plan, pattern: &str) -> Query {
                 ":fq",
                 "length(f.path)",
                 &file_tier,
-                "instr(lower(f.path), lower(:p)) > 0",
+                "1",
             ));
-            q.params.push((":fq", fts_quote(text)));
+            q.params.push((":fq", quoted.clone()));
             if has_word_chars(text) {
                 q.sources.push(file_source(
                     "files_fts",
                     ":fw",
                     "bm25(files_fts)",
                     "9",
-                    "instr(lower(f.path), lower(:p)) = 0",
+                    "NOT EXISTS (SELECT 1 FROM files_trigram t
+                                 WHERE t.rowid = f.id AND t.files_trigram MATCH :fq)",
                 ));
-                q.params.push((
-                    ":fw",
-                    format!("{{module summary purpose}} : {}", fts_quote(text)),
-                ));
+                q.params
+                    .push((":fw", format!("{{module summary purpose}} : {quoted}")));
             }
         }
         Plan::Short(text) => {
