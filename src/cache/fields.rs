@@ -118,6 +118,26 @@ pub fn column_count(fields: &[Field]) -> usize {
         .sum()
 }
 
+/// An entry split into its columns and the JSON text of its `extra` remainder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// One cell per column of `fields` (see [`column_count`]).
+    pub cells: Vec<Cell>,
+    /// The fields no column models, as a JSON object.
+    pub extra: String,
+}
+
+impl Record {
+    /// Splits `entry` by `fields` (see [`split`]).
+    pub fn split(entry: Map<String, Value>, fields: &[Field]) -> Record {
+        let (cells, extra) = split(entry, fields);
+        Record {
+            cells,
+            extra: Value::Object(extra).to_string(),
+        }
+    }
+}
+
 /// Splits an entry into column cells (in field order) and the `extra` remainder.
 pub fn split(mut entry: Map<String, Value>, fields: &[Field]) -> (Vec<Cell>, Map<String, Value>) {
     let mut cells = Vec::with_capacity(column_count(fields));

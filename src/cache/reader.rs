@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
+use super::fields::{self, Record};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -112,7 +113,11 @@ pub enum Event {
         key: String,
         value: Option<Value>,
     },
-    /// One entry of a streamed map section.
+    /// One file entry, split into the model's columns on the reading thread.
+    File { key: String, record: Record },
+    /// One symbol entry, split into the model's columns on the reading thread.
+    Symbol { key: String, record: Record },
+    /// One entry of another streamed map section.
     Entry {
         section: Section,
         key: String,
@@ -687,10 +692,21 @@ impl Reader {
                 )
                 .in_path(|| path.to_string()));
             }
-            reader.send(Event::Entry {
-                section,
-                key: key.to_string(),
-                value,
+            let key = key.to_string();
+            reader.send(match (section, value) {
+                (Section::Files, Value::Object(map)) => Event::File {
+                    key,
+                    record: Record::split(map, fields::FILE_FIELDS),
+                },
+                (Section::Symbols, Value::Object(map)) => Event::Symbol {
+                    key,
+                    record: Record::split(map, fields::SYMBOL_FIELDS),
+                },
+                (section, value) => Event::Entry {
+                    section,
+                    key,
+                    value,
+                },
             })
         })?;
         Ok(None)
@@ -808,7 +824,7 @@ mod tests {
         .unwrap();
         let entries = events
             .iter()
-            .filter(|e| matches!(e, Event::Entry { .. }))
+            .filter(|e| matches!(e, Event::File { .. } | Event::Entry { .. }))
             .count();
         let items = events
             .iter()

@@ -21,7 +21,7 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, Statement, ToSql};
 use serde_json::Value;
 
-use crate::cache::fields::{self, Cell};
+use crate::cache::fields::{self, Cell, Record};
 use crate::cache::paths::canonical_path;
 use crate::cache::reader::{
     self, DocumentKind, Event, Limits, List, Progress, ReadOutcome, Scope, Section,
@@ -554,6 +554,8 @@ impl<'c> Loader<'c> {
     fn event(&mut self, kind: DocumentKind, event: Event) -> Result<()> {
         match event {
             Event::Member { scope, key, value } => self.member(kind, scope, key, value),
+            Event::File { key, record } => self.file(key, record),
+            Event::Symbol { key, record } => self.symbol(key, record),
             Event::Entry {
                 section,
                 key,
@@ -683,8 +685,10 @@ impl<'c> Loader<'c> {
 
     fn entry(&mut self, section: Section, key: String, value: Value) -> Result<()> {
         match section {
-            Section::Files => self.file(key, value),
-            Section::Symbols => self.symbol(key, value),
+            Section::Files | Section::Symbols => {
+                unreachable!("the reader sends file and symbol entries as records")
+            }
+            Section::GraphForward | Section::GraphReverse => self.graph_list(section, key, value),
             Section::SourceFiles => {
                 let path = self.canonical(&key);
                 let (mtime, raw) = match value {
@@ -705,7 +709,6 @@ impl<'c> Loader<'c> {
                 Ok(())
             }
             Section::Domains => self.domain(key, value),
-            Section::GraphForward | Section::GraphReverse => self.graph_list(section, key, value),
             Section::ByFile => self.constraint(key, value),
             Section::ByLockLevel => {
                 let level = normalize_lock_level(&key);
@@ -725,12 +728,9 @@ impl<'c> Loader<'c> {
         }
     }
 
-    fn file(&mut self, key: String, value: Value) -> Result<()> {
-        let Value::Object(map) = value else {
-            unreachable!("the reader only yields object entries")
-        };
+    fn file(&mut self, key: String, record: Record) -> Result<()> {
         let path = self.canonical(&key);
-        let (cells, extra) = fields::split(map, fields::FILE_FIELDS);
+        let Record { cells, extra } = record;
         let json_path = || format!("files[{key:?}]");
         self.check_enum(json_path, "language", cells[2].as_str(), KNOWN_LANGUAGES)?;
         let mut values: Vec<&dyn ToSql> = Vec::with_capacity(17);
@@ -740,8 +740,7 @@ impl<'c> Loader<'c> {
         for cell in &sql_cells {
             values.push(cell);
         }
-        let extra_text = Value::Object(extra).to_string();
-        values.push(&extra_text);
+        values.push(&extra);
         if self.is_duplicate(1, "files", &key)? {
             return self.warn(json_path(), "duplicate key; the first entry is kept");
         }
@@ -786,11 +785,8 @@ impl<'c> Loader<'c> {
         Ok(())
     }
 
-    fn symbol(&mut self, key: String, value: Value) -> Result<()> {
-        let Value::Object(map) = value else {
-            unreachable!("the reader only yields object entries")
-        };
-        let (cells, extra) = fields::split(map, fields::SYMBOL_FIELDS);
+    fn symbol(&mut self, key: String, record: Record) -> Result<()> {
+        let Record { cells, extra } = record;
         let json_path = || format!("symbols[{key:?}]");
         self.check_enum(
             json_path,
@@ -812,14 +808,13 @@ impl<'c> Loader<'c> {
         for cell in &sql_cells {
             values.push(cell);
         }
-        let extra_text = Value::Object(extra).to_string();
-        values.push(&extra_text);
+        values.push(&extra);
         if self.is_duplicate(2, "symbols", &key)? {
             return self.warn(json_path(), "duplicate key; the first entry is kept");
         }
         self.insert_symbol.execute(values.as_slice())?;
         self.counts.symbols += 1;
-        let own_name = cells[1].as_str().unwrap_or(&key).to_string();
+        let own_name = cells[1].as_str().unwrap_or(&key);
         for (column, forward) in [(12usize, true), (13usize, false)] {
             let Some(list) = cells[column].as_str() else {
                 continue;
@@ -827,7 +822,7 @@ impl<'c> Loader<'c> {
             let Ok(Value::Array(items)) = serde_json::from_str::<Value>(list) else {
                 continue;
             };
-            let me = self.graph.node(&own_name)?;
+            let me = self.graph.node(own_name)?;
             for other in items.iter().filter_map(Value::as_str) {
                 let other = self.graph.node(other)?;
                 let (caller, callee) = if forward { (me, other) } else { (other, me) };
