@@ -219,7 +219,9 @@ fn build(plan: &Plan, pattern: &str) -> Query {
             // Disjoint sources by tier: exact name; name contains; qualified name contains
             // (and the name does not); words of signature, purpose or summary (and neither name
             // contains the pattern); then files likewise. Containment is the trigram index's
-            // (case folded over all of Unicode), so each row lands in exactly one source.
+            // (case folded over all of Unicode), so each row lands in exactly one source. The
+            // word sources are read only when the trigram sources held fewer hits than the cap,
+            // so the sets they exclude are small.
             let name_tier = "CASE WHEN lower(s.name) = lower(:p) THEN 1
                   WHEN substr(lower(s.name), 1, length(:p)) = lower(:p) THEN 2 ELSE 3 END";
             let quoted = fts_quote(text);
@@ -253,8 +255,7 @@ fn build(plan: &Plan, pattern: &str) -> Query {
                     ":sw",
                     "bm25(symbols_fts)",
                     "5",
-                    "NOT EXISTS (SELECT 1 FROM symbols_trigram t
-                                 WHERE t.rowid = s.id AND t.symbols_trigram MATCH :st)",
+                    "s.id NOT IN (SELECT rowid FROM symbols_trigram WHERE symbols_trigram MATCH :st)",
                 ));
                 q.params
                     .push((":sw", format!("{{signature purpose summary}} : {quoted}")));
@@ -277,8 +278,7 @@ fn build(plan: &Plan, pattern: &str) -> Query {
                     ":fw",
                     "bm25(files_fts)",
                     "9",
-                    "NOT EXISTS (SELECT 1 FROM files_trigram t
-                                 WHERE t.rowid = f.id AND t.files_trigram MATCH :fq)",
+                    "f.id NOT IN (SELECT rowid FROM files_trigram WHERE files_trigram MATCH :fq)",
                 ));
                 q.params
                     .push((":fw", format!("{{module summary purpose}} : {quoted}")));
