@@ -5,9 +5,9 @@
 //! read and write to a blocking-pool thread, two thread switches per request. A terminal or a
 //! file falls back to those.
 //!
-//! Stdin is also filtered: rmcp drops lines that are not JSON without a word. Agents deserve an error instead, so each
-//! malformed line is replaced by a well-formed but invalid JSON-RPC message, which rmcp answers
-//! with an "Invalid request" error; the server keeps serving.
+//! Stdin is also filtered: rmcp drops lines that are not JSON without a word. Agents deserve an
+//! error instead, so each malformed line is replaced by a well-formed but invalid JSON-RPC
+//! message, which rmcp answers with an "Invalid request" error; the server keeps serving.
 //!
 //! The filter works inside `poll_read` of the reader rmcp polls, so a request costs no extra
 //! task or pipe between stdin and the protocol.

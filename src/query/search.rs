@@ -104,10 +104,11 @@ enum Plan {
     /// Word-prefix search (1 or 2 characters).
     Short(String),
     /// Glob over whole names and paths. `glob` is lower-cased with `[` escaped for SQLite's
-    /// GLOB; candidates come from `run` (3+ literal characters, trigram) or else `prefix`.
+    /// GLOB; candidates come from `prefix` (the literal text before the first wildcard) or
+    /// from `runs` (every literal run of 3+ characters, all required of a trigram match).
     Glob {
         glob: String,
-        run: Option<String>,
+        runs: Vec<String>,
         prefix: Option<String>,
     },
 }
@@ -133,17 +134,17 @@ fn plan(pattern: &str) -> QueryResult<Plan> {
             Plan::Short(pattern.to_string())
         });
     }
-    let run = pattern
+    let runs: Vec<String> = pattern
         .split(['*', '?'])
         .filter(|r| r.chars().count() >= 3)
-        .max_by_key(|r| r.chars().count())
-        .map(str::to_string);
+        .map(str::to_string)
+        .collect();
     let prefix = pattern
         .split(['*', '?'])
         .next()
         .filter(|p| !p.is_empty())
         .map(str::to_string);
-    if run.is_none() && prefix.is_none() {
+    if runs.is_empty() && prefix.is_none() {
         return Err(QueryError::invalid_with(
             format!(
                 "Pattern too broad: {pattern}. A glob needs a literal prefix (validate*) or 3 consecutive literal characters (*Session)."
@@ -153,7 +154,7 @@ fn plan(pattern: &str) -> QueryResult<Plan> {
     }
     Ok(Plan::Glob {
         glob: pattern.to_ascii_lowercase().replace('[', "[[]"),
-        run,
+        runs,
         prefix,
     })
 }
@@ -208,7 +209,35 @@ fn symbol_prefix_source(expr: &str, tier: u8, filter: &str) -> String {
     )
 }
 
-fn build(plan: &Plan, pattern: &str) -> Query {
+/// Qualified names in a glob's prefix range beyond which the range is not worth reading
+/// (`src*Report` would scan every `src/…` name): the literal runs go through trigrams.
+const QNAME_RANGE_LIMIT: i64 = 5_000;
+
+/// Whether few enough qualified names start with the glob's literal prefix to read them all
+/// from the index (counts at most [`QNAME_RANGE_LIMIT`] index entries).
+fn narrow_qname_prefix(conn: &Connection, plan: &Plan) -> QueryResult<bool> {
+    let Plan::Glob {
+        prefix: Some(prefix),
+        ..
+    } = plan
+    else {
+        return Ok(false);
+    };
+    let n: i64 = conn
+        .prepare_cached(&format!(
+            "SELECT count(*) FROM (SELECT 1 FROM symbols s
+             WHERE {QNAME} >= ?1 AND {QNAME} < ?1 || char(1114111) LIMIT ?2)"
+        ))?
+        .query_row(
+            rusqlite::params![prefix.to_ascii_lowercase(), QNAME_RANGE_LIMIT],
+            |r| r.get(0),
+        )?;
+    Ok(n < QNAME_RANGE_LIMIT)
+}
+
+/// The sources of `plan`; `narrow_qname_prefix` says whether a glob's qualified-name matches
+/// are read from the prefix range (else through the trigram index).
+fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
     let mut q = Query {
         sources: Vec::new(),
         params: vec![(":p", pattern.to_string())],
@@ -323,23 +352,28 @@ fn build(plan: &Plan, pattern: &str) -> Query {
                 q.params.push((":fw", format!("{} *", fts_quote(text))));
             }
         }
-        Plan::Glob { glob, run, prefix } => {
+        Plan::Glob { glob, runs, prefix } => {
             // Disjoint sources by tier: simple name matches; qualified name matches (and the
             // simple name does not); file name matches; path matches.
             q.params.push((":g", glob.clone()));
             let name_glob = "lower(s.name) GLOB :g";
             let qname_glob = format!("{QNAME} GLOB :g AND NOT coalesce({name_glob}, 0)");
-            // A literal prefix of 3+ characters (or the only literal) selects a range of the
-            // lower-cased name indexes; else the longest literal run goes through trigrams.
-            let range = prefix
-                .as_ref()
-                .filter(|p| p.chars().count() >= 3 || run.is_none());
-            if let Some(prefix) = range {
+            // Every literal run of 3+ characters, required in `column` (trigram query).
+            let all_runs = |column: &str| {
+                runs.iter()
+                    .map(|r| format!("{column}{}", fts_quote(r)))
+                    .collect::<Vec<_>>()
+                    .join(" AND ")
+            };
+            // Simple names: a literal prefix selects a range of the lower-cased name index,
+            // read from the index alone; without one, the literal runs go through trigrams.
+            // Qualified names: the prefix range when it is narrow (`src/auth/*`), else the
+            // trigrams of every literal run (`src*Report` by `report`, not by all of `src`).
+            if let Some(prefix) = prefix {
                 q.params.push((":lo", prefix.to_ascii_lowercase()));
                 q.sources
                     .push(symbol_prefix_source("lower(s.name)", 2, name_glob));
-                q.sources.push(symbol_prefix_source(QNAME, 4, &qname_glob));
-            } else if let Some(run) = run {
+            } else if !runs.is_empty() {
                 q.sources.push(symbol_source(
                     "symbols_trigram",
                     ":sn",
@@ -347,6 +381,11 @@ fn build(plan: &Plan, pattern: &str) -> Query {
                     "2",
                     name_glob,
                 ));
+                q.params.push((":sn", all_runs("name : ")));
+            }
+            if prefix.is_some() && (narrow_qname_prefix || runs.is_empty()) {
+                q.sources.push(symbol_prefix_source(QNAME, 4, &qname_glob));
+            } else if !runs.is_empty() {
                 q.sources.push(symbol_source(
                     "symbols_trigram",
                     ":sq",
@@ -354,15 +393,13 @@ fn build(plan: &Plan, pattern: &str) -> Query {
                     "4",
                     &qname_glob,
                 ));
-                q.params.push((":sn", format!("name : {}", fts_quote(run))));
-                q.params
-                    .push((":sq", format!("qualified_name : {}", fts_quote(run))));
+                q.params.push((":sq", all_runs("qualified_name : ")));
             }
             let base_glob = format!("lower({BASENAME}) GLOB :g");
             let path_glob = format!("lower(f.path) GLOB :g AND NOT {base_glob}");
-            let file_index = match (run, prefix) {
-                (Some(run), _) => Some(("files_trigram", fts_quote(run))),
-                (None, Some(prefix)) if has_word_chars(prefix) => {
+            let file_index = match (runs.is_empty(), prefix) {
+                (false, _) => Some(("files_trigram", all_runs(""))),
+                (true, Some(prefix)) if has_word_chars(prefix) => {
                     Some(("files_fts", format!("path : {} *", fts_quote(prefix))))
                 }
                 _ => None,
@@ -445,7 +482,7 @@ fn contains_param(sql: &str, name: &str) -> bool {
 /// The SQL of one search page and its parameters, exposed for query-plan checks.
 pub fn page_statement(pattern: &str) -> QueryResult<(String, Vec<(String, SqlValue)>)> {
     let plan = plan(pattern)?;
-    let query = build(&plan, pattern);
+    let query = build(&plan, pattern, true);
     let sql = query.page_sql();
     let mut params: Vec<(String, SqlValue)> = query
         .params
@@ -462,7 +499,8 @@ pub fn page_statement(pattern: &str) -> QueryResult<(String, Vec<(String, SqlVal
 /// `acp_query` search: one page of matches for `pattern`.
 pub fn search(conn: &Connection, pattern: &str, page: Page) -> QueryResult<SearchResponse> {
     let plan = plan(pattern)?;
-    let query = build(&plan, pattern);
+    let narrow = narrow_qname_prefix(conn, &plan)?;
+    let query = build(&plan, pattern, narrow);
     let mut matches = Vec::new();
     let mut count: Option<u64> = None;
     if !query.sources.is_empty() {
@@ -531,7 +569,7 @@ mod tests {
             plan("Validate*").unwrap(),
             Plan::Glob {
                 glob: "validate*".into(),
-                run: Some("Validate".into()),
+                runs: vec!["Validate".into()],
                 prefix: Some("Validate".into())
             }
         );
@@ -539,7 +577,7 @@ mod tests {
             plan("v?[x]*").unwrap(),
             Plan::Glob {
                 glob: "v?[[]x]*".into(),
-                run: Some("[x]".into()),
+                runs: vec!["[x]".into()],
                 prefix: Some("v".into())
             }
         );
