@@ -214,15 +214,21 @@ fn symbol_prefix_source(expr: &str, tier: u8, filter: &str) -> String {
 const QNAME_RANGE_LIMIT: i64 = 5_000;
 
 /// Whether few enough qualified names start with the glob's literal prefix to read them all
-/// from the index (counts at most [`QNAME_RANGE_LIMIT`] index entries).
+/// from the index (counts at most [`QNAME_RANGE_LIMIT`] index entries, and only when trigrams
+/// are the alternative).
 fn narrow_qname_prefix(conn: &Connection, plan: &Plan) -> QueryResult<bool> {
+    // Without a literal run the range is read anyway: nothing to decide.
     let Plan::Glob {
         prefix: Some(prefix),
+        runs,
         ..
     } = plan
     else {
         return Ok(false);
     };
+    if runs.is_empty() {
+        return Ok(true);
+    }
     let n: i64 = conn
         .prepare_cached(&format!(
             "SELECT count(*) FROM (SELECT 1 FROM symbols s
