@@ -5,6 +5,7 @@
 //! `migrations/index`) → `query` (typed query functions) → `mcp` (the protocol layer).
 //! See `ARCHITECTURE.md` for the code map and the invariants each module keeps.
 
+pub mod args;
 pub mod bench;
 pub mod cache;
 pub mod console;

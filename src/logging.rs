@@ -9,11 +9,32 @@ use tracing_subscriber::{reload, EnvFilter, Registry};
 
 static HANDLE: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
 
+/// Libraries whose informational chatter (migrations applied, service started) is not the
+/// user's business: they log at most warnings, and never more than the chosen level allows.
+const QUIET_TARGETS: &[&str] = &["refinery", "refinery_core", "rmcp"];
+
+/// The filter for `level`, which applies to every target.
 fn filter(level: &str) -> EnvFilter {
-    EnvFilter::try_new(format!(
-        "{level},refinery=warn,refinery_core=warn,rmcp=warn"
-    ))
-    .unwrap_or_else(|_| EnvFilter::new("info"))
+    let level = level.trim().to_ascii_lowercase();
+    let quiet = if matches!(level.as_str(), "off" | "error") {
+        level.as_str()
+    } else {
+        "warn"
+    };
+    let mut directives = vec![level.clone()];
+    directives.extend(QUIET_TARGETS.iter().map(|t| format!("{t}={quiet}")));
+    EnvFilter::try_new(directives.join(",")).unwrap_or_else(|_| EnvFilter::new("info"))
+}
+
+/// Whether an event is rmcp's report of an error answer it sent. Those are the user's errors
+/// (an unknown name, a bad argument), answered to the client, not problems of the server;
+/// the server logs them itself at debug level.
+fn is_error_answer_report(metadata: &tracing::Metadata<'_>) -> bool {
+    metadata.is_event()
+        && metadata.target().starts_with("rmcp")
+        && *metadata.level() == tracing::Level::WARN
+        && metadata.fields().field("error").is_some()
+        && metadata.fields().field("id").is_some()
 }
 
 /// Installs the stderr logger. `ACPDB_LOG` (an `EnvFilter` directive) overrides `level`.
@@ -31,6 +52,9 @@ pub fn init(level: &str) {
         .compact();
     if tracing_subscriber::registry()
         .with(layer)
+        .with(tracing_subscriber::filter::filter_fn(|metadata| {
+            !is_error_answer_report(metadata)
+        }))
         .with(fmt)
         .try_init()
         .is_ok()

@@ -14,8 +14,14 @@ use acpdb::{bench, console, export, gen, import, journal, mcp, tools};
 struct Cli {
     #[command(flatten)]
     project: ProjectArgs,
-    /// Log level for messages on stderr (error, warn, info, debug, trace).
-    #[arg(long, default_value = "info", global = true)]
+    /// Log level for messages on stderr (off, error, warn, info, debug, trace); applies to every
+    /// message, the libraries' included.
+    #[arg(
+        long,
+        default_value = "info",
+        global = true,
+        value_parser = ["off", "error", "warn", "info", "debug", "trace"]
+    )]
     log_level: String,
     #[command(subcommand)]
     command: Command,

@@ -2,10 +2,15 @@
 //! as the MCP tool returns it. The MCP layer, `acpdb query` and the in-process benchmark all go
 //! through [`call`], so they cannot drift apart.
 
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
 use rusqlite::Connection;
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::query::acp_query::{acp_query, QueryParams};
 use crate::query::check_constraints::{check_constraints, CheckConstraintsParams};
@@ -39,14 +44,35 @@ pub fn pretty<T: Serialize>(value: &T) -> QueryResult<String> {
     Ok(serde_json::to_string_pretty(value)?)
 }
 
-/// Decodes tool arguments the way the MCP layer does: a missing argument object is `{}`.
-pub fn decode<T: DeserializeOwned>(args: &Value) -> QueryResult<T> {
-    let args = if args.is_null() {
+/// Decodes tool arguments the way the MCP layer does: a missing argument object is `{}`, and
+/// values are coerced to the types of `T`'s input schema ([`crate::args::coerce`]).
+pub fn decode<T: DeserializeOwned + JsonSchema + 'static>(args: &Value) -> QueryResult<T> {
+    let mut args = if args.is_null() {
         Value::Object(Default::default())
     } else {
         args.clone()
     };
+    crate::args::coerce(&input_schema::<T>(), &mut args).map_err(QueryError::invalid)?;
     serde_json::from_value(args).map_err(|e| QueryError::invalid(e.to_string()))
+}
+
+/// A JSON Schema object.
+type Schema = Map<String, Value>;
+
+/// The JSON Schema of a parameter type, generated once per type.
+fn input_schema<T: JsonSchema + 'static>() -> Arc<Schema> {
+    static SCHEMAS: OnceLock<Mutex<HashMap<TypeId, Arc<Schema>>>> = OnceLock::new();
+    let mut schemas = SCHEMAS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    schemas
+        .entry(TypeId::of::<T>())
+        .or_insert_with(|| match schemars::schema_for!(T).to_value() {
+            Value::Object(schema) => Arc::new(schema),
+            _ => Arc::default(),
+        })
+        .clone()
 }
 
 /// `acp_check_constraints`' answer text: a literal message or the constraint object.

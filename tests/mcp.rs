@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -659,5 +660,436 @@ async fn a_database_of_an_older_schema_is_rebuilt_before_it_answers() {
         )
         .unwrap();
     assert_eq!(version, acpdb::db::current_schema_version());
+    client.close().await;
+}
+
+#[tokio::test]
+async fn context_targets_resolve_like_every_other_name() {
+    let project = demo();
+    let client = Client::spawn(project.root(), &[]).await;
+    wait_ready(&client, 60).await;
+    for spelling in [
+        "src/auth/session.ts",
+        "./src/auth/session.ts",
+        ".\\src\\auth\\session.ts",
+    ] {
+        let modify = client
+            .ok(
+                "acp_context",
+                json!({"operation": "modify", "target": spelling}),
+            )
+            .await;
+        assert_eq!(
+            modify["file"], "./src/auth/session.ts",
+            "{spelling}: {modify}"
+        );
+        assert_eq!(
+            modify["constraints"]["level"], "restricted",
+            "{spelling}: {modify}"
+        );
+        assert!(modify["domain"].is_string(), "{spelling}: {modify}");
+    }
+    for (target, file) in [
+        ("src/auth/session.ts", "./src/auth/session.ts"),
+        ("src/auth/session.ts:validateSession", "src/auth/session.ts"),
+        ("validateSession", "src/auth/session.ts"),
+    ] {
+        let debug = client
+            .ok(
+                "acp_context",
+                json!({"operation": "debug", "target": target}),
+            )
+            .await;
+        assert!(debug.get("error").is_none(), "{target}: {debug}");
+        assert_eq!(debug["target"], target);
+        assert!(
+            debug["file"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with(file.trim_start_matches("./")),
+            "{target}: {debug}"
+        );
+        assert!(
+            !debug["symbols"].as_array().unwrap().is_empty(),
+            "{target}: {debug}"
+        );
+    }
+    for operation in ["modify", "debug"] {
+        let err = client
+            .err(
+                "acp_context",
+                json!({"operation": operation, "target": "src/auth/sesion.ts"}),
+            )
+            .await;
+        assert_eq!(err.code, -32602, "{operation}: {err:?}");
+        assert!(
+            err.message.contains("not found: src/auth/sesion.ts"),
+            "{err:?}"
+        );
+        let suggestions = err.data.as_ref().expect("suggestions")["suggestions"].clone();
+        assert!(
+            suggestions.to_string().contains("src/auth/session.ts"),
+            "{operation}: {suggestions}"
+        );
+    }
+    client.close().await;
+}
+
+/// The README's example session, pasted at once into the README's first command, is answered
+/// in full: the command imports before serving, so no call meets an index still being built.
+#[test]
+fn readme_example_session_works_pasted_at_once() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let session = readme
+        .split("## An example session")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|block| block.split("```").next())
+        .expect("README has an example session block");
+    let mut lines = session.lines();
+    let command = lines
+        .next()
+        .and_then(|l| l.strip_prefix("$ "))
+        .expect("the block starts with the command");
+    let requests: Vec<&str> = lines.filter(|l| l.starts_with('{')).collect();
+    assert!(requests.len() >= 4, "{session}");
+
+    let scratch = tempfile::tempdir().unwrap();
+    let demo = TempProject::copy_of(&fixture("demo"));
+    std::fs::create_dir_all(scratch.path().join("fixtures")).unwrap();
+    std::fs::rename(demo.root(), scratch.path().join("fixtures/demo")).unwrap();
+    let steps: Vec<Vec<&str>> = command
+        .split("&&")
+        .map(|step| {
+            let step = step.trim();
+            let args = step
+                .strip_prefix("cargo run --release --locked --")
+                .unwrap_or_else(|| {
+                    panic!("step {step:?} is not `cargo run --release --locked -- …`")
+                });
+            args.split_whitespace().collect()
+        })
+        .collect();
+    let (serve, setup) = steps.split_last().unwrap();
+    for step in setup {
+        let status = Command::new(env!("CARGO_BIN_EXE_acpdb"))
+            .args(step)
+            .current_dir(scratch.path())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{step:?}");
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_acpdb"))
+        .args(serve)
+        .current_dir(scratch.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all((requests.join("\n") + "\n").as_bytes())
+        .unwrap();
+    stdin.flush().unwrap();
+    let ids: Vec<Value> = requests
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(r).unwrap()["id"].clone())
+        .filter(|id| !id.is_null())
+        .collect();
+    let mut answers = std::collections::HashMap::new();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    while answers.len() < ids.len() {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "server closed early"
+        );
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        answers.insert(answer["id"].to_string(), answer);
+    }
+    drop(stdin);
+    let _ = child.wait();
+    for id in &ids {
+        let answer = &answers[&id.to_string()];
+        assert_ne!(answer["error"]["code"], -32003, "{answer}");
+    }
+    assert!(answers["2"]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("\"search\""));
+    assert!(answers["3"]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("tests-required"));
+    assert_eq!(answers["4"]["error"]["code"], -32602, "{}", answers["4"]);
+}
+
+#[tokio::test]
+async fn numbers_and_objects_sent_as_strings_are_accepted_and_type_errors_name_the_field() {
+    let project = demo();
+    let client = Client::spawn(project.root(), &[]).await;
+    wait_ready(&client, 60).await;
+    let page = client
+        .ok(
+            "acp_query",
+            json!({"type": "search", "pattern": "session", "limit": "1"}),
+        )
+        .await;
+    assert_eq!(
+        page["result"]["matches"].as_array().unwrap().len(),
+        1,
+        "{page}"
+    );
+    let deep = client
+        .ok(
+            "acp_query",
+            json!({"type": "callers", "name": "digest", "depth": " 2 "}),
+        )
+        .await;
+    assert_eq!(deep["depth"], 2, "{deep}");
+    let started = client
+        .ok(
+            "acp_debug",
+            json!({"action": "start", "data": "{\"problem\": \"Login fails\", \"hypothesis\": \"Clock skew\"}"}),
+        )
+        .await;
+    assert!(started.to_string().contains("debug-"), "{started}");
+    let err = client
+        .err(
+            "acp_query",
+            json!({"type": "search", "pattern": "x", "limit": "abc"}),
+        )
+        .await;
+    assert_eq!(err.code, -32602);
+    assert_eq!(
+        err.message,
+        r#"limit: expected an integer from 1 to 100, got "abc""#
+    );
+    let err = client
+        .err(
+            "acp_hack",
+            json!({"action": "mark", "data": {"file": "src/index.ts", "line": "first"}}),
+        )
+        .await;
+    assert_eq!(err.code, -32602);
+    assert!(
+        err.message.starts_with("data.line: expected an integer"),
+        "{}",
+        err.message
+    );
+    let err = client
+        .err("acp_debug", json!({"action": "start", "data": "not json"}))
+        .await;
+    assert!(
+        err.message.starts_with("data: expected an object"),
+        "{}",
+        err.message
+    );
+    client.close().await;
+}
+
+#[tokio::test]
+async fn tools_carry_annotations() {
+    let project = demo();
+    let client = Client::spawn(project.root(), &[]).await;
+    let tools = client.service.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 14);
+    for tool in &tools {
+        let hints = tool
+            .annotations
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} has no annotations", tool.name));
+        let journal = ["acp_debug", "acp_hack"].contains(&tool.name.as_ref());
+        assert_eq!(hints.read_only_hint, Some(!journal), "{}", tool.name);
+        assert_eq!(hints.destructive_hint, Some(false), "{}", tool.name);
+        assert_eq!(hints.idempotent_hint, Some(!journal), "{}", tool.name);
+        assert_eq!(hints.open_world_hint, Some(false), "{}", tool.name);
+    }
+    client.close().await;
+}
+
+/// Runs `acpdb serve` with `args`, sends `lines`, waits for `answers` answers and returns stderr.
+fn serve_stderr(project: &TempProject, args: &[&str], lines: &[&str], answers: usize) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_acpdb"))
+        .arg("-C")
+        .arg(project.root())
+        .args(args)
+        .arg("serve")
+        .env_remove("ACPDB_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = 0;
+    while seen < answers {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "server closed early"
+        );
+        if serde_json::from_str::<Value>(&line).unwrap()["id"].is_number() {
+            seen += 1;
+        }
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn user_errors_are_not_logged_as_server_warnings_and_the_level_applies_everywhere() {
+    let project = demo();
+    assert!(project.import().status.success());
+    let bad_call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"acp_query","arguments":{"type":"symbol","name":"noSuchSymbol"}}}"#;
+    let unknown_tool = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"acp_nope","arguments":{}}}"#;
+    for level in ["off", "error", "warn", "info"] {
+        let stderr = serve_stderr(
+            &project,
+            &["--log-level", level],
+            &[INIT, INITIALIZED, bad_call, unknown_tool],
+            3,
+        );
+        assert!(!stderr.contains("WARN"), "--log-level {level}:\n{stderr}");
+        assert!(
+            !stderr.contains("ErrorData"),
+            "--log-level {level}:\n{stderr}"
+        );
+        if level == "off" || level == "error" {
+            assert!(stderr.trim().is_empty(), "--log-level {level}:\n{stderr}");
+        }
+    }
+    let stderr = serve_stderr(
+        &project,
+        &["--log-level", "debug"],
+        &[INIT, INITIALIZED, bad_call],
+        2,
+    );
+    assert!(
+        stderr.contains("error answered") && stderr.contains("noSuchSymbol"),
+        "{stderr}"
+    );
+}
+
+/// Reads every page of a resource through `next_uri` and returns the pages.
+async fn resource_pages(client: &Client, uri: &str) -> Vec<Value> {
+    let mut pages = Vec::new();
+    let mut next = Some(uri.to_string());
+    while let Some(uri) = next {
+        let page: Value = serde_json::from_str(&client.read(&uri).await.unwrap()).unwrap();
+        next = page["next_uri"].as_str().map(String::from);
+        if next.is_some() {
+            assert_eq!(page["truncated"], true, "{uri}");
+        }
+        pages.push(page);
+        assert!(pages.len() < 1000, "endless pages");
+    }
+    pages
+}
+
+#[tokio::test]
+async fn large_resources_come_in_bounded_pages_that_cover_everything_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::acpdb()
+        .args([
+            "gen-fixture",
+            "--files",
+            "300",
+            "--symbols-per-file",
+            "10",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let project = TempProject { dir };
+    project.import();
+    let conn = rusqlite::Connection::open(project.db()).unwrap();
+    let count =
+        |sql: &str| -> usize { conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap() as usize };
+    let client = Client::spawn(project.root(), &[]).await;
+    wait_ready(&client, 60).await;
+
+    let vars = resource_pages(&client, "acp://vars").await;
+    let total_vars = count("SELECT count(*) FROM vars");
+    assert!(
+        total_vars > 100 && vars.len() > 1,
+        "{total_vars} vars in {} pages",
+        vars.len()
+    );
+    let mut names = HashSet::new();
+    for page in &vars {
+        let variables = page["variables"].as_object().unwrap();
+        assert!(variables.len() <= 100);
+        for name in variables.keys() {
+            assert!(names.insert(name.clone()), "{name} twice");
+        }
+    }
+    assert_eq!(names.len(), total_vars);
+    assert_eq!(vars[0]["total"], total_vars);
+
+    let constraints = resource_pages(&client, "acp://constraints").await;
+    let total_files = count("SELECT count(DISTINCT path) FROM constraints");
+    let mut files = HashSet::new();
+    for page in &constraints {
+        let by_file = page["by_file"].as_object().unwrap();
+        assert!(by_file.len() <= 100);
+        let listed: usize = page["by_lock_level"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|paths| paths.as_array().unwrap().len())
+            .sum();
+        assert_eq!(listed, by_file.len());
+        for path in by_file.keys() {
+            assert!(files.insert(path.clone()), "{path} twice");
+        }
+    }
+    assert_eq!(files.len(), total_files);
+
+    let domain: String = conn
+        .query_row(
+            "SELECT key FROM domains ORDER BY json_array_length(files_json) DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let domain_files: usize = conn
+        .query_row(
+            "SELECT json_array_length(files_json) FROM domains WHERE key = ?1",
+            [&domain],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap() as usize;
+    let pages = resource_pages(&client, &format!("acp://domain/{domain}")).await;
+    let listed: usize = pages
+        .iter()
+        .map(|p| p["files"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(listed, domain_files);
+    assert_eq!(pages.len(), domain_files.div_ceil(100).max(1));
+
+    let forged = client.read("acp://vars?cursor=00ff").await.unwrap_err();
+    assert_eq!(forged.code, -32602, "{forged:?}");
+    let next = vars[0]["next_cursor"].as_str().unwrap();
+    let foreign = client
+        .read(&format!("acp://constraints?cursor={next}"))
+        .await
+        .unwrap_err();
+    assert_eq!(foreign.code, -32602, "{foreign:?}");
+    assert_eq!(
+        client.read("acp://vars?page=2").await.unwrap_err().code,
+        -32002
+    );
     client.close().await;
 }

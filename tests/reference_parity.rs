@@ -444,6 +444,26 @@ fn deliberate_difference(
                 Verdict::Differs(format!("ours {value}, reference {text}"))
             }
         }
+        (_, Ours::Error(-32602, ours), Reference::Error(-32602, message))
+            if message.starts_with("invalid type: ") && names_a_field(arguments, ours) =>
+        {
+            Verdict::Deliberate(format!("type error names the field: {ours}"))
+        }
+        (_, Ours::Json(..), Reference::Error(-32602, message))
+            if message.starts_with("invalid type: string ") && has_numeric_string(arguments) =>
+        {
+            Verdict::Deliberate(format!("numeric string accepted: {arguments}"))
+        }
+        ("acp_context", Ours::Json(value, _), Reference::Text(text)) => {
+            context_resolved(db, arguments, value, text)
+        }
+        ("acp_context", Ours::Error(-32602, message), Reference::Text(text))
+            if message.contains("not found: ")
+                && message.contains(arguments["target"].as_str().unwrap_or("\0"))
+                && context_found_nothing(text) =>
+        {
+            Verdict::Deliberate(format!("unknown context target is an error: {message}"))
+        }
         (_, Ours::Error(code, message), Reference::Text(text)) => Verdict::Differs(format!(
             "error {code} {message:?}, reference answered {text}"
         )),
@@ -467,6 +487,66 @@ fn deliberate_difference(
     }
 }
 
+/// Whether an error message starts with one of the call's argument names (`limit: expected …`).
+fn names_a_field(arguments: &Value, message: &str) -> bool {
+    arguments.as_object().is_some_and(|members| {
+        members
+            .keys()
+            .any(|key| message.starts_with(&format!("{key}: expected ")))
+    })
+}
+
+/// Whether an argument is a number spelled as a string.
+fn has_numeric_string(arguments: &Value) -> bool {
+    arguments.as_object().is_some_and(|members| {
+        members
+            .values()
+            .any(|v| v.as_str().is_some_and(|s| s.trim().parse::<f64>().is_ok()))
+    })
+}
+
+/// Whether an `acp_context` answer of the reference found nothing for its target: a debug
+/// `error` member, or a modify briefing with no importers, exports, constraints or domain.
+fn context_found_nothing(text: &str) -> bool {
+    let Ok(reference) = serde_json::from_str::<Value>(text) else {
+        return false;
+    };
+    match reference["operation"].as_str() {
+        Some("debug") => reference["error"].is_string(),
+        Some("modify") => {
+            reference["importer_count"] == 0
+                && reference["symbols"] == serde_json::json!([])
+                && reference["constraints"].is_null()
+                && reference["domain"].is_null()
+        }
+        _ => false,
+    }
+}
+
+/// A modify or debug briefing the reference could not give because the target was not spelled
+/// as the cache's key: ours must name the file the target's canonical path (or qualified
+/// symbol name) stands for, where the reference found nothing.
+fn context_resolved(db: &Imported, arguments: &Value, ours: &Value, text: &str) -> Verdict {
+    let target = arguments["target"].as_str().unwrap_or_default();
+    let file = ours["file"].as_str().unwrap_or_default();
+    let canonical = acpdb::cache::paths::canonical_path(target, None);
+    let file_is_target: bool = db
+        .conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM files WHERE key = ?1 AND (path = ?2 OR key = ?2))
+                 OR EXISTS (SELECT 1 FROM symbols WHERE file_path = (SELECT path FROM files WHERE key = ?1)
+                            AND (qualified_name = ?3 OR name = ?3))",
+            [file, &canonical, target],
+            |r| r.get(0),
+        )
+        .unwrap_or(false);
+    if context_found_nothing(text) && file != target && file_is_target {
+        Verdict::Deliberate(format!("context target {target:?} resolved to {file}"))
+    } else {
+        Verdict::Differs(format!("ours {ours}, reference {text}"))
+    }
+}
+
 fn describe(ours: &Ours) -> String {
     match ours {
         Ours::Json(v, _) => v.to_string(),
@@ -483,6 +563,10 @@ fn demo_matches_reference() {
         "\"format\"",
         "\"Claims\"",
         "src/auth/session.ts\"",
+        "context target \"src/auth/session.ts\" resolved to ./src/auth/session.ts",
+        "unknown context target is an error",
+        "numeric string accepted",
+        "type error names the field: operation: expected a string",
     ];
     for needle in expected {
         assert!(

@@ -1,5 +1,5 @@
 //! `.acp/acp.attempts.json`: reading what others wrote into it, and exporting the journal in
-//! the format of the ACP attempts schema (`attempts.schema.json`, bundled next to this file).
+//! the format of the ACP attempts schema (`fixtures/schemas/attempts.schema.json`, compiled in).
 //!
 //! Reading is lenient where acp-cli is (absent optionals may be `null`, unknown members are
 //! kept) and strict where the schema is (statuses, hashes, timestamps), so that every export
@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use super::{md5, stamp, JournalError};
 
 /// The JSON Schema (draft-07) of the attempts file.
-pub const ATTEMPTS_SCHEMA: &str = include_str!("attempts.schema.json");
+pub const ATTEMPTS_SCHEMA: &str = include_str!("../../fixtures/schemas/attempts.schema.json");
 
 /// The `$schema` value of a new attempts file.
 const SCHEMA_URL: &str = "https://acp-protocol.dev/schemas/v1/attempts.schema.json";

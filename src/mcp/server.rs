@@ -112,6 +112,60 @@ impl AcpServer {
     }
 }
 
+impl AcpServer {
+    /// Routes a tool call: unknown names list the valid ones, arguments are coerced to the
+    /// tool's schema, and undecodable arguments are a -32602 error rather than an error result.
+    async fn dispatch(
+        &self,
+        mut request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let Some(tool) = self.tool_router.get(&name) else {
+            let valid: Vec<String> = self
+                .tool_router
+                .list_all()
+                .into_iter()
+                .map(|t| t.name.to_string())
+                .collect();
+            return Err(ErrorData::invalid_params(
+                format!("Unknown tool: {name}. Valid tools: {}", valid.join(", ")),
+                Some(serde_json::json!({"valid_tools": valid})),
+            ));
+        };
+        if let Some(arguments) = request.arguments.take() {
+            let mut arguments = serde_json::Value::Object(arguments);
+            crate::args::coerce(&tool.input_schema, &mut arguments)
+                .map_err(|message| ErrorData::invalid_params(message, None))?;
+            if let serde_json::Value::Object(arguments) = arguments {
+                request.arguments = Some(arguments);
+            }
+        }
+        let context = ToolCallContext::new(self, request, context);
+        match self.tool_router.call(context).await? {
+            CallToolResponse::Complete(result) if result.is_error == Some(true) => {
+                // rmcp reports undecodable arguments as an error result; agents get a JSON-RPC
+                // -32602 instead, like the reference server.
+                let message = result
+                    .content
+                    .iter()
+                    .find_map(|c| match c {
+                        ContentBlock::Text(text) => Some(text.text.clone()),
+                        _ => None,
+                    })
+                    .unwrap_or_else(|| "invalid arguments".into());
+                let message = message
+                    .strip_prefix("failed to deserialize parameters:")
+                    .map(str::trim)
+                    .unwrap_or(&message)
+                    .to_string();
+                Err(ErrorData::invalid_params(message, None))
+            }
+            other => Ok(other),
+        }
+    }
+}
+
 fn unavailable(err: Unavailable) -> ErrorData {
     ErrorData::new(ErrorCode(err.code), err.message, err.data)
 }
@@ -131,6 +185,12 @@ fn journal_error(err: JournalError) -> ErrorData {
 impl AcpServer {
     #[tool(
         name = "acp_query",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Query the index: type symbol (name), file (name = path), domain (name), callers / callees (name, depth 1-5 for the blast radius of a change), search (pattern: words, globs like validate*, or substrings), stats. limit 1-100 (default 20); long results are paged: pass next_cursor back as cursor with the same type. For a whole file entry, use acp_get_file_context."
     )]
     async fn acp_query(
@@ -143,6 +203,12 @@ impl AcpServer {
 
     #[tool(
         name = "acp_expand",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Expand every $VARIABLE in a text using the project's vars file. Modes: summary (default), full, inline, annotated; answers variables_found, resolved, unresolved and the expansions. For one variable's raw entry, this replaces acp_expand_variable."
     )]
     async fn acp_expand(
@@ -155,6 +221,12 @@ impl AcpServer {
 
     #[tool(
         name = "acp_expand_variable",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Deprecated: use acp_expand. Returns one variable's entry from the vars file (type, value, description)."
     )]
     async fn acp_expand_variable(
@@ -167,6 +239,12 @@ impl AcpServer {
 
     #[tool(
         name = "acp_constraints",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Before modifying a file, check whether you may: lock level and its meaning, reason, style, behaviour, quality requirements and can_modify {allowed, approval_needed, requirements}, plus symbol-level constraints. For the raw constraint entry, use acp_check_constraints."
     )]
     async fn acp_constraints(
@@ -179,6 +257,12 @@ impl AcpServer {
 
     #[tool(
         name = "acp_get_architecture",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Get an overview of the codebase architecture including domains, files, symbols, and structure. Use this first to understand the project layout. For counts and search, use acp_query (type stats or search)."
     )]
     async fn acp_get_architecture(&self) -> Result<CallToolResult, ErrorData> {
@@ -188,6 +272,12 @@ impl AcpServer {
 
     #[tool(
         name = "acp_get_file_context",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Get detailed context for a specific file including exports, imports, symbols, constraints, and relationships. Paths may be given with ./, backslashes or a trailing slash. Before editing the file, also call acp_constraints."
     )]
     async fn acp_get_file_context(
@@ -200,6 +290,12 @@ impl AcpServer {
 
     #[tool(
         name = "acp_get_symbol_context",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Get detailed context for a symbol including its definition, callers, callees, constraints, and domain membership. Accepts the cache key, a qualified name (path:name) or a unique simple name; an ambiguous name answers with candidates. Long caller lists are paged (pass next_cursor back as cursor). For the callers of callers, use acp_query type callers with depth."
     )]
     async fn acp_get_symbol_context(
@@ -212,6 +308,12 @@ impl AcpServer {
 
     #[tool(
         name = "acp_get_domain_files",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Get all files belonging to a specific domain with their metadata. Large domains are paged (pass next_cursor back as cursor). To list the domains, use acp_get_architecture."
     )]
     async fn acp_get_domain_files(
@@ -224,6 +326,12 @@ impl AcpServer {
 
     #[tool(
         name = "acp_check_constraints",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Check what constraints (lock levels, style rules, behavior requirements) apply to a file or its symbols. Returns the raw constraint entry; for the lock level's meaning and whether you may modify the file, use acp_constraints."
     )]
     async fn acp_check_constraints(
@@ -236,6 +344,12 @@ impl AcpServer {
 
     #[tool(
         name = "acp_get_hotpaths",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Get the most frequently called symbols in the codebase - the 'hotpaths' that are critical to understand. For who calls one particular symbol, use acp_query type callers."
     )]
     async fn acp_get_hotpaths(&self) -> Result<CallToolResult, ErrorData> {
@@ -244,6 +358,12 @@ impl AcpServer {
 
     #[tool(
         name = "acp_generate_primer",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Generate a project primer (markdown, compact, json or text) for an AI agent, fitted to a token budget and never over it; filter by categories, tags or a preset and force-include sections. For a task-specific briefing, use acp_context."
     )]
     async fn acp_generate_primer(
@@ -256,6 +376,12 @@ impl AcpServer {
 
     #[tool(
         name = "acp_context",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Get operation-specific context: create (conventions and similar files for a new file), modify (constraints, importers and domain of a file), debug (related files and hotpaths for a file or symbol), explore (project overview). For a general primer, use acp_generate_primer."
     )]
     async fn acp_context(
@@ -267,6 +393,12 @@ impl AcpServer {
     }
     #[tool(
         name = "acp_debug",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        ),
         description = "Record a debugging session so attempts can be reviewed and reverted: start (problem, hypothesis), attempt (session_id, description, files), result (session_id, attempt_id, success, notes), revert, resolve (resolution), status, list. Entries are durable and exported to .acp/acp.attempts.json. To mark temporary code instead, use acp_hack."
     )]
     async fn acp_debug(
@@ -279,6 +411,12 @@ impl AcpServer {
 
     #[tool(
         name = "acp_hack",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        ),
         description = "Track temporary code (hacks, workarounds, debug code) so it is not forgotten: mark (file, line, reason, expires), list (file, expired_only), revert (id), cleanup (lists expired markers). For a debugging session with several attempts, use acp_debug."
     )]
     async fn acp_hack(
@@ -311,41 +449,13 @@ impl ServerHandler for AcpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.to_string();
-        if !self.tool_router.has_route(&name) {
-            let valid: Vec<String> = self
-                .tool_router
-                .list_all()
-                .into_iter()
-                .map(|t| t.name.to_string())
-                .collect();
-            return Err(ErrorData::invalid_params(
-                format!("Unknown tool: {name}. Valid tools: {}", valid.join(", ")),
-                Some(serde_json::json!({"valid_tools": valid})),
-            ));
+        let tool = request.name.clone();
+        let answer = self.dispatch(request, context).await;
+        if let Err(err) = &answer {
+            // The client's error, answered to it; not a problem of the server.
+            tracing::debug!(%tool, code = err.code.0, message = %err.message, "error answered");
         }
-        let context = ToolCallContext::new(self, request, context);
-        match self.tool_router.call(context).await? {
-            CallToolResponse::Complete(result) if result.is_error == Some(true) => {
-                // rmcp reports undecodable arguments as an error result; agents get a JSON-RPC
-                // -32602 instead, like the reference server.
-                let message = result
-                    .content
-                    .iter()
-                    .find_map(|c| match c {
-                        ContentBlock::Text(text) => Some(text.text.clone()),
-                        _ => None,
-                    })
-                    .unwrap_or_else(|| "invalid arguments".into());
-                let message = message
-                    .strip_prefix("failed to deserialize parameters:")
-                    .map(str::trim)
-                    .unwrap_or(&message)
-                    .to_string();
-                Err(ErrorData::invalid_params(message, None))
-            }
-            other => Ok(other),
-        }
+        answer
     }
 
     async fn list_tools(

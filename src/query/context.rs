@@ -1,8 +1,11 @@
 //! `acp_context` (RFC-0015): operation-specific briefings — create, modify, debug, explore.
 //!
 //! Answers are JSON objects with alphabetically sorted keys, as acp-mcp builds them with
-//! `serde_json::json!`. Lookups are exact (file map keys, symbol map keys, directory strings), as
-//! in the reference. Lists the reference leaves in hash order are sorted here: similar files by
+//! `serde_json::json!`. `modify` and `debug` targets resolve as every other tool's names do (any
+//! spelling of a path; a symbol's key, qualified name or unique simple name), and an unknown
+//! target is an invalid-params error with suggestions, where acp-mcp answers an empty briefing or
+//! an `error` member; exact keys resolve first, so the reference's answers are unchanged for
+//! them. `create` and `explore` match directory strings and domain substrings as the reference. Lists the reference leaves in hash order are sorted here: similar files by
 //! path, domains by name, debug hotpaths by caller count then name, key files by importer count
 //! then path; the most frequent language of a directory breaks ties alphabetically.
 
@@ -15,7 +18,10 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::hotpaths::debug_name;
-use super::names::project_root;
+use super::names::{
+    find_file, find_symbol, not_found, project_root, resolve_file, resolve_symbol, suggest_files,
+    suggest_symbols, SymbolMatch, MAX_SUGGESTIONS,
+};
 use super::{QueryError, QueryResult};
 use crate::cache::normalize_lock_level;
 use crate::cache::paths::canonical_path;
@@ -219,7 +225,9 @@ fn file_list(conn: &Connection, key: &str, column: &str) -> QueryResult<Option<V
     )
 }
 
-fn modify(conn: &Connection, file: &str) -> QueryResult<Value> {
+fn modify(conn: &Connection, target: &str) -> QueryResult<Value> {
+    let file = resolve_file(conn, target)?.key;
+    let file = file.as_str();
     let importers = file_list(conn, file, "imported_by_json")?.unwrap_or_default();
     let symbols = file_list(conn, file, "exports_json")?.unwrap_or_default();
     let constraints: Option<(Option<String>, Option<String>)> = conn
@@ -279,22 +287,64 @@ fn debug_symbol(conn: &Connection, key: &str) -> QueryResult<Option<(Value, Opti
         .optional()?)
 }
 
-fn debug(conn: &Connection, target: &str) -> QueryResult<Value> {
-    let (file, symbols) = if let Some(exports) = file_list(conn, target, "exports_json")? {
-        let mut symbols = Vec::new();
-        for name in exports.iter().filter_map(Value::as_str) {
-            if let Some((summary, _)) = debug_symbol(conn, name)? {
-                symbols.push(summary);
+/// What a `debug` target names: a file (by key or any spelling of its path) or a symbol (by
+/// key, qualified name or unique simple name).
+enum DebugTarget {
+    File(String),
+    Symbol(String),
+}
+
+/// Resolves a `debug` target. Exact keys win (files first, as in acp-mcp), then path
+/// spellings, then symbol names; an ambiguous simple name lists its candidates, and an unknown
+/// target is an error with the closest files and symbols.
+fn debug_target(conn: &Connection, target: &str) -> QueryResult<DebugTarget> {
+    if let Some(file) = find_file(conn, target)?.filter(|f| f.key == target) {
+        return Ok(DebugTarget::File(file.key));
+    }
+    if let Some((symbol, SymbolMatch::Key)) = find_symbol(conn, target)? {
+        return Ok(DebugTarget::Symbol(symbol.key));
+    }
+    if let Some(file) = find_file(conn, target)? {
+        return Ok(DebugTarget::File(file.key));
+    }
+    match resolve_symbol(conn, target) {
+        Ok((symbol, _)) => Ok(DebugTarget::Symbol(symbol.key)),
+        Err(QueryError::InvalidParams { data, .. })
+            if data.as_ref().is_none_or(|d| d.get("candidates").is_none()) =>
+        {
+            let mut suggestions = suggest_files(conn, target)?;
+            for name in suggest_symbols(conn, target)? {
+                if suggestions.len() < MAX_SUGGESTIONS && !suggestions.contains(&name) {
+                    suggestions.push(name);
+                }
             }
+            Err(not_found(
+                "Target (a file path or symbol name)",
+                target,
+                suggestions,
+            ))
         }
-        (target.to_string(), symbols)
-    } else if let Some((summary, file)) = debug_symbol(conn, target)? {
-        (file.unwrap_or_default(), vec![summary])
-    } else {
-        return Ok(json!({
-            "operation": "debug",
-            "error": format!("Target not found: {target}. Provide a file path or symbol name."),
-        }));
+        Err(other) => Err(other),
+    }
+}
+
+fn debug(conn: &Connection, target: &str) -> QueryResult<Value> {
+    let (key, file, symbols) = match debug_target(conn, target)? {
+        DebugTarget::File(file) => {
+            let exports = file_list(conn, &file, "exports_json")?.unwrap_or_default();
+            let mut symbols = Vec::new();
+            for name in exports.iter().filter_map(Value::as_str) {
+                if let Some((summary, _)) = debug_symbol(conn, name)? {
+                    symbols.push(summary);
+                }
+            }
+            (file.clone(), file, symbols)
+        }
+        DebugTarget::Symbol(key) => {
+            let (summary, file) = debug_symbol(conn, &key)?
+                .ok_or_else(|| QueryError::Internal(format!("symbol {key} vanished")))?;
+            (key, file.unwrap_or_default(), vec![summary])
+        }
     };
     let related = file_list(conn, &file, "imports_json")?.unwrap_or_default();
     Ok(json!({
@@ -303,12 +353,13 @@ fn debug(conn: &Connection, target: &str) -> QueryResult<Value> {
         "file": file,
         "related_files": related,
         "symbols": symbols,
-        "hotpaths": debug_hotpaths(conn, target, &file)?,
+        "hotpaths": debug_hotpaths(conn, &key, &file)?,
     }))
 }
 
-/// `graph.reverse` keys with at least 3 raw callers that equal `target` or occur in `file`.
-/// Candidates are the target and every substring of the path, probed through the name index.
+/// `graph.reverse` keys with at least 3 raw callers that equal `target` (a file or symbol key)
+/// or occur in `file`. Candidates are the target and every substring of the path, probed
+/// through the name index.
 fn debug_hotpaths(conn: &Connection, target: &str, file: &str) -> QueryResult<Vec<String>> {
     let mut candidates: BTreeSet<&str> = BTreeSet::new();
     candidates.insert(target);

@@ -3,16 +3,21 @@
 //! `acp://domain/{name}` templates. The protocol layer converts these structs.
 //!
 //! Documents are pretty-printed JSON. `acp://cache` is a summary (counts, version, project),
-//! never the whole cache; `acp://vars` and `acp://constraints` list at most [`MAX_LISTED`]
-//! items per list and say when they were cut. Template values are percent-decoded and take the
-//! whole remainder of the URI, so qualified names keep their `/` and `:`.
+//! never the whole cache. `acp://vars`, `acp://constraints` and `acp://domain/{name}` come in
+//! pages of at most [`PAGE_ITEMS`] items per list, as the tools' lists do: a page that is not
+//! the last says `truncated: true`, the list's `total`, and carries `next_cursor` and
+//! `next_uri` (the same URI with `?cursor=…`) to read the next page. Template values are
+//! percent-decoded and take the whole remainder of the URI (up to a `?cursor=`), so qualified
+//! names keep their `/` and `:`.
 
 use std::fmt;
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
+use super::acp_query::MAX_LIMIT;
 use super::constraints::file_constraint;
+use super::cursor::{page_info, Cursor, Page};
 use super::lookup::{
     cache_root_value, domain_entry, file_entry, symbol_entry, var_entry, vars_loaded, Entry,
 };
@@ -23,8 +28,11 @@ use crate::cache::lock_level_rank;
 /// MIME type of every resource.
 pub const MIME_JSON: &str = "application/json";
 
-/// Most items listed per list in a static document.
-pub const MAX_LISTED: usize = 1000;
+/// Most items of each list on one page of a resource: as many as a tool's largest page.
+pub const PAGE_ITEMS: u32 = MAX_LIMIT;
+
+/// The cursor kind of resource pages; the cursor's query is the resource's URI without cursor.
+const CURSOR_KIND: &str = "resource";
 
 /// A static resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,17 +187,47 @@ pub fn resource_templates() -> Vec<TemplateInfo> {
     ]
 }
 
-/// Reads one resource.
+/// Reads one resource (or one page of it: `…?cursor=<next_cursor>`).
 pub fn read_resource(conn: &Connection, uri: &str) -> Result<ResourceContent, ResourceError> {
     let not_found = || ResourceError::NotFound {
         uri: uri.to_string(),
     };
-    let document: Entry = match uri {
-        "acp://cache" => cache_summary(conn)?,
-        "acp://vars" => vars_document(conn)?,
-        "acp://constraints" => constraints_document(conn)?,
+    let (base, cursor) = match uri.split_once('?') {
+        None => (uri, None),
+        Some((base, query)) => match query.strip_prefix("cursor=") {
+            Some(token) => (base, Some(token)),
+            None => return Err(not_found()),
+        },
+    };
+    let page = match cursor {
+        None => Page {
+            offset: 0,
+            limit: PAGE_ITEMS,
+        },
+        Some(token) => {
+            let cursor = Cursor::decode(conn, token, CURSOR_KIND)?;
+            if cursor.query != base {
+                return Err(QueryError::invalid_with(
+                    format!(
+                        "Invalid cursor: it belongs to {}, not to {base}",
+                        cursor.query
+                    ),
+                    json!({"field": "cursor"}),
+                )
+                .into());
+            }
+            Page {
+                offset: cursor.offset,
+                limit: PAGE_ITEMS,
+            }
+        }
+    };
+    let document: Entry = match base {
+        "acp://cache" if cursor.is_none() => cache_summary(conn)?,
+        "acp://vars" => vars_document(conn, base, page)?,
+        "acp://constraints" => constraints_document(conn, base, page)?,
         _ => {
-            let (kind, rest) = uri
+            let (kind, rest) = base
                 .strip_prefix("acp://")
                 .and_then(|r| r.split_once('/'))
                 .ok_or_else(not_found)?;
@@ -198,19 +236,16 @@ pub fn read_resource(conn: &Connection, uri: &str) -> Result<ResourceContent, Re
                 return Err(not_found());
             }
             match kind {
-                "file" => match find_file(conn, &value)? {
+                "file" if cursor.is_none() => match find_file(conn, &value)? {
                     Some(file) => file_entry(conn, file.id)?,
                     None => return Err(not_found()),
                 },
-                "symbol" => match find_symbol(conn, &value)? {
+                "symbol" if cursor.is_none() => match find_symbol(conn, &value)? {
                     Some((symbol, _)) => symbol_entry(conn, symbol.id)?,
                     None => return Err(not_found()),
                 },
                 "domain" => match domain_entry(conn, &value)? {
-                    Some(mut entry) => {
-                        entry.move_to_end("description");
-                        entry
-                    }
+                    Some(entry) => domain_document(conn, base, entry, page)?,
                     None => return Err(not_found()),
                 },
                 _ => return Err(not_found()),
@@ -222,6 +257,52 @@ pub fn read_resource(conn: &Connection, uri: &str) -> Result<ResourceContent, Re
         mime_type: MIME_JSON.into(),
         text: serde_json::to_string_pretty(&document)?,
     })
+}
+
+/// Adds the paging members to a page of `base` whose lists have `total` items (the longest
+/// list) and continue past `next_offset` when `more`.
+fn finish_page(
+    conn: &Connection,
+    doc: &mut Entry,
+    base: &str,
+    total: u64,
+    next_offset: u64,
+    more: bool,
+) -> QueryResult<()> {
+    let info = page_info(conn, CURSOR_KIND, base, None, next_offset, more)?;
+    if let Some(token) = info.next_cursor {
+        doc.insert("total", Value::from(total));
+        doc.insert("truncated", Value::Bool(true));
+        doc.insert("next_uri", Value::from(format!("{base}?cursor={token}")));
+        doc.insert("next_cursor", Value::from(token));
+    }
+    Ok(())
+}
+
+/// A domain entry with one page of its `files` (and of its `symbols`, when stored).
+fn domain_document(
+    conn: &Connection,
+    base: &str,
+    mut entry: Entry,
+    page: Page,
+) -> QueryResult<Entry> {
+    let mut longest = 0;
+    for list in ["files", "symbols"] {
+        if let Some(Value::Array(items)) = entry.get(list) {
+            longest = longest.max(items.len() as u64);
+            let window: Vec<Value> = items
+                .iter()
+                .skip(page.offset as usize)
+                .take(page.limit as usize)
+                .cloned()
+                .collect();
+            entry.insert(list, Value::from(window));
+        }
+    }
+    entry.move_to_end("description");
+    let next = page.offset + u64::from(page.limit);
+    finish_page(conn, &mut entry, base, longest, next, next < longest)?;
+    Ok(entry)
 }
 
 fn cache_summary(conn: &Connection) -> QueryResult<Entry> {
@@ -258,10 +339,10 @@ fn cache_summary(conn: &Connection) -> QueryResult<Entry> {
     doc.insert("languages", Value::from(languages));
     let mut domains: Vec<String> = conn
         .prepare_cached("SELECT key FROM domains ORDER BY key LIMIT ?1")?
-        .query_map([MAX_LISTED as i64 + 1], |r| r.get(0))?
+        .query_map([i64::from(PAGE_ITEMS) + 1], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    let domains_cut = domains.len() > MAX_LISTED;
-    domains.truncate(MAX_LISTED);
+    let domains_cut = domains.len() > PAGE_ITEMS as usize;
+    domains.truncate(PAGE_ITEMS as usize);
     doc.insert("domains", Value::from(domains));
     if domains_cut {
         doc.insert("domains_truncated", Value::Bool(true));
@@ -272,13 +353,13 @@ fn cache_summary(conn: &Connection) -> QueryResult<Entry> {
     doc.insert(
         "resources",
         Value::from(
-            "Read acp://file/{path}, acp://symbol/{qualified_name} or acp://domain/{name} for one entry; acp_query searches and pages.",
+            "Read acp://file/{path}, acp://symbol/{qualified_name} or acp://domain/{name} for one entry; acp_get_architecture lists every domain; acp_query searches and pages.",
         ),
     );
     Ok(doc)
 }
 
-fn vars_document(conn: &Connection) -> QueryResult<Entry> {
+fn vars_document(conn: &Connection, base: &str, page: Page) -> QueryResult<Entry> {
     let mut doc = Entry::default();
     if !vars_loaded(conn)? {
         doc.insert("version", Value::from("1.0.0"));
@@ -290,11 +371,15 @@ fn vars_document(conn: &Connection) -> QueryResult<Entry> {
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
     let names: Vec<String> = conn
-        .prepare_cached("SELECT name FROM vars ORDER BY name LIMIT ?1")?
-        .query_map([MAX_LISTED as i64 + 1], |r| r.get(0))?
+        .prepare_cached("SELECT name FROM vars ORDER BY name LIMIT ?1 OFFSET ?2")?
+        .query_map(
+            params![i64::from(page.limit) + 1, page.offset as i64],
+            |r| r.get(0),
+        )?
         .collect::<rusqlite::Result<_>>()?;
+    let more = names.len() > page.limit as usize;
     let mut variables = Entry::default();
-    for name in names.iter().take(MAX_LISTED) {
+    for name in names.iter().take(page.limit as usize) {
         if let Some(entry) = var_entry(conn, name)? {
             variables.insert_entry(name, entry);
         }
@@ -314,54 +399,35 @@ fn vars_document(conn: &Connection) -> QueryResult<Entry> {
     if let Some(variables) = variables {
         doc.insert_entry("variables", variables);
     }
-    if names.len() > MAX_LISTED {
-        doc.insert(
-            "total",
-            Value::from(count(conn, "SELECT count(*) FROM vars")?),
-        );
-        doc.insert("truncated", Value::Bool(true));
-    }
+    let total = if more || page.offset > 0 {
+        count(conn, "SELECT count(*) FROM vars")?
+    } else {
+        0
+    };
+    let next = page.next_offset(names.len().min(page.limit as usize));
+    finish_page(conn, &mut doc, base, total, next, more)?;
     Ok(doc)
 }
 
-fn constraints_document(conn: &Connection) -> QueryResult<Entry> {
-    let limit = MAX_LISTED as i64 + 1;
-    let mut truncated = false;
-    let mut totals = Entry::default();
-
-    let mut levels: Vec<String> = conn
-        .prepare_cached("SELECT DISTINCT lock_level FROM constraints")?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    levels.sort_by(|a, b| lock_level_rank(a).cmp(&lock_level_rank(b)).then(a.cmp(b)));
-    let mut by_level = Entry::default();
-    for level in &levels {
-        let mut paths: Vec<String> = conn
-            .prepare_cached(
-                "SELECT DISTINCT path FROM constraints WHERE lock_level = ?1 ORDER BY path LIMIT ?2",
-            )?
-            .query_map(rusqlite::params![level, limit], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        if paths.len() > MAX_LISTED {
-            paths.truncate(MAX_LISTED);
-            truncated = true;
-        }
-        let total: i64 = conn
-            .prepare_cached("SELECT count(DISTINCT path) FROM constraints WHERE lock_level = ?1")?
-            .query_row([level], |r| r.get(0))?;
-        totals.insert(level, Value::from(total));
-        by_level.insert(level, Value::from(paths));
-    }
-
+/// One page of the constraints document: the page's files by lock level (most restrictive
+/// first) and with their constraints, and the page's hack markers.
+fn constraints_document(conn: &Connection, base: &str, page: Page) -> QueryResult<Entry> {
+    let window = params![i64::from(page.limit) + 1, page.offset as i64];
     let files: Vec<(String, String)> = conn
         .prepare_cached(
-            "SELECT key, path FROM constraints WHERE id IN (SELECT min(id) FROM constraints GROUP BY path) ORDER BY path LIMIT ?1",
+            "SELECT key, path FROM constraints WHERE id IN (SELECT min(id) FROM constraints GROUP BY path)
+             ORDER BY path LIMIT ?1 OFFSET ?2",
         )?
-        .query_map([limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .query_map(window, |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
+    let mut levels: Vec<(String, Vec<String>)> = Vec::new();
     let mut by_file = Entry::default();
-    for (key, path) in files.iter().take(MAX_LISTED) {
+    for (key, path) in files.iter().take(page.limit as usize) {
         if let Some(constraint) = file_constraint(conn, key, path)? {
+            match levels.iter_mut().find(|(l, _)| *l == constraint.lock_level) {
+                Some((_, paths)) => paths.push(path.clone()),
+                None => levels.push((constraint.lock_level.clone(), vec![path.clone()])),
+            }
             let mut item = Entry::default();
             item.insert("lock_level", Value::from(constraint.lock_level));
             item.insert("lock_reason", Value::from(constraint.lock_reason));
@@ -372,35 +438,51 @@ fn constraints_document(conn: &Connection) -> QueryResult<Entry> {
             by_file.insert_entry(path, item);
         }
     }
-    truncated |= files.len() > MAX_LISTED;
+    levels.sort_by(|(a, _), (b, _)| lock_level_rank(a).cmp(&lock_level_rank(b)).then(a.cmp(b)));
+    let mut by_level = Entry::default();
+    for (level, paths) in levels {
+        by_level.insert(&level, Value::from(paths));
+    }
 
     let raw: Vec<String> = conn
-        .prepare_cached("SELECT raw_json FROM cache_hacks ORDER BY ord LIMIT ?1")?
-        .query_map([limit], |r| r.get(0))?
+        .prepare_cached("SELECT raw_json FROM cache_hacks ORDER BY ord LIMIT ?1 OFFSET ?2")?
+        .query_map(window, |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    truncated |= raw.len() > MAX_LISTED;
     let hacks = raw
         .iter()
-        .take(MAX_LISTED)
+        .take(page.limit as usize)
         .map(|item| serde_json::from_str(item))
         .collect::<Result<Vec<Value>, _>>()?;
 
+    let more = files.len() > page.limit as usize || raw.len() > page.limit as usize;
     let mut doc = Entry::default();
     doc.insert_entry("by_lock_level", by_level);
     doc.insert_entry("by_file", by_file);
     doc.insert("hacks", Value::from(hacks));
-    if truncated {
-        totals.insert(
-            "files",
-            Value::from(count(conn, "SELECT count(DISTINCT path) FROM constraints")?),
-        );
-        totals.insert(
-            "hacks",
-            Value::from(count(conn, "SELECT count(*) FROM cache_hacks")?),
-        );
+    let paged = more || page.offset > 0;
+    let mut total = 0;
+    if paged {
+        let mut totals = Entry::default();
+        let mut counts = conn.prepare_cached(
+            "SELECT lock_level, count(DISTINCT path) FROM constraints GROUP BY lock_level",
+        )?;
+        let mut per_level: Vec<(String, i64)> = counts
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        per_level
+            .sort_by(|(a, _), (b, _)| lock_level_rank(a).cmp(&lock_level_rank(b)).then(a.cmp(b)));
+        for (level, n) in per_level {
+            totals.insert(&level, Value::from(n));
+        }
+        let files_total = count(conn, "SELECT count(DISTINCT path) FROM constraints")?;
+        let hacks_total = count(conn, "SELECT count(*) FROM cache_hacks")?;
+        totals.insert("files", Value::from(files_total));
+        totals.insert("hacks", Value::from(hacks_total));
         doc.insert_entry("totals", totals);
-        doc.insert("truncated", Value::Bool(true));
+        total = files_total.max(hacks_total);
     }
+    let next = page.offset + u64::from(page.limit);
+    finish_page(conn, &mut doc, base, total, next, more)?;
     Ok(doc)
 }
 
