@@ -6,7 +6,8 @@
 //! `"false"` into the boolean and a JSON-encoded object or array into the value, wherever the
 //! schema asks for that type. Any other mismatch is an error that names the field and says what
 //! it expects (`limit: expected an integer from 1 to 100, got "abc"`), so the agent can fix
-//! the call. Values of the right type and `null` pass untouched: checking ranges, enumerations
+//! the call. A string holding a NUL character is refused the same way: no name, path or
+//! pattern contains one. Values of the right type and `null` pass untouched: checking ranges, enumerations
 //! and required fields stays with the tools, whose messages say more.
 
 use serde_json::{Map, Value};
@@ -106,6 +107,12 @@ impl<'s> Coercer<'s> {
         if value.is_null() {
             // An absent value: whether the field may be absent is the tool's to say.
             return Ok(());
+        }
+        if value.as_str().is_some_and(|text| text.contains('\0')) {
+            return Err(format!(
+                "{}: must not contain a NUL character",
+                if path.is_empty() { "arguments" } else { path }
+            ));
         }
         let schema = self.resolve(schema);
         if let Some(branches) = schema
@@ -356,6 +363,10 @@ mod tests {
         assert_eq!(
             coerce_err(json!({"list": [1, "b"]})),
             r#"list[1]: expected an integer, got "b""#
+        );
+        assert_eq!(
+            coerce_err(json!({"name": "cache\u{0}"})),
+            "name: must not contain a NUL character"
         );
         assert_eq!(
             coerce_err(json!(["limit", 5])),

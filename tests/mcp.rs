@@ -82,7 +82,8 @@ fn malformed_lines_get_an_error_and_the_server_keeps_serving() {
         .iter()
         .find(|a| a.get("error").is_some())
         .expect("an error for the malformed line");
-    assert_eq!(error["error"]["code"], -32600, "{error}");
+    assert_eq!(error["error"]["code"], -32700, "a parse error: {error}");
+    assert!(error["id"].is_null(), "{error}");
     assert!(
         answers
             .iter()
@@ -1092,4 +1093,73 @@ async fn large_resources_come_in_bounded_pages_that_cover_everything_once() {
         -32002
     );
     client.close().await;
+}
+
+#[test]
+fn every_request_gets_exactly_one_answer_with_its_id() {
+    let project = demo();
+    assert!(project.import().status.success());
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":20,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(17 * 1024 * 1024)
+    );
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{{"name":"acp_query","arguments":{{"x":{}{}}}}}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let lines: Vec<String> = vec![
+        INIT.into(),
+        INITIALIZED.into(),
+        huge,
+        deep,
+        r#"{"jsonrpc":"2.0","id":22,"method":"ping","params":{"s":"\ud800"}}"#.into(),
+        r#"{"jsonrpc":"1.0","id":23,"method":"ping"}"#.into(),
+        r#"{"jsonrpc":"2.0","id":24,"method":"tools/list","params":[1,2]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":25,"method":"tools/call","params":{"name":"acp_query","arguments":["type","stats"]}}"#.into(),
+        r#"{"jsonrpc":"2.0","id":26,"method":"tools/call","params":{"name":"acp_query","arguments":"stats"}}"#.into(),
+        r#"{"jsonrpc":"2.0","id":27,"method":"tools/call","params":{"name":"acp_query","arguments":{"type":"search","pattern":"cache\u0000"}}}"#.into(),
+        r#"[{"jsonrpc":"2.0","id":28,"method":"ping"}]"#.into(),
+        r#"{"jsonrpc":"2.0","id":29,"method":"tools/call","params":{"arguments":{}}}"#.into(),
+        r#"{"jsonrpc":"2.0","id":30,"method":"ping"}"#.into(),
+    ];
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let answers = raw_session(&project, &refs, 12);
+    let by_id = |id: Value| -> Vec<&Value> { answers.iter().filter(|a| a["id"] == id).collect() };
+    for (id, code) in [
+        (21, -32700),
+        (22, -32700),
+        (23, -32600),
+        (24, -32602),
+        (25, -32602),
+        (26, -32602),
+        (27, -32602),
+        (29, -32602),
+    ] {
+        let found = by_id(json!(id));
+        assert_eq!(found.len(), 1, "id {id}: {answers:#?}");
+        assert_eq!(found[0]["error"]["code"], code, "id {id}: {}", found[0]);
+    }
+    assert!(by_id(json!(30))[0]["result"].is_object());
+    let mut anonymous: Vec<i64> = by_id(Value::Null)
+        .iter()
+        .map(|a| a["error"]["code"].as_i64().unwrap())
+        .collect();
+    // The 17 MiB line and the batch: errors without a readable id.
+    anonymous.sort_unstable();
+    assert_eq!(anonymous, [-32700, -32600], "{answers:#?}");
+    assert!(
+        by_id(json!(25))[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("arguments: expected an object"),
+        "{answers:#?}"
+    );
+    assert!(
+        by_id(json!(27))[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("NUL"),
+        "{answers:#?}"
+    );
 }

@@ -53,8 +53,7 @@ async fn serve(project: Project, args: ServeArgs) -> Result<()> {
             }
         });
     }
-    let transport = (stdio::filtered_stdin(), stdio::stdout());
-    let service = server.serve(transport).await?;
+    let service = server.serve(stdio::StdioTransport::new()).await?;
     tracing::info!("serving {} over MCP on stdio", project.root.display());
     service.waiting().await?;
     Ok(())

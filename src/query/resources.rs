@@ -232,7 +232,7 @@ pub fn read_resource(conn: &Connection, uri: &str) -> Result<ResourceContent, Re
                 .and_then(|r| r.split_once('/'))
                 .ok_or_else(not_found)?;
             let value = percent_decode(rest).ok_or_else(not_found)?;
-            if value.is_empty() {
+            if value.is_empty() || value.contains('\0') {
                 return Err(not_found());
             }
             match kind {
