@@ -1,7 +1,9 @@
 //! Opening the index database: connection settings, migrations and the read pool.
 
 use std::path::Path;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use rusqlite::{Connection, OpenFlags};
@@ -101,4 +103,49 @@ pub fn read_pool(path: &Path, size: u32) -> Result<ReadPool> {
         .min_idle(Some(1))
         .build(manager)
         .with_context(|| format!("opening {}", path.display()))
+}
+
+/// How often (in SQLite virtual machine steps) a [`TimeLimit`] checks the clock.
+const TIME_LIMIT_STEPS: i32 = 1000;
+
+/// A time limit on one connection's statements: a progress handler interrupts any statement
+/// running past the deadline (a statement started after it is interrupted at its first check).
+/// Removed when dropped, so pooled connections can carry one per call.
+pub struct TimeLimit<'c> {
+    conn: &'c Connection,
+    expired: Arc<AtomicBool>,
+}
+
+impl<'c> TimeLimit<'c> {
+    /// Installs a limit of `limit` from now on `conn`.
+    pub fn install(conn: &'c Connection, limit: Duration) -> Result<TimeLimit<'c>> {
+        let expired = Arc::new(AtomicBool::new(false));
+        if let Some(deadline) = Instant::now().checked_add(limit) {
+            let flag = Arc::clone(&expired);
+            conn.progress_handler(
+                TIME_LIMIT_STEPS,
+                Some(move || {
+                    let over = Instant::now() >= deadline;
+                    if over {
+                        flag.store(true, Ordering::Relaxed);
+                    }
+                    over
+                }),
+            )
+            .context("installing the query time limit")?;
+        }
+        Ok(TimeLimit { conn, expired })
+    }
+
+    /// Whether a statement was interrupted because the limit passed.
+    pub fn expired(&self) -> bool {
+        self.expired.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for TimeLimit<'_> {
+    fn drop(&mut self) {
+        // Removing the handler of a connection that accepted one cannot fail.
+        let _ = self.conn.progress_handler(0, None::<fn() -> bool>);
+    }
 }

@@ -1163,3 +1163,128 @@ fn every_request_gets_exactly_one_answer_with_its_id() {
         "{answers:#?}"
     );
 }
+
+/// A generated project of 15,000 symbols and its most-called symbol.
+fn generated_with_hub() -> (TempProject, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::acpdb()
+        .args([
+            "gen-fixture",
+            "--files",
+            "1500",
+            "--symbols-per-file",
+            "10",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let project = TempProject { dir };
+    project.import();
+    let conn = rusqlite::Connection::open(project.db()).unwrap();
+    let hub: String = conn
+        .query_row(
+            "SELECT name FROM graph_nodes ORDER BY reverse_len DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    (project, hub)
+}
+
+fn tool_call(id: u32, tool: &str, arguments: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+        .to_string()
+}
+
+#[test]
+fn heavy_calls_do_not_hold_up_cheap_ones_and_run_under_a_time_limit() {
+    let (project, hub) = generated_with_hub();
+    let heavy = |id| {
+        tool_call(
+            id,
+            "acp_query",
+            json!({"type": "callers", "name": hub, "depth": 5, "limit": 1}),
+        )
+    };
+    let lines = [
+        INIT.to_string(),
+        INITIALIZED.to_string(),
+        heavy(2),
+        heavy(3),
+        r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#.to_string(),
+        tool_call(5, "acp_query", json!({"type": "stats"})),
+    ];
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let answers = raw_session(&project, &refs, 5);
+    let order: Vec<i64> = answers.iter().filter_map(|a| a["id"].as_i64()).collect();
+    let position = |id| order.iter().position(|&x| x == id).unwrap();
+    assert!(
+        position(4) < position(2).max(position(3)) && position(5) < position(2).max(position(3)),
+        "cheap calls waited for both heavy ones: {order:?}"
+    );
+    for id in [2, 3, 5] {
+        let answer = answers.iter().find(|a| a["id"] == id).unwrap();
+        assert!(answer["result"].is_object(), "{answer}");
+    }
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_acpdb"))
+        .arg("-C")
+        .arg(project.root())
+        .args(["serve", "--query-timeout", "0.001"])
+        .env("ACPDB_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [
+        INIT.to_string(),
+        INITIALIZED.to_string(),
+        heavy(2),
+        tool_call(3, "acp_get_hotpaths", json!({})),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut answers = Vec::new();
+    while answers.len() < 3 {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0);
+        answers.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let limited = answers.iter().find(|a| a["id"] == 2).unwrap();
+    assert_eq!(limited["error"]["code"], -32004, "{limited}");
+    assert!(
+        limited["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--query-timeout"),
+        "{limited}"
+    );
+    assert!(answers.iter().find(|a| a["id"] == 3).unwrap()["result"].is_object());
+}
+
+#[test]
+fn serve_refuses_durations_it_cannot_represent() {
+    let project = demo();
+    for (flag, value) in [
+        ("--watch-interval", "inf"),
+        ("--watch-interval", "1e20"),
+        ("--query-timeout", "-1"),
+        ("--query-timeout", "0"),
+    ] {
+        let out = project.run(&["serve", &format!("{flag}={value}")]);
+        assert_eq!(out.status.code(), Some(1), "{flag} {value}");
+        assert!(
+            common::stderr(&out).contains(flag),
+            "{}",
+            common::stderr(&out)
+        );
+    }
+}

@@ -150,8 +150,10 @@ pub fn replay(
 pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
     let stop = match (args.iterations, args.duration) {
         (Some(0), _) => bail!("--iterations must be at least 1"),
-        (_, Some(s)) if !(s.is_finite() && s > 0.0) => bail!("--duration must be positive"),
-        (_, Some(s)) => Stop::Time(Duration::from_secs_f64(s)),
+        (_, Some(s)) => match Duration::try_from_secs_f64(s) {
+            Ok(duration) if !duration.is_zero() => Stop::Time(duration),
+            _ => bail!("--duration must be a number of seconds above 0 and below 10^15, got {s}"),
+        },
         (Some(n), None) => Stop::Passes(n),
         (None, None) => Stop::Passes(DEFAULT_ITERATIONS),
     };

@@ -24,25 +24,40 @@ pub use server::AcpServer;
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Seconds between checks of the cache file for changes (0 disables re-import on change).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     pub watch_interval: f64,
+    /// Longest a read query may run before it is interrupted and answered with error -32004.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    pub query_timeout: f64,
+}
+
+/// A number of seconds given on the command line as a duration; `flag` names it in the error.
+fn seconds(value: f64, flag: &str) -> Result<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        anyhow::anyhow!("{flag} must be a number of seconds from 0 to 10^15, got {value}")
+    })
 }
 
 /// Runs the MCP server on stdin/stdout until the client disconnects.
 pub fn run(project: &Project, args: &ServeArgs) -> Result<()> {
+    let watch_interval = seconds(args.watch_interval, "--watch-interval")?;
+    let query_timeout = seconds(args.query_timeout, "--query-timeout")?;
+    if query_timeout.is_zero() {
+        anyhow::bail!("--query-timeout must be more than 0 seconds");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(serve(project.clone(), args.clone()))
+    runtime.block_on(serve(project.clone(), watch_interval, query_timeout))
 }
 
-async fn serve(project: Project, args: ServeArgs) -> Result<()> {
+async fn serve(project: Project, watch_interval: Duration, query_timeout: Duration) -> Result<()> {
     let state = state::IndexState::start(project.clone());
-    let server = AcpServer::new(state.clone(), &project);
-    if args.watch_interval > 0.0 {
+    let server = AcpServer::new(state.clone(), query_timeout);
+    if !watch_interval.is_zero() {
         let watched = state.clone();
-        let period = Duration::from_secs_f64(args.watch_interval);
+        let period = watch_interval;
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(period);
             ticker.tick().await;

@@ -1,6 +1,7 @@
 //! The rmcp server: tool declarations, resources, logging and error mapping.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
@@ -8,8 +9,8 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
     Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
-    ServerCapabilities, ServerConfig,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, ErrorData, RoleServer, ServerHandler};
@@ -17,7 +18,6 @@ use rusqlite::Connection;
 
 use super::state::{IndexState, Unavailable};
 use crate::journal::{DebugRequest, HackRequest, Journal, JournalError};
-use crate::project::Project;
 use crate::query::acp_query::{acp_query, QueryParams};
 use crate::query::check_constraints::CheckConstraintsParams;
 use crate::query::constraints::{acp_constraints, ConstraintsParams};
@@ -37,39 +37,41 @@ before changing a file, and acp_generate_primer or acp_context for a ready-made 
 Record debugging with acp_debug and temporary code with acp_hack. Long lists come in pages: \
 pass the returned next_cursor back as cursor.";
 
+/// JSON-RPC code for "the query ran past the server's time limit".
+pub const QUERY_TIME_LIMIT: i32 = -32004;
+
 /// The acpdb MCP server.
 #[derive(Clone)]
 pub struct AcpServer {
     state: Arc<IndexState>,
+    /// Longest a read query may run.
+    time_limit: Duration,
     journal: Arc<std::sync::Mutex<Option<Arc<Journal>>>>,
     tool_router: ToolRouter<Self>,
 }
 
 impl AcpServer {
-    /// A server answering from `state` for `project`.
-    pub fn new(state: Arc<IndexState>, _project: &Project) -> AcpServer {
+    /// A server answering from `state`, interrupting read queries after `time_limit`.
+    pub fn new(state: Arc<IndexState>, time_limit: Duration) -> AcpServer {
         AcpServer {
             state,
+            time_limit,
             journal: Arc::new(std::sync::Mutex::new(None)),
             tool_router: Self::tool_router(),
         }
     }
 
-    /// Runs `query` on a pooled connection and renders its answer.
+    /// Runs `query` on a pooled connection under the time limit and renders its answer.
     ///
-    /// Read queries are indexed and paged, so they take micro- to milliseconds: they run on the
-    /// runtime's worker thread that received the call (the runtime has a second one for other
-    /// requests). A hand-off to the blocking pool would cost more than most queries.
+    /// Most read queries take micro- to milliseconds, but a deep traversal can take seconds: the
+    /// query runs in `block_in_place`, so the runtime hands this worker's other tasks to another
+    /// thread and cheap calls (and `ping`) keep being answered while heavy ones run.
     async fn answer<F>(&self, query: F) -> Result<CallToolResult, ErrorData>
     where
         F: FnOnce(&Connection) -> QueryResult<String>,
     {
         let pool = self.state.pool().map_err(unavailable)?;
-        let conn = pool
-            .get()
-            .map_err(|e| ErrorData::internal_error(format!("database connection: {e}"), None))?;
-        let text = query(&conn).map_err(query_error)?;
-        drop(conn);
+        let text = tokio::task::block_in_place(|| limited(&pool, self.time_limit, query))?;
         self.respond(text)
     }
 
@@ -163,6 +165,33 @@ impl AcpServer {
             }
             other => Ok(other),
         }
+    }
+}
+
+/// Runs `query` on a connection of `pool`, interrupted after `time_limit`.
+fn limited<T>(
+    pool: &crate::db::ReadPool,
+    time_limit: Duration,
+    query: impl FnOnce(&Connection) -> QueryResult<T>,
+) -> Result<T, ErrorData> {
+    let conn = pool
+        .get()
+        .map_err(|e| ErrorData::internal_error(format!("database connection: {e}"), None))?;
+    let limit = crate::db::TimeLimit::install(&conn, time_limit)
+        .map_err(|e| ErrorData::internal_error(format!("{e:#}"), None))?;
+    match query(&conn) {
+        Ok(answer) => Ok(answer),
+        Err(_) if limit.expired() => Err(ErrorData::new(
+            ErrorCode(QUERY_TIME_LIMIT),
+            format!(
+                "Query interrupted after {} s, the server's time limit: ask for less (a smaller \
+                 depth or limit, a longer pattern), or raise the limit with acpdb serve \
+                 --query-timeout SECONDS",
+                time_limit.as_secs_f64()
+            ),
+            Some(serde_json::json!({"time_limit_seconds": time_limit.as_secs_f64()})),
+        )),
+        Err(err) => Err(query_error(err)),
     }
 }
 
@@ -495,14 +524,11 @@ impl ServerHandler for AcpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let pool = self.state.pool().map_err(unavailable)?;
-        let resources = tokio::task::spawn_blocking(move || -> Result<_, ErrorData> {
-            let conn = pool.get().map_err(|e| {
-                ErrorData::internal_error(format!("database connection: {e}"), None)
-            })?;
-            Ok(super::resources::list(&conn))
-        })
-        .await
-        .map_err(|e| ErrorData::internal_error(format!("resource task failed: {e}"), None))??;
+        let resources = tokio::task::block_in_place(|| {
+            limited(&pool, self.time_limit, |conn| {
+                Ok(super::resources::list(conn))
+            })
+        })?;
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -522,15 +548,11 @@ impl ServerHandler for AcpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let pool = self.state.pool().map_err(unavailable)?;
-        let contents =
-            tokio::task::spawn_blocking(move || -> Result<ResourceContents, ErrorData> {
-                let conn = pool.get().map_err(|e| {
-                    ErrorData::internal_error(format!("database connection: {e}"), None)
-                })?;
-                super::resources::read(&conn, &request.uri)
+        let contents = tokio::task::block_in_place(|| {
+            limited(&pool, self.time_limit, |conn| {
+                Ok(super::resources::read(conn, &request.uri))
             })
-            .await
-            .map_err(|e| ErrorData::internal_error(format!("resource task failed: {e}"), None))??;
+        })??;
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 }
