@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::files;
 use super::{md5, stamp, JournalError};
 
 /// The JSON Schema (draft-07) of the attempts file.
@@ -225,16 +226,14 @@ fn insert_history(
 /// Merges the attempts file into the journal when it differs from what the journal last
 /// imported or wrote. A missing file is left for the next export to create.
 pub(crate) fn sync_from_file(tx: &Transaction<'_>, path: &Path) -> Result<(), JournalError> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(err) if matches!(err.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-            return Ok(())
-        }
+    let bytes = match files::read_regular(path) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(()),
+        Err(files::FileError::Io(err)) if err.kind() == ErrorKind::NotADirectory => return Ok(()),
         Err(err) => {
-            return Err(JournalError::Internal(format!(
-                "Cannot read {}: {err}",
-                path.display()
-            )))
+            return Err(JournalError::Internal(
+                err.describe(&path.display().to_string()),
+            ))
         }
     };
     let fingerprint = fingerprint(&bytes);

@@ -14,11 +14,13 @@
 //! attempts (`acp attempt verify/fail/revert`) are applied to the journal.
 //!
 //! Module map: `debug` and `hack` implement the actions, `attempts` the file format, `paths`
-//! the confinement of paths to the project root, `cli` the command-line mirrors.
+//! the confinement of paths to the project root, `files` bounded reads of regular files, `cli`
+//! the command-line mirrors.
 
 mod attempts;
 mod cli;
 mod debug;
+mod files;
 mod hack;
 mod md5;
 mod paths;
@@ -46,6 +48,9 @@ mod embedded {
 
 /// How long a writer waits for another one to finish before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most bytes the journal reads from one file; larger files are refused.
+pub const FILE_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// A failed journal action.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
