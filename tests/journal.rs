@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use acpdb::journal::{
     CacheHack, DebugRequest, HackRequest, Journal, JournalError, ProjectIndex, ATTEMPTS_SCHEMA,
-    FILE_LIMIT,
+    FILE_LIMIT, TEXT_LIMIT,
 };
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use serde_json::{json, Value};
@@ -771,6 +771,64 @@ fn only_regular_files_of_bounded_size_are_read() {
     assert_eq!(status["session"]["attempts"], json!([]));
     f.debug_ok(json!({"action": "attempt", "data": {
         "session_id": session, "description": "d", "files": ["src/api.ts"]}}));
+}
+
+#[test]
+fn text_fields_are_capped() {
+    let f = Fixture::new();
+    let long = "x".repeat(TEXT_LIMIT + 1);
+    let message = invalid(f.debug(json!({"action": "start", "data": {
+        "problem": long, "hypothesis": "h"}})));
+    assert_eq!(
+        message,
+        format!(
+            "problem: at most {TEXT_LIMIT} bytes, got {}",
+            TEXT_LIMIT + 1
+        )
+    );
+    let session = f.start();
+    let refused = [
+        (
+            "files",
+            json!({"action": "attempt", "data": {
+            "session_id": session, "description": "d", "files": [long]}}),
+        ),
+        (
+            "description",
+            json!({"action": "attempt", "data": {
+            "session_id": session, "description": long}}),
+        ),
+        (
+            "notes",
+            json!({"action": "result", "data": {
+            "session_id": session, "attempt_id": "attempt-001", "success": true, "notes": long}}),
+        ),
+        (
+            "resolution",
+            json!({"action": "resolve", "data": {
+            "session_id": session, "resolution": long}}),
+        ),
+    ];
+    for (field, request) in refused {
+        let message = invalid(f.debug(request));
+        assert!(
+            message.starts_with(&format!("{field}: at most {TEXT_LIMIT} bytes")),
+            "{message}"
+        );
+    }
+    let message = invalid(f.hack(json!({"action": "mark", "data": {
+        "file": "src/api.ts", "reason": long}})));
+    assert!(message.starts_with("reason: at most"), "{message}");
+
+    let fits = "y".repeat(TEXT_LIMIT);
+    let started = f.debug_ok(json!({"action": "start", "data": {
+        "problem": fits, "hypothesis": "h"}}));
+    assert_eq!(started["problem"].as_str().map(str::len), Some(TEXT_LIMIT));
+    let size = fs::metadata(attempts_path(f.root())).unwrap().len();
+    assert!(
+        size < 4 * TEXT_LIMIT as u64,
+        "attempts file of {size} bytes"
+    );
 }
 
 struct Index {

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::attempts::{self, HistoryEntry, Status};
-use super::{files, md5, optional, required, stamp, Journal, JournalError, Response};
+use super::{files, limited, md5, optional, required, stamp, Journal, JournalError, Response};
 
 /// Files larger than this are hashed but not snapshotted (acp-cli's limit).
 const SNAPSHOT_LIMIT: usize = 100_000;
@@ -159,7 +159,7 @@ impl<'a> PlannedAttempt<'a> {
         let mut files = Vec::new();
         let mut seen = HashSet::new();
         for input in data.files.iter().flatten() {
-            let path = journal.root.resolve(input)?;
+            let path = journal.root.resolve(limited(input, "files")?)?;
             if seen.insert(path.clone()) {
                 files.push(path);
             }
@@ -258,6 +258,7 @@ fn result(
     let success = data.success.ok_or_else(|| {
         JournalError::InvalidParams("'success' required for result action".to_owned())
     })?;
+    let notes = optional(&data.notes, "notes")?.map(str::to_owned);
     let session = Session::load(tx, session_id)?;
     session.ensure_active()?;
     let attempt = Attempt::load(tx, &session, attempt_id)?;
@@ -271,7 +272,6 @@ fn result(
             )))
         }
     }
-    let notes = optional(&data.notes).map(str::to_owned);
     let recorded_at = attempt.end_stamp(journal);
     let status = if success { "succeeded" } else { "failed" };
     tx.execute(
@@ -461,7 +461,7 @@ struct AttemptView {
 }
 
 fn status(tx: &Transaction<'_>, data: &DebugData) -> Result<StatusAnswer, JournalError> {
-    let session = match optional(&data.session_id) {
+    let session = match optional(&data.session_id, "session_id")? {
         Some(id) => Session::load(tx, id)?,
         None => {
             let id: Option<String> = tx
@@ -686,9 +686,11 @@ fn current_hashes(
     journal: &Journal,
     data: &DebugData,
 ) -> Result<HashMap<String, String>, JournalError> {
-    let (Some(session_id), Some(attempt_id)) =
-        (optional(&data.session_id), optional(&data.attempt_id))
-    else {
+    let ids = (
+        optional(&data.session_id, "session_id")?,
+        optional(&data.attempt_id, "attempt_id")?,
+    );
+    let (Some(session_id), Some(attempt_id)) = ids else {
         return Ok(HashMap::new());
     };
     let files = journal.read(|tx| attempt_files(tx, session_id, attempt_id))?;

@@ -49,6 +49,9 @@ mod embedded {
 /// How long a writer waits for another one to finish before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The most bytes one text field of an action (a problem, a file path, …) may have.
+pub const TEXT_LIMIT: usize = 64 * 1024;
+
 /// The most bytes the journal reads from one file; larger files are refused.
 pub const FILE_LIMIT: u64 = 64 * 1024 * 1024;
 
@@ -371,24 +374,36 @@ fn stamp(time: DateTime<Utc>) -> String {
     time.format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// A required string field of an action: present and not blank.
+/// A required string field of an action: present, not blank and within [`TEXT_LIMIT`].
 fn required<'a>(
     value: &'a Option<String>,
     field: &str,
     action: &str,
 ) -> Result<&'a str, JournalError> {
-    match value.as_deref().map(str::trim) {
-        Some(text) if !text.is_empty() => Ok(text),
-        _ => Err(JournalError::InvalidParams(format!(
+    match optional(value, field)? {
+        Some(text) => Ok(text),
+        None => Err(JournalError::InvalidParams(format!(
             "'{field}' required for {action} action"
         ))),
     }
 }
 
-/// An optional string field: absent when missing or blank.
-fn optional(value: &Option<String>) -> Option<&str> {
-    value
-        .as_deref()
-        .map(str::trim)
-        .filter(|text| !text.is_empty())
+/// An optional string field: absent when missing or blank, refused beyond [`TEXT_LIMIT`].
+fn optional<'a>(value: &'a Option<String>, field: &str) -> Result<Option<&'a str>, JournalError> {
+    let Some(text) = value.as_deref() else {
+        return Ok(None);
+    };
+    let text = limited(text, field)?.trim();
+    Ok(Some(text).filter(|text| !text.is_empty()))
+}
+
+/// `text`, the value of `field`, when it has at most [`TEXT_LIMIT`] bytes.
+fn limited<'a>(text: &'a str, field: &str) -> Result<&'a str, JournalError> {
+    if text.len() > TEXT_LIMIT {
+        return Err(JournalError::InvalidParams(format!(
+            "{field}: at most {TEXT_LIMIT} bytes, got {}",
+            text.len()
+        )));
+    }
+    Ok(text)
 }
