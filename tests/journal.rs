@@ -831,6 +831,41 @@ fn text_fields_are_capped() {
     );
 }
 
+#[test]
+fn stale_temp_files_are_swept_when_the_journal_opens() {
+    let dir = project_with_file();
+    let acp = dir.path().join(".acp");
+    fs::create_dir_all(&acp).unwrap();
+    // Beyond any pid_max, so no such process runs.
+    let dead = acp.join(".acp.attempts.json.99999999.tmp");
+    let live_fresh = acp.join(format!(".acp.attempts.json.{}.tmp", std::process::id()));
+    let live_old = acp.join(".acp.attempts.json.1.tmp");
+    let others = [
+        acp.join(".acp.attempts.json.backup.tmp"),
+        acp.join(".acp.attempts.json.0123.tmp"),
+        acp.join(".acp.attempts.json.99999999.tmp.keep"),
+        acp.join(".other.json.99999999.tmp"),
+    ];
+    let long_ago = SystemTime::now() - Duration::from_secs(3600);
+    for path in [&dead, &live_fresh, &live_old].into_iter().chain(&others) {
+        let file = fs::File::create(path).unwrap();
+        if path != &live_fresh {
+            file.set_modified(long_ago).unwrap();
+        }
+    }
+    open(dir.path()).unwrap();
+    assert!(!dead.exists(), "the temp file of a gone writer is removed");
+    assert!(!live_old.exists(), "an old temp file is removed");
+    assert!(live_fresh.exists(), "a running writer's temp file is kept");
+    for path in &others {
+        assert!(
+            path.exists(),
+            "{} is not a temp file of the journal",
+            path.display()
+        );
+    }
+}
+
 struct Index {
     files: HashSet<String>,
     hacks: Vec<CacheHack>,

@@ -167,7 +167,8 @@ impl Journal {
     /// Opens (creating and migrating if needed) the journal database at `journal_db` for the
     /// project at `project_root`, exporting to `attempts_path`. An attempts file the journal has
     /// not seen yet is imported; one that does not follow the format is refused with a message
-    /// naming what is wrong, and left untouched.
+    /// naming what is wrong, and left untouched. Temporary export files that killed writers left
+    /// next to it are removed.
     pub fn open(
         journal_db: &Path,
         project_root: &Path,
@@ -180,12 +181,14 @@ impl Journal {
             })?;
         }
         let conn = open_connection(journal_db)?;
+        let attempts_path = std::path::absolute(attempts_path).map_err(|e| {
+            JournalError::Internal(format!("Cannot resolve {}: {e}", attempts_path.display()))
+        })?;
+        attempts::remove_stale_temps(&attempts_path);
         let journal = Journal {
             conn: Mutex::new(conn),
             root,
-            attempts_path: std::path::absolute(attempts_path).map_err(|e| {
-                JournalError::Internal(format!("Cannot resolve {}: {e}", attempts_path.display()))
-            })?,
+            attempts_path,
             index: None,
             clock: Arc::new(Utc::now),
         };
