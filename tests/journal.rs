@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use acpdb::journal::{
     CacheHack, DebugRequest, HackRequest, Journal, JournalError, ProjectIndex, ATTEMPTS_SCHEMA,
+    FILE_LIMIT, TEXT_LIMIT,
 };
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use serde_json::{json, Value};
@@ -663,6 +664,206 @@ fn paths_must_stay_inside_the_project_root() {
     assert!(invalid(f.debug(json!({"action": "attempt", "data": {
         "session_id": session, "description": "d", "files": ["src/auth"]}})))
     .starts_with("Not a file: src/auth"));
+}
+
+/// The `modified_hash` the journal records for `path` in an attempt.
+fn modified_hash(f: &Fixture, session: &str, attempt: &str, path: &str) -> String {
+    let conn = rusqlite::Connection::open(journal_db(f.root())).unwrap();
+    conn.query_row(
+        "SELECT modified_hash FROM attempt_files
+         WHERE session_id = ?1 AND attempt_id = ?2 AND path = ?3",
+        [session, attempt, path],
+        |row| row.get(0),
+    )
+    .unwrap()
+}
+
+#[test]
+fn files_are_confined_again_at_every_read() {
+    let f = Fixture::new();
+    let session = f.start();
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("api.ts"), "outside secret").unwrap();
+    fs::write(outside.path().join("jwt.ts"), "outside secret").unwrap();
+    let secret_md5 = md5_of(b"outside secret");
+    let logged = f.debug_ok(json!({"action": "attempt", "data": {
+        "session_id": session, "description": "d", "files": ["src/api.ts", "src/auth/jwt.ts"]}}));
+    let attempt = logged["attempt_id"].as_str().unwrap().to_owned();
+    let api_md5 = modified_hash(&f, &session, &attempt, "src/api.ts");
+
+    // The file becomes a link to a file outside, and its directory a link to a directory
+    // outside: the result keeps the hashes it had instead of reading outside the root.
+    fs::remove_file(f.root().join("src/api.ts")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("api.ts"), f.root().join("src/api.ts")).unwrap();
+    fs::rename(f.root().join("src/auth"), f.root().join("src/auth-moved")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), f.root().join("src/auth")).unwrap();
+    f.debug_ok(json!({"action": "result", "data": {
+        "session_id": session, "attempt_id": attempt, "success": false}}));
+    assert_eq!(modified_hash(&f, &session, &attempt, "src/api.ts"), api_md5);
+    let jwt_md5 = modified_hash(&f, &session, &attempt, "src/auth/jwt.ts");
+    assert_eq!(jwt_md5, md5_of(b"export const VAT = 0.2;\n"));
+    assert_eq!(api_md5, md5_of(b"a"));
+
+    // A revert through a link to an endless device returns at once and reads nothing.
+    fs::remove_file(f.root().join("src/api.ts")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", f.root().join("src/api.ts")).unwrap();
+    let started = Instant::now();
+    f.debug_ok(json!({"action": "revert", "data": {
+        "session_id": session, "attempt_id": attempt}}));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(modified_hash(&f, &session, &attempt, "src/api.ts"), api_md5);
+
+    // A new attempt through the same links is refused, and nothing outside was stored.
+    for path in ["src/api.ts", "src/auth/jwt.ts"] {
+        let message = invalid(f.debug(json!({"action": "attempt", "data": {
+            "session_id": session, "description": "d", "files": [path]}})));
+        assert_eq!(message, format!("Path outside project root: {path}"));
+    }
+    let text = fs::read_to_string(attempts_path(f.root())).unwrap();
+    assert!(!text.contains("outside secret"), "{text}");
+    assert!(!text.contains(&secret_md5), "{text}");
+}
+
+fn md5_of(bytes: &[u8]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    fs::write(&path, bytes).unwrap();
+    let out = Command::new("md5sum").arg(&path).output().unwrap();
+    String::from_utf8(out.stdout).unwrap()[..32].to_owned()
+}
+
+#[test]
+fn only_regular_files_of_bounded_size_are_read() {
+    let f = Fixture::new();
+    let session = f.start();
+    let status = Command::new("mkfifo")
+        .arg(f.root().join("src/pipe"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let big = fs::File::create(f.root().join("src/big.bin")).unwrap();
+    big.set_len(FILE_LIMIT + 1).unwrap();
+
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let journal = open(f.root()).unwrap();
+    let request = debug_request(json!({"action": "attempt", "data": {
+        "session_id": session, "description": "d", "files": ["src/api.ts", "src/pipe"]}}));
+    std::thread::spawn(move || sender.send(journal.debug(request)).unwrap());
+    let answer = receiver
+        .recv_timeout(Duration::from_secs(10))
+        .expect("an attempt naming a FIFO answers at once");
+    assert_eq!(
+        invalid(answer.map(|r| r.to_value())),
+        "Not a regular file: src/pipe is a FIFO; the journal reads regular files only"
+    );
+
+    let message = invalid(f.debug(json!({"action": "attempt", "data": {
+        "session_id": session, "description": "d", "files": ["src/big.bin"]}})));
+    assert_eq!(
+        message,
+        format!(
+            "File too large: src/big.bin has {} bytes; the journal reads files of at most \
+             {FILE_LIMIT} bytes",
+            FILE_LIMIT + 1
+        )
+    );
+    let status = f.debug_ok(json!({"action": "status"}));
+    assert_eq!(status["session"]["attempts"], json!([]));
+    f.debug_ok(json!({"action": "attempt", "data": {
+        "session_id": session, "description": "d", "files": ["src/api.ts"]}}));
+}
+
+#[test]
+fn text_fields_are_capped() {
+    let f = Fixture::new();
+    let long = "x".repeat(TEXT_LIMIT + 1);
+    let message = invalid(f.debug(json!({"action": "start", "data": {
+        "problem": long, "hypothesis": "h"}})));
+    assert_eq!(
+        message,
+        format!(
+            "problem: at most {TEXT_LIMIT} bytes, got {}",
+            TEXT_LIMIT + 1
+        )
+    );
+    let session = f.start();
+    let refused = [
+        (
+            "files",
+            json!({"action": "attempt", "data": {
+            "session_id": session, "description": "d", "files": [long]}}),
+        ),
+        (
+            "description",
+            json!({"action": "attempt", "data": {
+            "session_id": session, "description": long}}),
+        ),
+        (
+            "notes",
+            json!({"action": "result", "data": {
+            "session_id": session, "attempt_id": "attempt-001", "success": true, "notes": long}}),
+        ),
+        (
+            "resolution",
+            json!({"action": "resolve", "data": {
+            "session_id": session, "resolution": long}}),
+        ),
+    ];
+    for (field, request) in refused {
+        let message = invalid(f.debug(request));
+        assert!(
+            message.starts_with(&format!("{field}: at most {TEXT_LIMIT} bytes")),
+            "{message}"
+        );
+    }
+    let message = invalid(f.hack(json!({"action": "mark", "data": {
+        "file": "src/api.ts", "reason": long}})));
+    assert!(message.starts_with("reason: at most"), "{message}");
+
+    let fits = "y".repeat(TEXT_LIMIT);
+    let started = f.debug_ok(json!({"action": "start", "data": {
+        "problem": fits, "hypothesis": "h"}}));
+    assert_eq!(started["problem"].as_str().map(str::len), Some(TEXT_LIMIT));
+    let size = fs::metadata(attempts_path(f.root())).unwrap().len();
+    assert!(
+        size < 4 * TEXT_LIMIT as u64,
+        "attempts file of {size} bytes"
+    );
+}
+
+#[test]
+fn stale_temp_files_are_swept_when_the_journal_opens() {
+    let dir = project_with_file();
+    let acp = dir.path().join(".acp");
+    fs::create_dir_all(&acp).unwrap();
+    // Beyond any pid_max, so no such process runs.
+    let dead = acp.join(".acp.attempts.json.99999999.tmp");
+    let live_fresh = acp.join(format!(".acp.attempts.json.{}.tmp", std::process::id()));
+    let live_old = acp.join(".acp.attempts.json.1.tmp");
+    let others = [
+        acp.join(".acp.attempts.json.backup.tmp"),
+        acp.join(".acp.attempts.json.0123.tmp"),
+        acp.join(".acp.attempts.json.99999999.tmp.keep"),
+        acp.join(".other.json.99999999.tmp"),
+    ];
+    let long_ago = SystemTime::now() - Duration::from_secs(3600);
+    for path in [&dead, &live_fresh, &live_old].into_iter().chain(&others) {
+        let file = fs::File::create(path).unwrap();
+        if path != &live_fresh {
+            file.set_modified(long_ago).unwrap();
+        }
+    }
+    open(dir.path()).unwrap();
+    assert!(!dead.exists(), "the temp file of a gone writer is removed");
+    assert!(!live_old.exists(), "an old temp file is removed");
+    assert!(live_fresh.exists(), "a running writer's temp file is kept");
+    for path in &others {
+        assert!(
+            path.exists(),
+            "{} is not a temp file of the journal",
+            path.display()
+        );
+    }
 }
 
 struct Index {

@@ -239,6 +239,43 @@ async fn debug_journal_over_stdio() {
 }
 
 #[tokio::test]
+async fn a_fifo_in_an_attempt_is_refused_at_once_and_the_journal_keeps_serving() {
+    let project = demo();
+    let fifo = project.root().join("src/pipe");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let client = Client::spawn(project.root(), &[]).await;
+    wait_ready(&client, 60).await;
+    let started = client
+        .ok(
+            "acp_debug",
+            json!({"action": "start", "data": {"problem": "p", "hypothesis": "h"}}),
+        )
+        .await;
+    let session = started["session_id"].as_str().unwrap().to_owned();
+    let within = Duration::from_secs(10);
+    let err = tokio::time::timeout(
+        within,
+        client.err("acp_debug", json!({"action": "attempt", "data": {"session_id": session, "description": "d", "files": ["src/pipe"]}})),
+    )
+    .await
+    .expect("an attempt naming a FIFO answers at once");
+    assert_eq!(err.code, -32602, "{err:?}");
+    assert!(err.message.contains("src/pipe is a FIFO"), "{err:?}");
+    let logged = tokio::time::timeout(
+        within,
+        client.ok("acp_debug", json!({"action": "attempt", "data": {"session_id": session, "description": "d", "files": ["src/auth/session.ts"]}})),
+    )
+    .await
+    .expect("the next call answers");
+    assert_eq!(logged["attempt_id"], "attempt-001", "{logged}");
+    client.close().await;
+}
+
+#[tokio::test]
 async fn hack_markers_over_stdio() {
     let project = demo();
     let client = Client::spawn(project.root(), &[]).await;

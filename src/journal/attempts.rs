@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::files;
 use super::{md5, stamp, JournalError};
 
 /// The JSON Schema (draft-07) of the attempts file.
@@ -31,8 +32,9 @@ const SCHEMA_URL: &str = "https://acp-protocol.dev/schemas/v1/attempts.schema.js
 const FORMAT_VERSION: &str = "1.0.0";
 /// The schema's `maxItems` for `history`; older entries stay in the journal only.
 const HISTORY_LIMIT: usize = 1000;
-/// Temporary files of exports older than this were left by a crash and are removed.
-const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
+/// A temporary export file older than this was left behind (its writer was killed) even when a
+/// process with its writer's id runs; younger ones are removed only when no such process runs.
+const STALE_TEMP_AGE: Duration = Duration::from_secs(5 * 60);
 /// How many problems an import error lists.
 const PROBLEMS_SHOWN: usize = 10;
 
@@ -225,16 +227,14 @@ fn insert_history(
 /// Merges the attempts file into the journal when it differs from what the journal last
 /// imported or wrote. A missing file is left for the next export to create.
 pub(crate) fn sync_from_file(tx: &Transaction<'_>, path: &Path) -> Result<(), JournalError> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(err) if matches!(err.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-            return Ok(())
-        }
+    let bytes = match files::read_regular(path) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(()),
+        Err(files::FileError::Io(err)) if err.kind() == ErrorKind::NotADirectory => return Ok(()),
         Err(err) => {
-            return Err(JournalError::Internal(format!(
-                "Cannot read {}: {err}",
-                path.display()
-            )))
+            return Err(JournalError::Internal(
+                err.describe(&path.display().to_string()),
+            ))
         }
     };
     let fingerprint = fingerprint(&bytes);
@@ -689,18 +689,10 @@ fn build(tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<Document, JournalEr
 /// Replaces `path` with `bytes` so that readers see the old or the new content, never a mix,
 /// and the new content is on disk when this returns.
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = parent_dir(path);
     fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp_prefix = format!(".{name}.");
-    remove_stale_temps(dir, &temp_prefix);
-    let temp = dir.join(format!("{temp_prefix}{}.tmp", std::process::id()));
+    remove_stale_temps(path);
+    let temp = dir.join(temp_name(path, std::process::id()));
     let written = (|| {
         let mut file = File::create(&temp)?;
         file.write_all(bytes)?;
@@ -714,24 +706,79 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Removes temporary export files a crashed writer left behind.
-fn remove_stale_temps(dir: &Path, prefix: &str) {
-    let Ok(entries) = fs::read_dir(dir) else {
+fn parent_dir(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The name of the temporary file process `pid` writes an export of `path` to:
+/// `.acp.attempts.json.<pid>.tmp`.
+fn temp_name(path: &Path, pid: u32) -> String {
+    format!(".{}.{pid}.tmp", file_name(path))
+}
+
+/// The writer's process id when `name` is the name of a temporary export file of `path`.
+fn temp_writer(path: &Path, name: &str) -> Option<u32> {
+    let pid = name
+        .strip_prefix(&format!(".{}.", file_name(path)))?
+        .strip_suffix(".tmp")?;
+    // Spelled back exactly: no sign, no leading zeros.
+    pid.parse().ok().filter(|pid| temp_name(path, *pid) == name)
+}
+
+/// Removes the temporary export files of `path` that writers killed mid-export left behind:
+/// those whose writer process is gone, and any older than [`STALE_TEMP_AGE`].
+pub(crate) fn remove_stale_temps(path: &Path) {
+    let Ok(entries) = fs::read_dir(parent_dir(path)) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let stale = entry
+        let Some(pid) = temp_writer(path, &name.to_string_lossy()) else {
+            continue;
+        };
+        let old = entry
             .metadata()
             .and_then(|m| m.modified())
             .ok()
             .and_then(|modified| SystemTime::now().duration_since(modified).ok())
             .is_some_and(|age| age > STALE_TEMP_AGE);
-        if name.starts_with(prefix) && name.ends_with(".tmp") && stale {
+        if old || !process_runs(pid) {
             let _ = fs::remove_file(entry.path());
         }
     }
+}
+
+/// Whether a process with id `pid` runs (assumed when it cannot be told).
+#[cfg(unix)]
+fn process_runs(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    let Ok(id) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if id <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 only checks that the process exists and may be signalled; nothing is
+    // sent, and `id` is positive so it names one process, never a group.
+    if unsafe { libc::kill(id, 0) } == 0 {
+        return true;
+    }
+    std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg(not(unix))]
+fn process_runs(_pid: u32) -> bool {
+    true
 }
 
 fn fingerprint(bytes: &[u8]) -> String {

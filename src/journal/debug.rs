@@ -3,16 +3,14 @@
 //! they touch and get a result (succeeded/failed) or are reverted; resolving closes the session.
 //! The journal only records: it never changes the files themselves.
 
-use std::collections::HashSet;
-use std::fs;
-use std::io::ErrorKind;
+use std::collections::{HashMap, HashSet};
 
 use rusqlite::{params, OptionalExtension, Transaction};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::attempts::{self, HistoryEntry, Status};
-use super::{md5, optional, required, stamp, Journal, JournalError, Response};
+use super::{files, limited, md5, optional, required, stamp, Journal, JournalError, Response};
 
 /// Files larger than this are hashed but not snapshotted (acp-cli's limit).
 const SNAPSHOT_LIMIT: usize = 100_000;
@@ -54,7 +52,8 @@ pub struct DebugData {
     pub resolution: Option<String>,
 }
 
-/// Runs one `acp_debug` action.
+/// Runs one `acp_debug` action. Files are read before the write transaction begins, so that a
+/// slow read never holds other writers up.
 pub(crate) fn run(journal: &Journal, request: DebugRequest) -> Result<Response, JournalError> {
     let action = request.action.as_deref().ok_or_else(|| {
         JournalError::InvalidParams("Missing required parameter: action".to_owned())
@@ -62,9 +61,18 @@ pub(crate) fn run(journal: &Journal, request: DebugRequest) -> Result<Response, 
     let data = request.data.unwrap_or_default();
     match action {
         "start" => journal.write_and_export(|tx| start(journal, tx, &data)),
-        "attempt" => journal.write_and_export(|tx| attempt(journal, tx, &data)),
-        "result" => journal.write_and_export(|tx| result(journal, tx, &data)),
-        "revert" => journal.write_and_export(|tx| revert(journal, tx, &data)),
+        "attempt" => {
+            let planned = PlannedAttempt::new(journal, &data)?;
+            journal.write_and_export(|tx| attempt(journal, tx, planned))
+        }
+        "result" => {
+            let hashes = current_hashes(journal, &data)?;
+            journal.write_and_export(|tx| result(journal, tx, &data, &hashes))
+        }
+        "revert" => {
+            let hashes = current_hashes(journal, &data)?;
+            journal.write_and_export(|tx| revert(journal, tx, &data, &hashes))
+        }
         "resolve" => journal.write_and_export(|tx| resolve(journal, tx, &data)),
         "status" => Response::new(&journal.read(|tx| status(tx, &data))?),
         "list" => Response::new(&journal.read(list)?),
@@ -134,27 +142,54 @@ struct Logged {
     unindexed_files: Vec<String>,
 }
 
+/// An attempt checked and its files read, ready to be recorded.
+struct PlannedAttempt<'a> {
+    session_id: &'a str,
+    description: &'a str,
+    files: Vec<String>,
+    snapshots: Vec<Snapshot>,
+}
+
+impl<'a> PlannedAttempt<'a> {
+    /// Checks the fields and the session, then resolves and reads the files.
+    fn new(journal: &Journal, data: &'a DebugData) -> Result<PlannedAttempt<'a>, JournalError> {
+        let session_id = required(&data.session_id, "session_id", "attempt")?;
+        let description = required(&data.description, "description", "attempt")?;
+        journal.read(|tx| Session::load(tx, session_id)?.ensure_active())?;
+        let mut files = Vec::new();
+        let mut seen = HashSet::new();
+        for input in data.files.iter().flatten() {
+            let path = journal.root.resolve(limited(input, "files")?)?;
+            if seen.insert(path.clone()) {
+                files.push(path);
+            }
+        }
+        let snapshots = files
+            .iter()
+            .map(|path| Snapshot::take(journal, path, SNAPSHOT_LIMIT))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(PlannedAttempt {
+            session_id,
+            description,
+            files,
+            snapshots,
+        })
+    }
+}
+
 fn attempt(
     journal: &Journal,
     tx: &Transaction<'_>,
-    data: &DebugData,
+    planned: PlannedAttempt<'_>,
 ) -> Result<Logged, JournalError> {
-    let session_id = required(&data.session_id, "session_id", "attempt")?;
-    let description = required(&data.description, "description", "attempt")?;
-    let session = Session::load(tx, session_id)?;
-    session.ensure_active()?;
-    let mut files = Vec::new();
-    let mut seen = HashSet::new();
-    for input in data.files.iter().flatten() {
-        let path = journal.root.resolve(input)?;
-        if seen.insert(path.clone()) {
-            files.push(path);
-        }
-    }
-    let snapshots = files
-        .iter()
-        .map(|path| Snapshot::take(journal, path))
-        .collect::<Result<Vec<_>, _>>()?;
+    let PlannedAttempt {
+        session_id,
+        description,
+        files,
+        snapshots,
+    } = planned;
+    // Checked again: the session may have been resolved while the files were read.
+    Session::load(tx, session_id)?.ensure_active()?;
     let created_at = stamp(journal.now());
     let mut seq: i64 = tx.query_row(
         "SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE session_id = ?1",
@@ -216,12 +251,14 @@ fn result(
     journal: &Journal,
     tx: &Transaction<'_>,
     data: &DebugData,
+    hashes: &HashMap<String, String>,
 ) -> Result<Recorded, JournalError> {
     let session_id = required(&data.session_id, "session_id", "result")?;
     let attempt_id = required(&data.attempt_id, "attempt_id", "result")?;
     let success = data.success.ok_or_else(|| {
         JournalError::InvalidParams("'success' required for result action".to_owned())
     })?;
+    let notes = optional(&data.notes, "notes")?.map(str::to_owned);
     let session = Session::load(tx, session_id)?;
     session.ensure_active()?;
     let attempt = Attempt::load(tx, &session, attempt_id)?;
@@ -235,7 +272,6 @@ fn result(
             )))
         }
     }
-    let notes = optional(&data.notes).map(str::to_owned);
     let recorded_at = attempt.end_stamp(journal);
     let status = if success { "succeeded" } else { "failed" };
     tx.execute(
@@ -243,7 +279,7 @@ fn result(
          WHERE session_id = ?1 AND id = ?2",
         params![session_id, attempt_id, status, success, notes, recorded_at],
     )?;
-    let files_modified = rehash_files(journal, tx, session_id, attempt_id)?;
+    let files_modified = rehash_files(tx, session_id, attempt_id, hashes)?;
     let (history_status, outcome) = if success {
         (
             Status::Verified,
@@ -294,6 +330,7 @@ fn revert(
     journal: &Journal,
     tx: &Transaction<'_>,
     data: &DebugData,
+    hashes: &HashMap<String, String>,
 ) -> Result<Reverted, JournalError> {
     let session_id = required(&data.session_id, "session_id", "revert")?;
     let attempt_id = required(&data.attempt_id, "attempt_id", "revert")?;
@@ -309,7 +346,7 @@ fn revert(
          WHERE session_id = ?1 AND id = ?2",
         params![session_id, attempt_id, reverted_at],
     )?;
-    let files_modified = rehash_files(journal, tx, session_id, attempt_id)?;
+    let files_modified = rehash_files(tx, session_id, attempt_id, hashes)?;
     attempts::append_history(
         tx,
         &HistoryEntry::new(
@@ -424,7 +461,7 @@ struct AttemptView {
 }
 
 fn status(tx: &Transaction<'_>, data: &DebugData) -> Result<StatusAnswer, JournalError> {
-    let session = match optional(&data.session_id) {
+    let session = match optional(&data.session_id, "session_id")? {
         Some(id) => Session::load(tx, id)?,
         None => {
             let id: Option<String> = tx
@@ -642,17 +679,43 @@ fn attempt_files(
     Ok(files)
 }
 
-/// Records the current content hash of an attempt's files; returns how many there are.
-fn rehash_files(
+/// The current content hashes of an attempt's files, read before the write transaction. A file
+/// that cannot be read (gone outside the root, no longer a regular file, too large) is left out
+/// and keeps the hash it had.
+fn current_hashes(
     journal: &Journal,
+    data: &DebugData,
+) -> Result<HashMap<String, String>, JournalError> {
+    let ids = (
+        optional(&data.session_id, "session_id")?,
+        optional(&data.attempt_id, "attempt_id")?,
+    );
+    let (Some(session_id), Some(attempt_id)) = ids else {
+        return Ok(HashMap::new());
+    };
+    let files = journal.read(|tx| attempt_files(tx, session_id, attempt_id))?;
+    Ok(files
+        .into_iter()
+        .filter_map(|path| match Snapshot::take(journal, &path, 0) {
+            Ok(snapshot) => Some((path, snapshot.hash)),
+            Err(err) => {
+                tracing::debug!("{path} keeps its recorded hash: {err}");
+                None
+            }
+        })
+        .collect())
+}
+
+/// Records the `hashes` read for an attempt's files; returns how many files it has.
+fn rehash_files(
     tx: &Transaction<'_>,
     session_id: &str,
     attempt_id: &str,
+    hashes: &HashMap<String, String>,
 ) -> Result<u64, JournalError> {
     let files = attempt_files(tx, session_id, attempt_id)?;
     for path in &files {
-        // A file that can no longer be read keeps the hash it had.
-        let Ok(Snapshot { hash, .. }) = Snapshot::take(journal, path) else {
+        let Some(hash) = hashes.get(path) else {
             continue;
         };
         tx.execute(
@@ -671,28 +734,19 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    fn take(journal: &Journal, path: &str) -> Result<Snapshot, JournalError> {
-        let file = journal.root.file(path);
-        if file.is_dir() {
-            return Err(JournalError::InvalidParams(format!(
-                "Not a file: {path}; list the files inside the directory instead"
-            )));
-        }
-        match fs::read(&file) {
-            Ok(bytes) => {
-                let hash = md5::hex_digest(&bytes);
-                let content = if bytes.len() <= SNAPSHOT_LIMIT {
-                    String::from_utf8(bytes).ok()
-                } else {
-                    None
-                };
-                Ok(Snapshot { hash, content })
-            }
-            Err(err) if err.kind() == ErrorKind::NotFound => Ok(Snapshot {
+    /// Reads the file at the canonical relative `path`, confined again to the root, keeping
+    /// its content when it has at most `keep` bytes.
+    fn take(journal: &Journal, path: &str, keep: usize) -> Result<Snapshot, JournalError> {
+        let Some(file) = journal.root.open(path)? else {
+            return Ok(Snapshot {
                 hash: md5::hex_digest(b""),
                 content: None,
-            }),
-            Err(err) => Err(JournalError::Internal(format!("Cannot read {path}: {err}"))),
-        }
+            });
+        };
+        let digest = files::digest(file, keep).map_err(|err| err.into_error(path))?;
+        Ok(Snapshot {
+            hash: digest.hash,
+            content: digest.text,
+        })
     }
 }

@@ -111,9 +111,11 @@ fn mark(journal: &Journal, tx: &Transaction<'_>, data: &HackData) -> Result<Mark
             "Invalid line: {line}; lines are numbered from 1"
         )));
     }
-    let expires = optional(&data.expires).map(parse_date).transpose()?;
+    let expires = optional(&data.expires, "expires")?
+        .map(parse_date)
+        .transpose()?;
     let file = journal.root.resolve(file)?;
-    let ticket = optional(&data.ticket).map(str::to_owned);
+    let ticket = optional(&data.ticket, "ticket")?.map(str::to_owned);
     let now = journal.now();
     let created_at = stamp(now);
     let seq: i64 = tx.query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM hacks", [], |row| {
@@ -161,7 +163,7 @@ struct Listed {
 }
 
 fn list(journal: &Journal, data: &HackData) -> Result<Listed, JournalError> {
-    let file = optional(&data.file)
+    let file = optional(&data.file, "file")?
         .map(|f| journal.root.resolve(f))
         .transpose()?;
     let expired_only = data.expired_only.unwrap_or(false);

@@ -21,26 +21,72 @@ const K: [u32; 64] = [
 
 /// Lower-case hex MD5 digest of `data` (32 characters).
 pub(crate) fn hex_digest(data: &[u8]) -> String {
-    let mut state: [u32; 4] = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476];
-    let mut blocks = data.chunks_exact(64);
-    for block in &mut blocks {
-        compress(&mut state, block);
+    let mut md5 = Md5::new();
+    md5.update(data);
+    md5.finish()
+}
+
+/// An MD5 computed over data fed in pieces, holding at most one block.
+pub(crate) struct Md5 {
+    state: [u32; 4],
+    pending: [u8; 64],
+    pending_len: usize,
+    total: u64,
+}
+
+impl Md5 {
+    /// A digest of no data yet.
+    pub(crate) fn new() -> Md5 {
+        Md5 {
+            state: [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476],
+            pending: [0; 64],
+            pending_len: 0,
+            total: 0,
+        }
     }
-    let rest = blocks.remainder();
-    let mut tail = [0u8; 128];
-    tail[..rest.len()].copy_from_slice(rest);
-    tail[rest.len()] = 0x80;
-    let tail_len = if rest.len() < 56 { 64 } else { 128 };
-    let bit_len = (data.len() as u64).wrapping_mul(8);
-    tail[tail_len - 8..tail_len].copy_from_slice(&bit_len.to_le_bytes());
-    for block in tail[..tail_len].chunks_exact(64) {
-        compress(&mut state, block);
+
+    /// Feeds `data`.
+    pub(crate) fn update(&mut self, mut data: &[u8]) {
+        self.total = self.total.wrapping_add(data.len() as u64);
+        if self.pending_len > 0 {
+            let take = (64 - self.pending_len).min(data.len());
+            self.pending[self.pending_len..self.pending_len + take].copy_from_slice(&data[..take]);
+            self.pending_len += take;
+            data = &data[take..];
+            if self.pending_len < 64 {
+                return;
+            }
+            let block = self.pending;
+            compress(&mut self.state, &block);
+            self.pending_len = 0;
+        }
+        let mut blocks = data.chunks_exact(64);
+        for block in &mut blocks {
+            compress(&mut self.state, block);
+        }
+        let rest = blocks.remainder();
+        self.pending[..rest.len()].copy_from_slice(rest);
+        self.pending_len = rest.len();
     }
-    state
-        .iter()
-        .flat_map(|word| word.to_le_bytes())
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+
+    /// The lower-case hex digest (32 characters).
+    pub(crate) fn finish(mut self) -> String {
+        let rest = self.pending_len;
+        let mut tail = [0u8; 128];
+        tail[..rest].copy_from_slice(&self.pending[..rest]);
+        tail[rest] = 0x80;
+        let tail_len = if rest < 56 { 64 } else { 128 };
+        let bit_len = self.total.wrapping_mul(8);
+        tail[tail_len - 8..tail_len].copy_from_slice(&bit_len.to_le_bytes());
+        for block in tail[..tail_len].chunks_exact(64) {
+            compress(&mut self.state, block);
+        }
+        self.state
+            .iter()
+            .flat_map(|word| word.to_le_bytes())
+            .map(|byte| format!("{byte:02x}"))
+            .collect()
+    }
 }
 
 fn compress(state: &mut [u32; 4], block: &[u8]) {
@@ -74,7 +120,7 @@ fn compress(state: &mut [u32; 4], block: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::hex_digest;
+    use super::{hex_digest, Md5};
 
     #[test]
     fn rfc1321_test_suite() {
@@ -108,6 +154,19 @@ mod tests {
         ];
         for (len, expected) in cases {
             assert_eq!(hex_digest(&vec![b'a'; len]), expected, "md5 of {len} bytes");
+        }
+    }
+
+    #[test]
+    fn pieces_of_any_size_give_the_one_shot_digest() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let whole = hex_digest(&data);
+        for piece in [1, 3, 55, 63, 64, 65, 130, 999] {
+            let mut md5 = Md5::new();
+            for chunk in data.chunks(piece) {
+                md5.update(chunk);
+            }
+            assert_eq!(md5.finish(), whole, "pieces of {piece}");
         }
     }
 }

@@ -14,11 +14,13 @@
 //! attempts (`acp attempt verify/fail/revert`) are applied to the journal.
 //!
 //! Module map: `debug` and `hack` implement the actions, `attempts` the file format, `paths`
-//! the confinement of paths to the project root, `cli` the command-line mirrors.
+//! the confinement of paths to the project root, `files` bounded reads of regular files, `cli`
+//! the command-line mirrors.
 
 mod attempts;
 mod cli;
 mod debug;
+mod files;
 mod hack;
 mod md5;
 mod paths;
@@ -46,6 +48,12 @@ mod embedded {
 
 /// How long a writer waits for another one to finish before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most bytes one text field of an action (a problem, a file path, …) may have.
+pub const TEXT_LIMIT: usize = 64 * 1024;
+
+/// The most bytes the journal reads from one file; larger files are refused.
+pub const FILE_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// A failed journal action.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -159,7 +167,8 @@ impl Journal {
     /// Opens (creating and migrating if needed) the journal database at `journal_db` for the
     /// project at `project_root`, exporting to `attempts_path`. An attempts file the journal has
     /// not seen yet is imported; one that does not follow the format is refused with a message
-    /// naming what is wrong, and left untouched.
+    /// naming what is wrong, and left untouched. Temporary export files that killed writers left
+    /// next to it are removed.
     pub fn open(
         journal_db: &Path,
         project_root: &Path,
@@ -172,12 +181,14 @@ impl Journal {
             })?;
         }
         let conn = open_connection(journal_db)?;
+        let attempts_path = std::path::absolute(attempts_path).map_err(|e| {
+            JournalError::Internal(format!("Cannot resolve {}: {e}", attempts_path.display()))
+        })?;
+        attempts::remove_stale_temps(&attempts_path);
         let journal = Journal {
             conn: Mutex::new(conn),
             root,
-            attempts_path: std::path::absolute(attempts_path).map_err(|e| {
-                JournalError::Internal(format!("Cannot resolve {}: {e}", attempts_path.display()))
-            })?,
+            attempts_path,
             index: None,
             clock: Arc::new(Utc::now),
         };
@@ -366,24 +377,36 @@ fn stamp(time: DateTime<Utc>) -> String {
     time.format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// A required string field of an action: present and not blank.
+/// A required string field of an action: present, not blank and within [`TEXT_LIMIT`].
 fn required<'a>(
     value: &'a Option<String>,
     field: &str,
     action: &str,
 ) -> Result<&'a str, JournalError> {
-    match value.as_deref().map(str::trim) {
-        Some(text) if !text.is_empty() => Ok(text),
-        _ => Err(JournalError::InvalidParams(format!(
+    match optional(value, field)? {
+        Some(text) => Ok(text),
+        None => Err(JournalError::InvalidParams(format!(
             "'{field}' required for {action} action"
         ))),
     }
 }
 
-/// An optional string field: absent when missing or blank.
-fn optional(value: &Option<String>) -> Option<&str> {
-    value
-        .as_deref()
-        .map(str::trim)
-        .filter(|text| !text.is_empty())
+/// An optional string field: absent when missing or blank, refused beyond [`TEXT_LIMIT`].
+fn optional<'a>(value: &'a Option<String>, field: &str) -> Result<Option<&'a str>, JournalError> {
+    let Some(text) = value.as_deref() else {
+        return Ok(None);
+    };
+    let text = limited(text, field)?.trim();
+    Ok(Some(text).filter(|text| !text.is_empty()))
+}
+
+/// `text`, the value of `field`, when it has at most [`TEXT_LIMIT`] bytes.
+fn limited<'a>(text: &'a str, field: &str) -> Result<&'a str, JournalError> {
+    if text.len() > TEXT_LIMIT {
+        return Err(JournalError::InvalidParams(format!(
+            "{field}: at most {TEXT_LIMIT} bytes, got {}",
+            text.len()
+        )));
+    }
+    Ok(text)
 }

@@ -5,10 +5,16 @@
 //! that would climb above the root is refused instead of being dropped; absolute paths must lie
 //! under the root; and no symbolic link on the way may lead outside it. The result is the
 //! canonical root-relative spelling used everywhere in the journal (`src/a.ts`).
+//!
+//! Checking a path once is not enough: a file can be replaced by a symbolic link after it was
+//! named. So [`Root::open`] confines the path again at every read and then checks that the
+//! opened file itself lies inside the root.
 
-use std::fs;
+use std::fs::{self, File};
+use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 
+use super::files::{self, FileError};
 use super::JournalError;
 
 /// The project root, both as given (absolute) and with symbolic links resolved.
@@ -76,9 +82,55 @@ impl Root {
         Ok(segments.join("/"))
     }
 
-    /// The file a canonical relative path names on disk.
-    pub(crate) fn file(&self, relative: &str) -> PathBuf {
-        self.canonical.join(relative)
+    /// Opens the file at the canonical root-relative path `relative` for reading, confined
+    /// again: symbolic links on the way are resolved and must stay inside the root, the file
+    /// must be a regular file of at most [`FILE_LIMIT`](super::FILE_LIMIT) bytes, and the opened handle must
+    /// be a file inside the root. `None` when nothing is there.
+    pub(crate) fn open(&self, relative: &str) -> Result<Option<File>, JournalError> {
+        let outside =
+            || JournalError::InvalidParams(format!("Path outside project root: {relative}"));
+        let refused = |err: FileError| err.into_error(relative);
+        let real = match fs::canonicalize(self.canonical.join(relative)) {
+            Ok(real) => real,
+            Err(err) if err.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(refused(err.into())),
+        };
+        if !real.starts_with(&self.canonical) {
+            return Err(outside());
+        }
+        let Some(file) = files::open_regular(&real).map_err(refused)? else {
+            return Ok(None);
+        };
+        if !self.holds(&file, &real) {
+            return Err(outside());
+        }
+        Ok(Some(file))
+    }
+
+    /// Whether the opened `file` lies inside the root. On Linux the kernel names the file the
+    /// handle refers to; elsewhere on Unix the handle must be the very file (device and inode)
+    /// that `real`, a path inside the root, names now.
+    #[cfg(unix)]
+    fn holds(&self, file: &File, real: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let handle = format!("/proc/self/fd/{}", file.as_raw_fd());
+            if let Ok(opened) = fs::read_link(handle) {
+                return opened.starts_with(&self.canonical);
+            }
+        }
+        match (file.metadata(), fs::symlink_metadata(real)) {
+            (Ok(opened), Ok(named)) => opened.dev() == named.dev() && opened.ino() == named.ino(),
+            _ => false,
+        }
+    }
+
+    /// Whether the opened file lies inside the root: `real` still resolves to itself.
+    #[cfg(not(unix))]
+    fn holds(&self, _file: &File, real: &Path) -> bool {
+        fs::canonicalize(real).is_ok_and(|again| again == real)
     }
 
     /// Walks `segments` from the root and checks that every symbolic link met on the way
@@ -138,4 +190,43 @@ pub(crate) fn normalise(path: &str) -> String {
         }
     }
     segments.join("/")
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    /// A path checked by [`Root::resolve`] and then replaced by links leading outside is
+    /// refused when it is opened.
+    #[test]
+    fn open_confines_again() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("a.ts"), "secret").unwrap();
+        fs::create_dir(root.path().join("src")).unwrap();
+        fs::write(root.path().join("src/a.ts"), "inside").unwrap();
+        fs::write(root.path().join("b.ts"), "inside").unwrap();
+        let root_ = Root::new(root.path()).unwrap();
+        let a = root_.resolve("src/a.ts").unwrap();
+        let b = root_.resolve("b.ts").unwrap();
+        assert!(root_.open(&a).unwrap().is_some());
+
+        fs::remove_file(root.path().join("b.ts")).unwrap();
+        symlink(outside.path().join("a.ts"), root.path().join("b.ts")).unwrap();
+        fs::rename(root.path().join("src"), root.path().join("moved")).unwrap();
+        symlink(outside.path(), root.path().join("src")).unwrap();
+        for path in [&a, &b] {
+            let err = root_.open(path).unwrap_err();
+            assert_eq!(
+                err,
+                JournalError::InvalidParams(format!("Path outside project root: {path}"))
+            );
+        }
+        // Links that stay inside are followed.
+        fs::remove_file(root.path().join("src")).unwrap();
+        symlink(root.path().join("moved"), root.path().join("src")).unwrap();
+        assert!(root_.open(&a).unwrap().is_some());
+    }
 }
