@@ -878,4 +878,77 @@ mod tests {
         .to_string();
         assert!(err.contains("1 MiB limit"), "{err}");
     }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A real cache to mutate.
+        const SEED: &str = include_str!("../../fixtures/demo/.acp/acp.cache.json");
+
+        /// Bytes that change a JSON document's structure.
+        const STRUCTURAL: &[u8] = b"{}[]\",:\\ 0123456789eE-+.tfnul\n\x00\xff";
+
+        /// One edit of a document: cut it, overwrite a byte, or insert structural bytes.
+        fn mutated() -> impl Strategy<Value = Vec<u8>> {
+            let edits = prop::collection::vec(
+                (
+                    0usize..3,
+                    any::<prop::sample::Index>(),
+                    prop::collection::vec(prop::sample::select(STRUCTURAL), 1..8),
+                ),
+                1..6,
+            );
+            edits.prop_map(|edits| {
+                let mut bytes = SEED.as_bytes().to_vec();
+                for (kind, at, insert) in edits {
+                    let at = at.index(bytes.len().max(1));
+                    match kind {
+                        0 => bytes.truncate(at),
+                        1 if at < bytes.len() => bytes[at] = insert[0],
+                        _ => {
+                            let at = at.min(bytes.len());
+                            bytes.splice(at..at, insert);
+                        }
+                    }
+                }
+                bytes
+            })
+        }
+
+        fn read_bytes(bytes: &[u8]) -> Result<usize, ReadError> {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("c.json");
+            std::fs::write(&path, bytes).unwrap();
+            let (tx, rx) = std::sync::mpsc::sync_channel(4);
+            let consumer = std::thread::spawn(move || rx.iter().map(|b: Vec<Event>| b.len()).sum());
+            let result = read_document(
+                &path,
+                DocumentKind::Cache,
+                Limits::default(),
+                Arc::new(Progress::default()),
+                tx,
+            );
+            let events: usize = consumer.join().unwrap();
+            result.map(|_| events)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+            /// Whatever the bytes, the reader ends with events or an error naming a position,
+            /// and never panics or hangs.
+            #[test]
+            fn mutated_caches_are_read_or_refused(bytes in mutated()) {
+                if let Err(err) = read_bytes(&bytes) {
+                    prop_assert!(!err.message.is_empty());
+                }
+            }
+
+            #[test]
+            fn arbitrary_bytes_are_read_or_refused(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+                let _ = read_bytes(&bytes);
+            }
+        }
+    }
 }
