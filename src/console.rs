@@ -3,9 +3,10 @@
 //! [`execute`] runs one statement against a connection and writes the result as an aligned
 //! table, JSON or CSV. Three guards keep it read-only and bounded, whatever connection it gets:
 //!
-//! * an authorizer allows only reading (`SELECT`, table reads, functions, recursive CTEs and the
-//!   inspection pragmas) and refuses everything else while the statement is prepared, naming
-//!   the refused operation;
+//! * an authorizer allows only reading (`SELECT`, table reads, functions, recursive CTEs, the
+//!   inspection pragmas and reading settings) and refuses everything else, naming the refused
+//!   operation: while the statement is prepared, and while it runs for the statements SQLite
+//!   runs internally on its behalf (then naming the user's statement too);
 //! * a prepared statement that SQLite still reports as writing (`VACUUM`, which has no
 //!   authorizer action) is refused before it runs;
 //! * a progress handler interrupts the statement once the time limit has passed.
@@ -37,20 +38,24 @@ pub const TABLE_CELL_WIDTH: usize = 60;
 /// How often (in SQLite virtual machine steps) the time limit is checked.
 const PROGRESS_STEPS: i32 = 1000;
 
-/// Pragmas that only report on the schema or the file; an argument names an object
-/// (`PRAGMA table_info(symbols)`) and never changes anything.
+/// Pragmas that only report on the schema, the file or the connection; an argument names an
+/// object (`PRAGMA table_info(symbols)`) or a limit and never changes anything. SQLite itself
+/// runs some of them inside other statements (FTS5 reads `data_version` on every query).
 const INSPECTION_PRAGMAS: &[&str] = &[
     "collation_list",
     "compile_options",
+    "data_version",
     "database_list",
     "foreign_key_check",
     "foreign_key_list",
+    "freelist_count",
     "function_list",
     "index_info",
     "index_list",
     "index_xinfo",
     "integrity_check",
     "module_list",
+    "page_count",
     "pragma_list",
     "quick_check",
     "table_info",
@@ -60,16 +65,37 @@ const INSPECTION_PRAGMAS: &[&str] = &[
 
 /// Setting pragmas that may be read (no argument) but not assigned.
 const READABLE_SETTING_PRAGMAS: &[&str] = &[
+    "analysis_limit",
     "application_id",
     "auto_vacuum",
+    "automatic_index",
+    "busy_timeout",
+    "cache_size",
+    "cache_spill",
+    "cell_size_check",
+    "defer_foreign_keys",
     "encoding",
     "foreign_keys",
-    "freelist_count",
-    "page_count",
+    "hard_heap_limit",
+    "ignore_check_constraints",
+    "journal_size_limit",
+    "legacy_alter_table",
+    "locking_mode",
+    "max_page_count",
+    "mmap_size",
     "page_size",
     "query_only",
+    "recursive_triggers",
+    "reverse_unordered_selects",
     "schema_version",
+    "secure_delete",
+    "soft_heap_limit",
+    "synchronous",
+    "temp_store",
+    "threads",
+    "trusted_schema",
     "user_version",
+    "wal_autocheckpoint",
 ];
 
 /// Arguments of `acpdb sql`.
@@ -375,7 +401,10 @@ struct Guard<'c> {
     conn: &'c Connection,
     timeout: Option<Duration>,
     /// The operations the authorizer refused, in the order SQLite asked.
-    refused: Arc<Mutex<Vec<String>>>,
+    refused: Arc<Mutex<Vec<Refused>>>,
+    /// The user's statement once it is prepared and running: operations SQLite asks about from
+    /// then on belong to statements it runs internally on the user's behalf.
+    running: Arc<Mutex<Option<String>>>,
     /// Set when the progress handler interrupted the statement.
     timed_out: Arc<AtomicBool>,
 }
@@ -386,19 +415,25 @@ impl<'c> Guard<'c> {
             conn,
             timeout,
             refused: Arc::default(),
+            running: Arc::default(),
             timed_out: Arc::default(),
         };
         let refused = Arc::clone(&guard.refused);
+        let running = Arc::clone(&guard.running);
         conn.authorizer(Some(move |ctx: AuthContext<'_>| {
             let (what, answer) = match authorize(&ctx.action) {
                 Verdict::Allow => return Authorization::Allow,
                 Verdict::Refuse(what) => (what, Authorization::Deny),
                 Verdict::RefuseLater(what) => (what, Authorization::Allow),
             };
+            let inside = running
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
             refused
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .push(what);
+                .push(Refused { what, inside });
             answer
         }))
         .context("installing the read-only authorizer")?;
@@ -419,13 +454,14 @@ impl<'c> Guard<'c> {
         Ok(guard)
     }
 
-    /// The operation to name in a refusal: the last one refused, which is the most specific.
+    /// What to name in a refusal: the last operation refused, which is the most specific, and
+    /// the user's statement when SQLite refused an operation it ran internally for it.
     fn refused(&self) -> Option<String> {
-        self.refused
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .last()
-            .cloned()
+        let refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        refused.last().map(|last| match &last.inside {
+            None => last.what.clone(),
+            Some(statement) => format!("`{statement}`, which runs {} inside SQLite,", last.what),
+        })
     }
 
     /// Explains a SQLite error: a refusal, the time limit, or SQLite's own message.
@@ -472,6 +508,8 @@ impl<'c> Guard<'c> {
         let width = columns.len();
         let mut rows = Vec::new();
         let mut truncated = false;
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(statement_excerpt(stmt.expanded_sql()));
         let mut cursor = stmt.query([]).map_err(sqlite)?;
         while let Some(row) = cursor.next().map_err(sqlite)? {
             if max_rows != 0 && rows.len() == max_rows {
@@ -501,6 +539,14 @@ impl Drop for Guard<'_> {
             .authorizer(None::<fn(AuthContext<'_>) -> Authorization>);
         let _ = self.conn.progress_handler(0, None::<fn() -> bool>);
     }
+}
+
+/// An operation the authorizer refused.
+struct Refused {
+    /// The operation, as [`authorize`] names it.
+    what: String,
+    /// The user's statement, when SQLite asked while running it (not while preparing it).
+    inside: Option<String>,
 }
 
 /// A fetched result.
@@ -788,6 +834,53 @@ mod tests {
         assert_eq!(
             verdict(pragma("writable_schema", None)),
             refused("PRAGMA writable_schema")
+        );
+    }
+
+    #[test]
+    fn full_text_search_and_integrity_checks_run() {
+        let conn = sample();
+        conn.execute_batch(
+            "CREATE VIRTUAL TABLE words USING fts5(name);
+             INSERT INTO words VALUES ('validateSession'), ('format');",
+        )
+        .unwrap();
+        let csv = options(OutputFormat::Csv, 0);
+        let (text, _) = output(
+            &conn,
+            "SELECT name FROM words WHERE words MATCH 'validate*'",
+            &csv,
+        );
+        assert_eq!(text, "name\r\nvalidateSession\r\n");
+        for check in ["integrity_check", "quick_check"] {
+            let (text, _) = output(&conn, &format!("PRAGMA {check}"), &csv);
+            assert_eq!(text, format!("{check}\r\nok\r\n"));
+        }
+        output(&conn, "PRAGMA data_version", &csv);
+        output(&conn, "PRAGMA cache_size", &csv);
+    }
+
+    #[test]
+    fn refusals_inside_sqlite_name_the_users_statement() {
+        use rusqlite::functions::FunctionFlags;
+        let conn = sample();
+        // A function that runs SQL on the same connection, as FTS5 does internally.
+        let handle = unsafe { conn.handle() } as usize;
+        conn.create_scalar_function("run_inside", 1, FunctionFlags::SQLITE_UTF8, move |ctx| {
+            // SAFETY: the connection outlives the statements calling this function, and
+            // `from_handle` does not close it.
+            let same = unsafe { Connection::from_handle(handle as *mut rusqlite::ffi::sqlite3) }?;
+            same.execute_batch(&ctx.get::<String>(0)?)?;
+            Ok(0)
+        })
+        .unwrap();
+        let message = error(&conn, "SELECT run_inside('PRAGMA writable_schema = 1')");
+        assert!(
+            message.starts_with(
+                "refused: acpdb sql is read-only (`SELECT run_inside('PRAGMA writable_schema = \
+                 1')`, which runs PRAGMA writable_schema = 1 inside SQLite, is not allowed)"
+            ),
+            "{message}"
         );
     }
 
