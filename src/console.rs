@@ -146,9 +146,11 @@ impl SqlArgs {
 /// How a result is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputFormat {
-    /// An aligned text table: a header, a rule, one line per row. `NULL` prints as `NULL`,
-    /// numbers are right-aligned, control characters in text show escaped (`\n`, `\t`, …), and
-    /// cells longer than [`TABLE_CELL_WIDTH`] characters are cut. No output when the statement has no columns.
+    /// An aligned text table drawn with box-drawing borders (`┌─┬─┐`, `│`, `├─┼─┤`, `└─┴─┘`):
+    /// the header, then one line per row. `NULL` prints as `NULL`, numbers are right-aligned,
+    /// a backslash, the border `│` and control characters in text show escaped (`\\`,
+    /// `\u{2502}`, `\n`, …), and cells longer than [`TABLE_CELL_WIDTH`] characters are cut. No
+    /// output when the statement has no columns.
     Table,
     /// One line holding `{"columns": [name…], "rows": [[value…]…], "truncated": bool,
     /// "row_count": N}`, where `row_count` is the number of rows in `rows` and `truncated`
@@ -600,35 +602,51 @@ fn clip(text: &str, width: usize) -> String {
     cut
 }
 
+/// Text as a table cell (before clipping): a backslash, the column border `│` and control
+/// characters are escaped (`\\`, `\u{2502}`, `\n`, `\t`, …), so text never reads as a border
+/// or a line break.
+fn escape_cell(text: &str) -> String {
+    let mut cell = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => cell.push_str("\\\\"),
+            BORDER => cell.push_str("\\u{2502}"),
+            c if c.is_control() => cell.extend(c.escape_debug()),
+            c => cell.push(c),
+        }
+    }
+    cell
+}
+
 /// A value as a table cell (before clipping).
 fn table_cell(value: &Value) -> String {
     match value {
         Value::Null => "NULL".to_owned(),
         Value::Integer(i) => i.to_string(),
         Value::Real(r) => real_text(*r),
-        Value::Text(t) => {
-            let mut cell = String::with_capacity(t.len());
-            for c in t.chars() {
-                if c.is_control() {
-                    cell.extend(c.escape_debug());
-                } else {
-                    cell.push(c);
-                }
-            }
-            cell
-        }
+        Value::Text(t) => escape_cell(t),
         Value::Blob(b) => blob_literal(b),
     }
+}
+
+/// The vertical border between and around table cells.
+const BORDER: char = '│';
+
+/// One horizontal rule of the table: `left`, `─` runs as wide as the columns (plus their
+/// padding) joined by `join`, then `right`.
+fn table_rule(widths: &[usize], (left, join, right): (char, char, char)) -> String {
+    let runs: Vec<String> = widths.iter().map(|w| "─".repeat(w + 2)).collect();
+    format!("{left}{}{right}", runs.join(&join.to_string()))
 }
 
 fn write_table(out: &mut dyn Write, result: &ResultSet) -> io::Result<()> {
     if result.columns.is_empty() {
         return Ok(());
     }
-    let header: Vec<String> = result
+    let header: Vec<(String, bool)> = result
         .columns
         .iter()
-        .map(|c| clip(c, TABLE_CELL_WIDTH))
+        .map(|c| (clip(&escape_cell(c), TABLE_CELL_WIDTH), false))
         .collect();
     let body: Vec<Vec<(String, bool)>> = result
         .rows
@@ -642,39 +660,31 @@ fn write_table(out: &mut dyn Write, result: &ResultSet) -> io::Result<()> {
                 .collect()
         })
         .collect();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut widths: Vec<usize> = header.iter().map(|(h, _)| h.chars().count()).collect();
     for row in &body {
         for (width, (cell, _)) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
-    let last = widths.len() - 1;
-    let write_line = |out: &mut dyn Write, cells: &mut dyn Iterator<Item = (&str, bool)>| {
+    let write_row = |out: &mut dyn Write, cells: &[(String, bool)]| {
         let mut line = String::new();
-        for (i, ((cell, numeric), width)) in cells.zip(&widths).enumerate() {
-            if i > 0 {
-                line.push_str(" | ");
-            }
-            if numeric {
-                let _ = write!(line, "{cell:>width$}");
-            } else if i == last {
-                line.push_str(cell);
+        line.push(BORDER);
+        for ((cell, numeric), width) in cells.iter().zip(&widths) {
+            let _ = if *numeric {
+                write!(line, " {cell:>width$} {BORDER}")
             } else {
-                let _ = write!(line, "{cell:<width$}");
-            }
+                write!(line, " {cell:<width$} {BORDER}")
+            };
         }
         writeln!(out, "{line}")
     };
-    write_line(out, &mut header.iter().map(|h| (h.as_str(), false)))?;
-    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    writeln!(out, "{}", rule.join("-+-"))?;
+    writeln!(out, "{}", table_rule(&widths, ('┌', '┬', '┐')))?;
+    write_row(out, &header)?;
+    writeln!(out, "{}", table_rule(&widths, ('├', '┼', '┤')))?;
     for row in &body {
-        write_line(
-            out,
-            &mut row.iter().map(|(cell, numeric)| (cell.as_str(), *numeric)),
-        )?;
+        write_row(out, row)?;
     }
-    Ok(())
+    writeln!(out, "{}", table_rule(&widths, ('└', '┴', '┘')))
 }
 
 /// The `--json` document; see [`OutputFormat::Json`].
@@ -1017,11 +1027,13 @@ mod tests {
             &options(OutputFormat::Table, 0),
         );
         let expected = "\
-name       | line | score | body
------------+------+-------+--------
-main       |    7 |   1.0 | x'00ff'
-a, \"b\"     |  120 | NULL  | NULL
-two\\nlines |    3 |   2.5 | NULL
+┌────────────┬──────┬───────┬─────────┐
+│ name       │ line │ score │ body    │
+├────────────┼──────┼───────┼─────────┤
+│ main       │    7 │   1.0 │ x'00ff' │
+│ a, \"b\"     │  120 │ NULL  │ NULL    │
+│ two\\nlines │    3 │   2.5 │ NULL    │
+└────────────┴──────┴───────┴─────────┘
 ";
         assert_eq!(text, expected);
         assert_eq!((report.rows, report.truncated), (3, false));
@@ -1034,9 +1046,27 @@ two\\nlines |    3 |   2.5 | NULL
             "SELECT printf('%.100c', 'x') AS long",
             &options(OutputFormat::Table, 0),
         );
-        let cell = text.lines().nth(2).unwrap();
+        let line = text.lines().nth(3).unwrap();
+        let cell = line.trim_matches(['│', ' ']);
         assert_eq!(cell.chars().count(), TABLE_CELL_WIDTH);
         assert!(cell.ends_with("x…"));
+    }
+
+    #[test]
+    fn table_cells_never_read_as_borders() {
+        let (text, _) = output(
+            &sample(),
+            "SELECT 'a│b' AS \"x│y\", 'C:\\dir' AS path, 'a\tb' AS tab",
+            &options(OutputFormat::Table, 0),
+        );
+        let expected = "\
+┌────────────┬─────────┬──────┐
+│ x\\u{2502}y │ path    │ tab  │
+├────────────┼─────────┼──────┤
+│ a\\u{2502}b │ C:\\\\dir │ a\\tb │
+└────────────┴─────────┴──────┘
+";
+        assert_eq!(text, expected);
     }
 
     #[test]

@@ -98,14 +98,31 @@ fn table_output() {
     let output = fixture.sql(&["SELECT name, line, score, body FROM symbols ORDER BY line"]);
     assert_success(&output);
     let expected = "\
-name              | line | score | body
-------------------+------+-------+--------
-run               |    3 |  0.25 | NULL
-main              |   10 |   1.5 | NULL
-say \"hi\", then go |  200 | NULL  | x'00ff'
+┌───────────────────┬──────┬───────┬─────────┐
+│ name              │ line │ score │ body    │
+├───────────────────┼──────┼───────┼─────────┤
+│ run               │    3 │  0.25 │ NULL    │
+│ main              │   10 │   1.5 │ NULL    │
+│ say \"hi\", then go │  200 │ NULL  │ x'00ff' │
+└───────────────────┴──────┴───────┴─────────┘
 ";
     assert_eq!(stdout(&output), expected);
     assert_eq!(stderr(&output), "");
+}
+
+#[test]
+fn table_cells_holding_the_border_stay_in_their_column() {
+    let fixture = Fixture::new();
+    let output = fixture.sql(&["SELECT 'a | b' AS pipe, 'a │ b' AS border, 2 AS n"]);
+    assert_success(&output);
+    let expected = "\
+┌───────┬──────────────┬───┐
+│ pipe  │ border       │ n │
+├───────┼──────────────┼───┤
+│ a | b │ a \\u{2502} b │ 2 │
+└───────┴──────────────┴───┘
+";
+    assert_eq!(stdout(&output), expected);
 }
 
 #[test]
@@ -167,9 +184,14 @@ fn row_cap_truncates_with_a_note() {
     assert_success(&output);
     let lines: Vec<String> = stdout(&output)
         .lines()
-        .map(|l| l.trim().to_owned())
+        .map(|l| l.trim_matches(['│', ' ']).to_owned())
         .collect();
-    assert_eq!(lines[2..], ["1", "2", "3", "4", "5"]);
+    assert_eq!(lines[3..8], ["1", "2", "3", "4", "5"]);
+    assert_eq!(
+        lines.len(),
+        9,
+        "five rows between the header and the bottom border"
+    );
     let note = stderr(&output);
     assert!(
         note.contains("truncated at 5 rows") && note.contains("--max-rows"),
