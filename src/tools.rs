@@ -2,6 +2,8 @@
 //! as the MCP tool returns it. The MCP layer, `acpdb query` and the in-process benchmark all go
 //! through [`call`], so they cannot drift apart.
 
+use std::io::Write as _;
+
 use rusqlite::Connection;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -148,6 +150,6 @@ pub fn run_query(project: &crate::project::Project, args: &QueryArgs) -> anyhow:
     let conn = crate::db::open_read_only(&project.db)?;
     let text =
         call(&conn, "acp_query", &args.to_arguments()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    println!("{text}");
+    writeln!(std::io::stdout().lock(), "{text}")?;
     Ok(())
 }

@@ -1,0 +1,111 @@
+//! The command line around its results: a reader that closes stdout early.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+
+use common::{acpdb, stderr, stdout, TempProject};
+
+/// A generated project of 10,000 symbols, imported.
+fn generated() -> TempProject {
+    let project = TempProject {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let out = acpdb()
+        .args(["gen-fixture", "--files", "1000", "--symbols-per-file", "10"])
+        .arg("--out")
+        .arg(project.root())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    project.import();
+    project
+}
+
+/// `acpdb -C <root> <args>` with stdout and stderr piped.
+fn command(project: &TempProject, args: &[&str]) -> Command {
+    let mut cmd = acpdb();
+    cmd.arg("-C")
+        .arg(project.root())
+        .args(args)
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Waits for `child` and returns its exit status and stderr.
+fn finish(mut child: Child) -> (std::process::ExitStatus, String) {
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (child.wait().unwrap(), err)
+}
+
+/// Runs the command with stdout a pipe whose reader is already gone: its first write fails.
+fn with_stdout_closed_at_once(mut cmd: Command) -> (std::process::ExitStatus, String) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let (writer, reader) = {
+        let _entered = runtime.enter();
+        tokio::net::unix::pipe::pipe().unwrap()
+    };
+    drop(reader);
+    let child = cmd
+        .stdout(writer.into_blocking_fd().unwrap())
+        .spawn()
+        .unwrap();
+    finish(child)
+}
+
+/// Runs the command like `… | head -1`: reads one line of stdout, then closes it.
+fn with_stdout_closed_after_a_line(mut cmd: Command) -> (std::process::ExitStatus, String) {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(!line.is_empty(), "no output before the pipe closed");
+    finish(child)
+}
+
+#[test]
+fn a_closed_stdout_ends_commands_quietly() {
+    let project = generated();
+    let out = project.run(&[
+        "sql",
+        "--csv",
+        "SELECT name FROM graph_nodes WHERE symbol_id IS NOT NULL ORDER BY callers DESC LIMIT 1",
+    ]);
+    let most_called = stdout(&out).lines().nth(1).unwrap().to_owned();
+    let commands: [&[&str]; 4] = [
+        &["query", "callers", &most_called, "--limit", "100"],
+        &["query", "search", "a", "--limit", "100"],
+        &["sql", "--max-rows", "0", "SELECT * FROM symbols"],
+        &["export-cache"],
+    ];
+    for args in commands {
+        let full = project.run(args);
+        assert!(full.status.success(), "{args:?}: {}", stderr(&full));
+        for (how, (status, err)) in [
+            (
+                "closed at once",
+                with_stdout_closed_at_once(command(&project, args)),
+            ),
+            (
+                "closed after a line",
+                with_stdout_closed_after_a_line(command(&project, args)),
+            ),
+        ] {
+            assert_eq!(status.code(), Some(0), "{args:?}, stdout {how}: {err}");
+            assert_eq!(err, "", "{args:?}, stdout {how}");
+        }
+    }
+    let big = project.run(&["sql", "--max-rows", "0", "SELECT * FROM symbols"]);
+    assert!(big.stdout.len() > 1 << 20, "bigger than any pipe buffer");
+}
