@@ -184,10 +184,12 @@ pub struct QueryReport {
     pub elapsed: Duration,
 }
 
-/// Runs `acpdb sql`: queries the project's database read-only and prints the result on stdout,
-/// and a note on stderr when the row cap truncated it.
+/// Runs `acpdb sql`: queries the project's database read-only and prints the result on stdout;
+/// on stderr, a warning when the database is older than the cache and a note when the row cap
+/// truncated the result.
 pub fn run(project: &Project, args: &SqlArgs) -> Result<()> {
     let options = args.options()?;
+    crate::freshness::warn_if_outdated(project);
     let mut out = io::BufWriter::new(io::stdout().lock());
     let report = execute_file(&project.db, &args.sql, &options, &mut out)?;
     out.flush().context("writing the query result")?;

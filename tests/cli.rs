@@ -1,11 +1,13 @@
-//! The command line around its results: a reader that closes stdout early.
+//! The command line around its results: a reader that closes stdout early, and warnings about
+//! a database older than the cache.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-use common::{acpdb, stderr, stdout, TempProject};
+use common::{acpdb, fixture, stderr, stdout, TempProject};
 
 /// A generated project of 10,000 symbols, imported.
 fn generated() -> TempProject {
@@ -108,4 +110,37 @@ fn a_closed_stdout_ends_commands_quietly() {
     }
     let big = project.run(&["sql", "--max-rows", "0", "SELECT * FROM symbols"]);
     assert!(big.stdout.len() > 1 << 20, "bigger than any pipe buffer");
+}
+
+#[test]
+fn sql_and_query_warn_when_the_cache_is_newer_than_the_database() {
+    let project = TempProject::copy_of(&fixture("demo"));
+    project.import();
+    let sql = ["sql", "SELECT count(*) FROM symbols"];
+    let query = ["query", "symbol", "validateSession"];
+    for args in [&sql[..], &query[..]] {
+        let out = project.run(args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?} on a fresh database");
+    }
+
+    // `acp index` rewrites the cache (here: the same content, a newer mtime).
+    let cache = std::fs::read(project.cache_path()).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(project.cache_path(), cache).unwrap();
+    for args in [&sql[..], &query[..]] {
+        let out = project.run(args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(!out.stdout.is_empty(), "{args:?} still answers");
+        let err = stderr(&out);
+        assert!(
+            err.contains("WARN")
+                && err.contains("the database is older than the cache")
+                && err.contains("acp.cache.json changed since the last import")
+                && err.contains("acpdb import"),
+            "{args:?}: {err}"
+        );
+    }
+    project.import();
+    assert_eq!(stderr(&project.run(&sql)), "");
 }
