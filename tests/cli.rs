@@ -1,5 +1,5 @@
-//! The command line around its results: a reader that closes stdout early, and warnings about
-//! a database older than the cache.
+//! The command line around its results: a reader that closes stdout early, progress lines when
+//! stderr is not a terminal, and warnings about a database older than the cache.
 
 mod common;
 
@@ -110,6 +110,54 @@ fn a_closed_stdout_ends_commands_quietly() {
     }
     let big = project.run(&["sql", "--max-rows", "0", "SELECT * FROM symbols"]);
     assert!(big.stdout.len() > 1 << 20, "bigger than any pipe buffer");
+}
+
+#[test]
+fn import_prints_progress_lines_when_stderr_is_not_a_terminal() {
+    let project = generated();
+    let out = project.run(&["import", "--progress-interval", "0.01"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines[0].starts_with("import: reading ") && lines[0].ends_with(" MB)"),
+        "{err}"
+    );
+    assert!(lines.last().unwrap().starts_with("imported "), "{err}");
+    let progress = &lines[1..lines.len() - 1];
+    assert!(!progress.is_empty(), "no progress line: {err}");
+    for line in progress {
+        assert!(
+            line.starts_with("import: ")
+                && line.contains("% of ")
+                && line.contains(" MB read, ")
+                && line.contains(" s elapsed (")
+                && line.ends_with(" MB/s)"),
+            "{line}"
+        );
+    }
+    assert!(
+        progress
+            .iter()
+            .any(|line| line.starts_with("import: building indexes and full-text search, ")),
+        "{err}"
+    );
+
+    // A quick import at the default pace: the start line and the summary; without progress,
+    // the summary alone.
+    let demo = TempProject::copy_of(&fixture("demo"));
+    let err = stderr(&demo.import());
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].starts_with("import: reading ") && lines[1].starts_with("imported "),
+        "{err}"
+    );
+    let err = stderr(&demo.run(&["import", "--no-progress"]));
+    assert!(
+        err.starts_with("imported ") && err.lines().count() == 1,
+        "{err}"
+    );
 }
 
 #[test]

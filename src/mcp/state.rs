@@ -149,13 +149,12 @@ impl IndexState {
         Err(match &*phase {
             Phase::FirstBuild { progress, total, started } => {
                 let read = progress.bytes.load(Ordering::Relaxed);
-                let percent = if *total > 0 { (read as f64 * 100.0 / *total as f64).min(100.0) } else { 0.0 };
+                let percent = import::percent_read(read, *total);
                 Unavailable {
                     code: INDEX_BUILDING,
                     message: format!(
-                        "Index not ready: importing the ACP cache ({percent:.0}% of {:.1} MB read, {:.1} s elapsed). Retry in a few seconds.",
-                        *total as f64 / 1e6,
-                        started.elapsed().as_secs_f64()
+                        "Index not ready: importing the ACP cache ({}). Retry in a few seconds.",
+                        import::progress_text(read, *total, started.elapsed())
                     ),
                     data: Some(serde_json::json!({"bytes_read": read, "bytes_total": total, "percent": percent})),
                 }
