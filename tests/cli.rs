@@ -1,11 +1,13 @@
 //! The command line around its results: a reader that closes stdout early, progress lines when
-//! stderr is not a terminal, and warnings about a database older than the cache.
+//! stderr is not a terminal, warnings about a database older than the cache, and the server's
+//! log of background imports.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use common::{acpdb, fixture, stderr, stdout, TempProject};
 
@@ -191,4 +193,87 @@ fn sql_and_query_warn_when_the_cache_is_newer_than_the_database() {
     }
     project.import();
     assert_eq!(stderr(&project.run(&sql)), "");
+}
+
+/// Collects the lines of a child's stderr on a thread.
+fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits up to a minute for a line containing every one of `parts`; returns it.
+fn wait_for_line(lines: &mpsc::Receiver<String>, parts: &[&str], seen: &mut Vec<String>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                seen.push(line.clone());
+                if parts.iter().all(|part| line.contains(part)) {
+                    return line;
+                }
+            }
+            Err(_) => panic!(
+                "no line with {parts:?} on stderr; saw:\n{}",
+                seen.join("\n")
+            ),
+        }
+    }
+}
+
+#[test]
+fn serve_logs_background_imports_with_outcome_and_time() {
+    let project = TempProject::copy_of(&fixture("demo"));
+    let mut child = acpdb()
+        .env_remove("ACPDB_LOG")
+        .arg("-C")
+        .arg(project.root())
+        .args(["serve", "--watch-interval", "0.1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let lines = stderr_lines(&mut child);
+    let mut seen = Vec::new();
+    wait_for_line(
+        &lines,
+        &["INFO", "background import started (first import)", "MB)"],
+        &mut seen,
+    );
+    let done = wait_for_line(&lines, &["INFO", "background import finished"], &mut seen);
+    assert!(done.contains(" s (") && done.contains("MB/s"), "{done}");
+
+    std::thread::sleep(Duration::from_millis(20));
+    let cache = std::fs::read_to_string(project.cache_path()).unwrap();
+    std::fs::write(project.cache_path(), format!("{cache} ")).unwrap();
+    wait_for_line(
+        &lines,
+        &["background import started (the cache changed on disk)"],
+        &mut seen,
+    );
+    wait_for_line(&lines, &["background import finished"], &mut seen);
+
+    std::fs::write(project.cache_path(), "{\"files\": {").unwrap();
+    wait_for_line(&lines, &["background import started"], &mut seen);
+    let failed = wait_for_line(
+        &lines,
+        &["ERROR", "background import failed after "],
+        &mut seen,
+    );
+    assert!(failed.contains(" s: "), "{failed}");
+
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -231,18 +231,27 @@ impl IndexState {
             };
         }
         let state = Arc::clone(self);
+        tracing::info!(
+            "background import started ({reason}): reading {} ({:.1} MB)",
+            cache.display(),
+            total as f64 / 1e6
+        );
+        let started = Instant::now();
         let spawned = std::thread::Builder::new().name("acpdb-import".into()).spawn(move || {
             let result = import::import_with_progress(&project, &ImportArgs::default(), progress);
             match result {
                 Ok(summary) => {
-                    tracing::info!("{}", summary.line());
+                    tracing::info!("background import finished: {}", summary.line());
                     *state.rebuild_failed.lock().unwrap() = None;
                     *state.stale.lock().unwrap() = None;
                     state.open_current();
                 }
                 Err(err) => {
                     let message = format!("{err:#}");
-                    tracing::error!("import failed: {message}");
+                    tracing::error!(
+                        "background import failed after {:.2} s: {message}",
+                        started.elapsed().as_secs_f64()
+                    );
                     if state.current.read().unwrap().is_some() {
                         *state.rebuild_failed.lock().unwrap() = Some(format!(
                             "Cache stale: the cache changed but re-importing it failed: {message}. Fix the cache (or run 'acp index' again); acpdb retries when it changes."
