@@ -3,9 +3,10 @@
 //! [`execute`] runs one statement against a connection and writes the result as an aligned
 //! table, JSON or CSV. Three guards keep it read-only and bounded, whatever connection it gets:
 //!
-//! * an authorizer allows only reading (`SELECT`, table reads, functions, recursive CTEs and the
-//!   inspection pragmas) and refuses everything else while the statement is prepared, naming
-//!   the refused operation;
+//! * an authorizer allows only reading (`SELECT`, table reads, functions, recursive CTEs, the
+//!   inspection pragmas and reading settings) and refuses everything else, naming the refused
+//!   operation: while the statement is prepared, and while it runs for the statements SQLite
+//!   runs internally on its behalf (then naming the user's statement too);
 //! * a prepared statement that SQLite still reports as writing (`VACUUM`, which has no
 //!   authorizer action) is refused before it runs;
 //! * a progress handler interrupts the statement once the time limit has passed.
@@ -37,20 +38,24 @@ pub const TABLE_CELL_WIDTH: usize = 60;
 /// How often (in SQLite virtual machine steps) the time limit is checked.
 const PROGRESS_STEPS: i32 = 1000;
 
-/// Pragmas that only report on the schema or the file; an argument names an object
-/// (`PRAGMA table_info(symbols)`) and never changes anything.
+/// Pragmas that only report on the schema, the file or the connection; an argument names an
+/// object (`PRAGMA table_info(symbols)`) or a limit and never changes anything. SQLite itself
+/// runs some of them inside other statements (FTS5 reads `data_version` on every query).
 const INSPECTION_PRAGMAS: &[&str] = &[
     "collation_list",
     "compile_options",
+    "data_version",
     "database_list",
     "foreign_key_check",
     "foreign_key_list",
+    "freelist_count",
     "function_list",
     "index_info",
     "index_list",
     "index_xinfo",
     "integrity_check",
     "module_list",
+    "page_count",
     "pragma_list",
     "quick_check",
     "table_info",
@@ -60,16 +65,37 @@ const INSPECTION_PRAGMAS: &[&str] = &[
 
 /// Setting pragmas that may be read (no argument) but not assigned.
 const READABLE_SETTING_PRAGMAS: &[&str] = &[
+    "analysis_limit",
     "application_id",
     "auto_vacuum",
+    "automatic_index",
+    "busy_timeout",
+    "cache_size",
+    "cache_spill",
+    "cell_size_check",
+    "defer_foreign_keys",
     "encoding",
     "foreign_keys",
-    "freelist_count",
-    "page_count",
+    "hard_heap_limit",
+    "ignore_check_constraints",
+    "journal_size_limit",
+    "legacy_alter_table",
+    "locking_mode",
+    "max_page_count",
+    "mmap_size",
     "page_size",
     "query_only",
+    "recursive_triggers",
+    "reverse_unordered_selects",
     "schema_version",
+    "secure_delete",
+    "soft_heap_limit",
+    "synchronous",
+    "temp_store",
+    "threads",
+    "trusted_schema",
     "user_version",
+    "wal_autocheckpoint",
 ];
 
 /// Arguments of `acpdb sql`.
@@ -120,9 +146,11 @@ impl SqlArgs {
 /// How a result is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputFormat {
-    /// An aligned text table: a header, a rule, one line per row. `NULL` prints as `NULL`,
-    /// numbers are right-aligned, control characters in text show escaped (`\n`, `\t`, …), and
-    /// cells longer than [`TABLE_CELL_WIDTH`] characters are cut. No output when the statement has no columns.
+    /// An aligned text table drawn with box-drawing borders (`┌─┬─┐`, `│`, `├─┼─┤`, `└─┴─┘`):
+    /// the header, then one line per row. `NULL` prints as `NULL`, numbers are right-aligned,
+    /// a backslash, the border `│` and control characters in text show escaped (`\\`,
+    /// `\u{2502}`, `\n`, …), and cells longer than [`TABLE_CELL_WIDTH`] characters are cut. No
+    /// output when the statement has no columns.
     Table,
     /// One line holding `{"columns": [name…], "rows": [[value…]…], "truncated": bool,
     /// "row_count": N}`, where `row_count` is the number of rows in `rows` and `truncated`
@@ -156,10 +184,12 @@ pub struct QueryReport {
     pub elapsed: Duration,
 }
 
-/// Runs `acpdb sql`: queries the project's database read-only and prints the result on stdout,
-/// and a note on stderr when the row cap truncated it.
+/// Runs `acpdb sql`: queries the project's database read-only and prints the result on stdout;
+/// on stderr, a warning when the database is older than the cache and a note when the row cap
+/// truncated the result.
 pub fn run(project: &Project, args: &SqlArgs) -> Result<()> {
     let options = args.options()?;
+    crate::freshness::warn_if_outdated(project);
     let mut out = io::BufWriter::new(io::stdout().lock());
     let report = execute_file(&project.db, &args.sql, &options, &mut out)?;
     out.flush().context("writing the query result")?;
@@ -375,7 +405,10 @@ struct Guard<'c> {
     conn: &'c Connection,
     timeout: Option<Duration>,
     /// The operations the authorizer refused, in the order SQLite asked.
-    refused: Arc<Mutex<Vec<String>>>,
+    refused: Arc<Mutex<Vec<Refused>>>,
+    /// The user's statement once it is prepared and running: operations SQLite asks about from
+    /// then on belong to statements it runs internally on the user's behalf.
+    running: Arc<Mutex<Option<String>>>,
     /// Set when the progress handler interrupted the statement.
     timed_out: Arc<AtomicBool>,
 }
@@ -386,19 +419,25 @@ impl<'c> Guard<'c> {
             conn,
             timeout,
             refused: Arc::default(),
+            running: Arc::default(),
             timed_out: Arc::default(),
         };
         let refused = Arc::clone(&guard.refused);
+        let running = Arc::clone(&guard.running);
         conn.authorizer(Some(move |ctx: AuthContext<'_>| {
             let (what, answer) = match authorize(&ctx.action) {
                 Verdict::Allow => return Authorization::Allow,
                 Verdict::Refuse(what) => (what, Authorization::Deny),
                 Verdict::RefuseLater(what) => (what, Authorization::Allow),
             };
+            let inside = running
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
             refused
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .push(what);
+                .push(Refused { what, inside });
             answer
         }))
         .context("installing the read-only authorizer")?;
@@ -419,13 +458,14 @@ impl<'c> Guard<'c> {
         Ok(guard)
     }
 
-    /// The operation to name in a refusal: the last one refused, which is the most specific.
+    /// What to name in a refusal: the last operation refused, which is the most specific, and
+    /// the user's statement when SQLite refused an operation it ran internally for it.
     fn refused(&self) -> Option<String> {
-        self.refused
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .last()
-            .cloned()
+        let refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        refused.last().map(|last| match &last.inside {
+            None => last.what.clone(),
+            Some(statement) => format!("`{statement}`, which runs {} inside SQLite,", last.what),
+        })
     }
 
     /// Explains a SQLite error: a refusal, the time limit, or SQLite's own message.
@@ -472,6 +512,8 @@ impl<'c> Guard<'c> {
         let width = columns.len();
         let mut rows = Vec::new();
         let mut truncated = false;
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(statement_excerpt(stmt.expanded_sql()));
         let mut cursor = stmt.query([]).map_err(sqlite)?;
         while let Some(row) = cursor.next().map_err(sqlite)? {
             if max_rows != 0 && rows.len() == max_rows {
@@ -501,6 +543,14 @@ impl Drop for Guard<'_> {
             .authorizer(None::<fn(AuthContext<'_>) -> Authorization>);
         let _ = self.conn.progress_handler(0, None::<fn() -> bool>);
     }
+}
+
+/// An operation the authorizer refused.
+struct Refused {
+    /// The operation, as [`authorize`] names it.
+    what: String,
+    /// The user's statement, when SQLite asked while running it (not while preparing it).
+    inside: Option<String>,
 }
 
 /// A fetched result.
@@ -554,35 +604,51 @@ fn clip(text: &str, width: usize) -> String {
     cut
 }
 
+/// Text as a table cell (before clipping): a backslash, the column border `│` and control
+/// characters are escaped (`\\`, `\u{2502}`, `\n`, `\t`, …), so text never reads as a border
+/// or a line break.
+fn escape_cell(text: &str) -> String {
+    let mut cell = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => cell.push_str("\\\\"),
+            BORDER => cell.push_str("\\u{2502}"),
+            c if c.is_control() => cell.extend(c.escape_debug()),
+            c => cell.push(c),
+        }
+    }
+    cell
+}
+
 /// A value as a table cell (before clipping).
 fn table_cell(value: &Value) -> String {
     match value {
         Value::Null => "NULL".to_owned(),
         Value::Integer(i) => i.to_string(),
         Value::Real(r) => real_text(*r),
-        Value::Text(t) => {
-            let mut cell = String::with_capacity(t.len());
-            for c in t.chars() {
-                if c.is_control() {
-                    cell.extend(c.escape_debug());
-                } else {
-                    cell.push(c);
-                }
-            }
-            cell
-        }
+        Value::Text(t) => escape_cell(t),
         Value::Blob(b) => blob_literal(b),
     }
+}
+
+/// The vertical border between and around table cells.
+const BORDER: char = '│';
+
+/// One horizontal rule of the table: `left`, `─` runs as wide as the columns (plus their
+/// padding) joined by `join`, then `right`.
+fn table_rule(widths: &[usize], (left, join, right): (char, char, char)) -> String {
+    let runs: Vec<String> = widths.iter().map(|w| "─".repeat(w + 2)).collect();
+    format!("{left}{}{right}", runs.join(&join.to_string()))
 }
 
 fn write_table(out: &mut dyn Write, result: &ResultSet) -> io::Result<()> {
     if result.columns.is_empty() {
         return Ok(());
     }
-    let header: Vec<String> = result
+    let header: Vec<(String, bool)> = result
         .columns
         .iter()
-        .map(|c| clip(c, TABLE_CELL_WIDTH))
+        .map(|c| (clip(&escape_cell(c), TABLE_CELL_WIDTH), false))
         .collect();
     let body: Vec<Vec<(String, bool)>> = result
         .rows
@@ -596,39 +662,31 @@ fn write_table(out: &mut dyn Write, result: &ResultSet) -> io::Result<()> {
                 .collect()
         })
         .collect();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut widths: Vec<usize> = header.iter().map(|(h, _)| h.chars().count()).collect();
     for row in &body {
         for (width, (cell, _)) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
-    let last = widths.len() - 1;
-    let write_line = |out: &mut dyn Write, cells: &mut dyn Iterator<Item = (&str, bool)>| {
+    let write_row = |out: &mut dyn Write, cells: &[(String, bool)]| {
         let mut line = String::new();
-        for (i, ((cell, numeric), width)) in cells.zip(&widths).enumerate() {
-            if i > 0 {
-                line.push_str(" | ");
-            }
-            if numeric {
-                let _ = write!(line, "{cell:>width$}");
-            } else if i == last {
-                line.push_str(cell);
+        line.push(BORDER);
+        for ((cell, numeric), width) in cells.iter().zip(&widths) {
+            let _ = if *numeric {
+                write!(line, " {cell:>width$} {BORDER}")
             } else {
-                let _ = write!(line, "{cell:<width$}");
-            }
+                write!(line, " {cell:<width$} {BORDER}")
+            };
         }
         writeln!(out, "{line}")
     };
-    write_line(out, &mut header.iter().map(|h| (h.as_str(), false)))?;
-    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    writeln!(out, "{}", rule.join("-+-"))?;
+    writeln!(out, "{}", table_rule(&widths, ('┌', '┬', '┐')))?;
+    write_row(out, &header)?;
+    writeln!(out, "{}", table_rule(&widths, ('├', '┼', '┤')))?;
     for row in &body {
-        write_line(
-            out,
-            &mut row.iter().map(|(cell, numeric)| (cell.as_str(), *numeric)),
-        )?;
+        write_row(out, row)?;
     }
-    Ok(())
+    writeln!(out, "{}", table_rule(&widths, ('└', '┴', '┘')))
 }
 
 /// The `--json` document; see [`OutputFormat::Json`].
@@ -792,6 +850,53 @@ mod tests {
     }
 
     #[test]
+    fn full_text_search_and_integrity_checks_run() {
+        let conn = sample();
+        conn.execute_batch(
+            "CREATE VIRTUAL TABLE words USING fts5(name);
+             INSERT INTO words VALUES ('validateSession'), ('format');",
+        )
+        .unwrap();
+        let csv = options(OutputFormat::Csv, 0);
+        let (text, _) = output(
+            &conn,
+            "SELECT name FROM words WHERE words MATCH 'validate*'",
+            &csv,
+        );
+        assert_eq!(text, "name\r\nvalidateSession\r\n");
+        for check in ["integrity_check", "quick_check"] {
+            let (text, _) = output(&conn, &format!("PRAGMA {check}"), &csv);
+            assert_eq!(text, format!("{check}\r\nok\r\n"));
+        }
+        output(&conn, "PRAGMA data_version", &csv);
+        output(&conn, "PRAGMA cache_size", &csv);
+    }
+
+    #[test]
+    fn refusals_inside_sqlite_name_the_users_statement() {
+        use rusqlite::functions::FunctionFlags;
+        let conn = sample();
+        // A function that runs SQL on the same connection, as FTS5 does internally.
+        let handle = unsafe { conn.handle() } as usize;
+        conn.create_scalar_function("run_inside", 1, FunctionFlags::SQLITE_UTF8, move |ctx| {
+            // SAFETY: the connection outlives the statements calling this function, and
+            // `from_handle` does not close it.
+            let same = unsafe { Connection::from_handle(handle as *mut rusqlite::ffi::sqlite3) }?;
+            same.execute_batch(&ctx.get::<String>(0)?)?;
+            Ok(0)
+        })
+        .unwrap();
+        let message = error(&conn, "SELECT run_inside('PRAGMA writable_schema = 1')");
+        assert!(
+            message.starts_with(
+                "refused: acpdb sql is read-only (`SELECT run_inside('PRAGMA writable_schema = \
+                 1')`, which runs PRAGMA writable_schema = 1 inside SQLite, is not allowed)"
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn writes_are_refused_by_name() {
         assert_eq!(
             verdict(AuthAction::Insert {
@@ -924,11 +1029,13 @@ mod tests {
             &options(OutputFormat::Table, 0),
         );
         let expected = "\
-name       | line | score | body
------------+------+-------+--------
-main       |    7 |   1.0 | x'00ff'
-a, \"b\"     |  120 | NULL  | NULL
-two\\nlines |    3 |   2.5 | NULL
+┌────────────┬──────┬───────┬─────────┐
+│ name       │ line │ score │ body    │
+├────────────┼──────┼───────┼─────────┤
+│ main       │    7 │   1.0 │ x'00ff' │
+│ a, \"b\"     │  120 │ NULL  │ NULL    │
+│ two\\nlines │    3 │   2.5 │ NULL    │
+└────────────┴──────┴───────┴─────────┘
 ";
         assert_eq!(text, expected);
         assert_eq!((report.rows, report.truncated), (3, false));
@@ -941,9 +1048,27 @@ two\\nlines |    3 |   2.5 | NULL
             "SELECT printf('%.100c', 'x') AS long",
             &options(OutputFormat::Table, 0),
         );
-        let cell = text.lines().nth(2).unwrap();
+        let line = text.lines().nth(3).unwrap();
+        let cell = line.trim_matches(['│', ' ']);
         assert_eq!(cell.chars().count(), TABLE_CELL_WIDTH);
         assert!(cell.ends_with("x…"));
+    }
+
+    #[test]
+    fn table_cells_never_read_as_borders() {
+        let (text, _) = output(
+            &sample(),
+            "SELECT 'a│b' AS \"x│y\", 'C:\\dir' AS path, 'a\tb' AS tab",
+            &options(OutputFormat::Table, 0),
+        );
+        let expected = "\
+┌────────────┬─────────┬──────┐
+│ x\\u{2502}y │ path    │ tab  │
+├────────────┼─────────┼──────┤
+│ a\\u{2502}b │ C:\\\\dir │ a\\tb │
+└────────────┴─────────┴──────┘
+";
+        assert_eq!(text, expected);
     }
 
     #[test]

@@ -60,8 +60,40 @@ pub fn recorded(conn: &Connection) -> Result<Recorded> {
     })
 }
 
-/// Compares the project's cache and vars files with what the database recorded.
+/// How closely the files on disk are compared with what the import recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compare {
+    /// Size and mtime, then the SHA-256 when only the mtime differs: a file touched but not
+    /// changed is fresh.
+    Content,
+    /// Size and mtime only: cheap at any size, but a touched file counts as changed.
+    Metadata,
+}
+
+/// Compares the project's cache and vars files with what the database recorded, by content.
 pub fn check(project: &Project) -> Result<Freshness> {
+    check_with(project, Compare::Content)
+}
+
+/// Warns on stderr when the database is older than the project's cache or vars (by size and
+/// mtime) or has another schema version, so that an answer from it may be out of date.
+/// Without a cache there is nothing to compare with, and no warning.
+pub fn warn_if_outdated(project: &Project) {
+    if project.cache.is_none() {
+        return;
+    }
+    match check_with(project, Compare::Metadata) {
+        Ok(Freshness::Stale(reason) | Freshness::Incompatible(reason)) => tracing::warn!(
+            "the database is older than the cache: {reason}; answers come from the last import \
+             (run `acpdb import` to update it)"
+        ),
+        Ok(Freshness::Fresh | Freshness::Missing) => {}
+        Err(err) => tracing::debug!("cannot compare the database with the cache: {err:#}"),
+    }
+}
+
+/// Compares the project's cache and vars files with what the database recorded.
+pub fn check_with(project: &Project, compare: Compare) -> Result<Freshness> {
     if !project.db.is_file() {
         return Ok(Freshness::Missing);
     }
@@ -76,13 +108,13 @@ pub fn check(project: &Project) -> Result<Freshness> {
     }
     let recorded = recorded(&conn)?;
     if let Some(cache) = &project.cache {
-        if let Some(reason) = differs(cache, recorded.cache.as_ref(), "the cache")? {
+        if let Some(reason) = differs(cache, recorded.cache.as_ref(), "the cache", compare)? {
             return Ok(Freshness::Stale(reason));
         }
     }
     match (&project.vars, &recorded.vars) {
         (Some(vars), _) => {
-            if let Some(reason) = differs(vars, recorded.vars.as_ref(), "the vars file")? {
+            if let Some(reason) = differs(vars, recorded.vars.as_ref(), "the vars file", compare)? {
                 return Ok(Freshness::Stale(reason));
             }
         }
@@ -96,6 +128,7 @@ fn differs(
     path: &Path,
     recorded: Option<&(String, String, String)>,
     what: &str,
+    compare: Compare,
 ) -> Result<Option<String>> {
     let Some((size, mtime, hash)) = recorded else {
         return Ok(Some(format!("{what} was not part of the last import")));
@@ -104,7 +137,8 @@ fn differs(
     if meta.len().to_string() == *size && mtime_text(&meta) == *mtime {
         return Ok(None);
     }
-    if meta.len().to_string() == *size && sha256_file(path)? == *hash {
+    if compare == Compare::Content && meta.len().to_string() == *size && sha256_file(path)? == *hash
+    {
         return Ok(None);
     }
     Ok(Some(format!(

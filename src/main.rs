@@ -1,5 +1,6 @@
 //! The `acpdb` command line: parse arguments, dispatch, report errors.
 
+use std::io;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -56,11 +57,26 @@ fn main() -> ExitCode {
     acpdb::logging::init(&cli.log_level);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `err` comes from writing to a pipe whose reader has gone (`acpdb … | head`): the
+/// reader has all it wanted, so the command ends quietly and successfully, like `ls | head`.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        let kind = match cause.downcast_ref::<io::Error>() {
+            Some(io_error) => Some(io_error.kind()),
+            None => cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind),
+        };
+        kind == Some(io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn run(cli: Cli) -> Result<()> {

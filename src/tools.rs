@@ -4,6 +4,7 @@
 
 use std::any::TypeId;
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rusqlite::Connection;
@@ -169,11 +170,13 @@ impl QueryArgs {
     }
 }
 
-/// Runs `acpdb query`, printing the answer on stdout.
+/// Runs `acpdb query`, printing the answer on stdout (and a warning on stderr when the database
+/// is older than the cache).
 pub fn run_query(project: &crate::project::Project, args: &QueryArgs) -> anyhow::Result<()> {
     let conn = crate::db::open_read_only(&project.db)?;
+    crate::freshness::warn_if_outdated(project);
     let text =
         call(&conn, "acp_query", &args.to_arguments()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    println!("{text}");
+    writeln!(std::io::stdout().lock(), "{text}")?;
     Ok(())
 }

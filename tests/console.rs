@@ -1,6 +1,9 @@
-//! `acpdb sql`: runs the real binary against a small database built with plain rusqlite.
+//! `acpdb sql`: runs the real binary against a small database built with plain rusqlite, and the
+//! documented queries against the demo project.
 
-use std::path::PathBuf;
+mod common;
+
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -95,14 +98,31 @@ fn table_output() {
     let output = fixture.sql(&["SELECT name, line, score, body FROM symbols ORDER BY line"]);
     assert_success(&output);
     let expected = "\
-name              | line | score | body
-------------------+------+-------+--------
-run               |    3 |  0.25 | NULL
-main              |   10 |   1.5 | NULL
-say \"hi\", then go |  200 | NULL  | x'00ff'
+┌───────────────────┬──────┬───────┬─────────┐
+│ name              │ line │ score │ body    │
+├───────────────────┼──────┼───────┼─────────┤
+│ run               │    3 │  0.25 │ NULL    │
+│ main              │   10 │   1.5 │ NULL    │
+│ say \"hi\", then go │  200 │ NULL  │ x'00ff' │
+└───────────────────┴──────┴───────┴─────────┘
 ";
     assert_eq!(stdout(&output), expected);
     assert_eq!(stderr(&output), "");
+}
+
+#[test]
+fn table_cells_holding_the_border_stay_in_their_column() {
+    let fixture = Fixture::new();
+    let output = fixture.sql(&["SELECT 'a | b' AS pipe, 'a │ b' AS border, 2 AS n"]);
+    assert_success(&output);
+    let expected = "\
+┌───────┬──────────────┬───┐
+│ pipe  │ border       │ n │
+├───────┼──────────────┼───┤
+│ a | b │ a \\u{2502} b │ 2 │
+└───────┴──────────────┴───┘
+";
+    assert_eq!(stdout(&output), expected);
 }
 
 #[test]
@@ -164,9 +184,14 @@ fn row_cap_truncates_with_a_note() {
     assert_success(&output);
     let lines: Vec<String> = stdout(&output)
         .lines()
-        .map(|l| l.trim().to_owned())
+        .map(|l| l.trim_matches(['│', ' ']).to_owned())
         .collect();
-    assert_eq!(lines[2..], ["1", "2", "3", "4", "5"]);
+    assert_eq!(lines[3..8], ["1", "2", "3", "4", "5"]);
+    assert_eq!(
+        lines.len(),
+        9,
+        "five rows between the header and the bottom border"
+    );
     let note = stderr(&output);
     assert!(
         note.contains("truncated at 5 rows") && note.contains("--max-rows"),
@@ -353,4 +378,84 @@ fn missing_database_points_to_import() {
         stderr(&output)
     );
     assert!(!fixture.db.exists());
+}
+
+/// The statements of the ```sql blocks in a Markdown text; each ends with a line ending in `;`
+/// and keeps the comment lines before it.
+fn sql_statements(markdown: &str) -> Vec<String> {
+    let mut statements = Vec::new();
+    let mut in_block = false;
+    let mut current = String::new();
+    for line in markdown.lines() {
+        let fence = line.trim_start().starts_with("```");
+        if !in_block {
+            in_block = fence && line.trim() == "```sql";
+            continue;
+        }
+        if fence {
+            assert!(
+                current.trim().is_empty(),
+                "a statement without `;`: {current}"
+            );
+            in_block = false;
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+        if line.trim_end().ends_with(';') {
+            statements.push(std::mem::take(&mut current));
+        }
+    }
+    statements
+}
+
+#[test]
+fn every_query_in_the_schema_docs_runs_on_the_demo_project() {
+    let project = common::TempProject::copy_of(&common::fixture("demo"));
+    project.import();
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema.md");
+    let statements = sql_statements(&std::fs::read_to_string(doc).unwrap());
+    assert!(statements.len() >= 6, "{statements:?}");
+    for sql in &statements {
+        let output = project.run(&["sql", "--json", "--", sql]);
+        assert!(
+            output.status.success(),
+            "{sql}\nfailed: {}",
+            stderr(&output)
+        );
+        assert_eq!(stderr(&output), "", "{sql}");
+        let value: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+        assert!(
+            value["row_count"].as_u64() > Some(0),
+            "{sql}\nfinds nothing on the demo project"
+        );
+    }
+}
+
+#[test]
+fn full_text_search_and_file_checks_run_on_an_import() {
+    let project = common::TempProject::copy_of(&common::fixture("demo"));
+    project.import();
+    let output = project.run(&[
+        "sql",
+        "--csv",
+        "SELECT s.name FROM symbols_fts f JOIN symbols s ON s.id = f.rowid \
+         WHERE symbols_fts MATCH 'validate*' ORDER BY s.name",
+    ]);
+    assert_success(&output);
+    assert_eq!(stdout(&output), "name\r\nvalidateSession\r\n");
+    for check in ["integrity_check", "quick_check"] {
+        let output = project.run(&["sql", "--csv", &format!("PRAGMA {check}")]);
+        assert_success(&output);
+        assert_eq!(stdout(&output), format!("{check}\r\nok\r\n"));
+    }
+    for setting in ["data_version", "page_size", "synchronous", "cache_size"] {
+        assert_success(&project.run(&["sql", &format!("PRAGMA {setting}")]));
+    }
+    let output = project.run(&["sql", "PRAGMA cache_size = 10"]);
+    assert!(
+        stderr(&output).contains("(PRAGMA cache_size = 10 is not allowed)"),
+        "{}",
+        stderr(&output)
+    );
 }

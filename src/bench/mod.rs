@@ -13,6 +13,7 @@ pub mod report;
 pub mod stdio;
 pub mod workload;
 
+use std::io::{self, Write as _};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -231,11 +232,13 @@ pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
             );
         }
     }
+    let mut out = io::stdout().lock();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        print!("{}", report.table());
+        write!(out, "{}", report.table())?;
     }
+    out.flush()?;
     Ok(())
 }
 

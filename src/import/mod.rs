@@ -12,8 +12,10 @@ use std::fs;
 use std::hash::{Hash, Hasher};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::sync_channel;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, sync_channel, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
@@ -39,9 +41,12 @@ pub struct ImportArgs {
     /// Largest single cache entry accepted, in MiB.
     #[arg(long, default_value_t = 256)]
     pub max_entry_mb: u64,
-    /// Never show a progress bar.
+    /// Show no progress: neither the bar on a terminal nor the progress lines otherwise.
     #[arg(long)]
     pub no_progress: bool,
+    /// Seconds between progress lines when stderr is not a terminal.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0, hide = true)]
+    pub progress_interval: f64,
 }
 
 impl Default for ImportArgs {
@@ -49,6 +54,7 @@ impl Default for ImportArgs {
         ImportArgs {
             max_entry_mb: 256,
             no_progress: true,
+            progress_interval: 2.0,
         }
     }
 }
@@ -94,7 +100,27 @@ impl ImportSummary {
     }
 }
 
-/// Runs `acpdb import` and prints the summary line on stderr.
+/// How far reading a cache of `total` bytes has come, in percent.
+pub fn percent_read(read: u64, total: u64) -> f64 {
+    if total == 0 {
+        return 0.0;
+    }
+    (read as f64 * 100.0 / total as f64).min(100.0)
+}
+
+/// Progress in the words of the progress lines and the "index not ready" error:
+/// `42% of 930.0 MB read, 3.1 s elapsed`.
+pub fn progress_text(read: u64, total: u64, elapsed: Duration) -> String {
+    format!(
+        "{:.0}% of {:.1} MB read, {:.1} s elapsed",
+        percent_read(read, total),
+        total as f64 / 1e6,
+        elapsed.as_secs_f64()
+    )
+}
+
+/// Runs `acpdb import` and prints the summary line on stderr (and, before it, a progress bar
+/// on a terminal or progress lines otherwise).
 pub fn run(project: &Project, args: &ImportArgs) -> Result<ImportSummary> {
     let summary = import(project, args)?;
     eprintln!("{}", summary.line());
@@ -209,8 +235,7 @@ fn build(
     let limits = Limits {
         max_entry_bytes: args.max_entry_mb.saturating_mul(1 << 20),
     };
-    let show_progress = !args.no_progress && std::io::stderr().is_terminal();
-    let bar = progress_bar(show_progress, cache_meta.len());
+    let reporter = Reporter::start(args, cache_path, cache_meta.len(), &progress, started)?;
 
     conn.execute_batch("BEGIN")?;
     let spill_dir = tmp.parent().unwrap_or(Path::new("."));
@@ -220,7 +245,7 @@ fn build(
         DocumentKind::Cache,
         limits,
         &mut loader,
-        bar.as_ref(),
+        Some(&reporter),
         progress,
     )?;
     let mut vars_outcome = None;
@@ -237,9 +262,7 @@ fn build(
             )?,
         ));
     }
-    if let Some(bar) = &bar {
-        bar.set_message("linking the call graph");
-    }
+    reporter.phase("linking the call graph");
     tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
     let counts = loader.finish()?;
     tracing::debug!(
@@ -248,9 +271,7 @@ fn build(
     );
     conn.execute_batch("COMMIT")?;
 
-    if let Some(bar) = &bar {
-        bar.set_message("building indexes and full-text search");
-    }
+    reporter.phase("building indexes and full-text search");
     db::migrate(&mut conn, None)?;
     tracing::debug!(
         "built indexes and full-text search at {:.2} s",
@@ -261,9 +282,7 @@ fn build(
         "resolved graph nodes at {:.2} s",
         started.elapsed().as_secs_f64()
     );
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
+    drop(reporter);
 
     let mut bytes = cache_outcome.bytes;
     let mut meta: Vec<(&str, String)> = vec![
@@ -322,21 +341,114 @@ pub fn mtime_text(meta: &fs::Metadata) -> String {
         .unwrap_or_default()
 }
 
-fn progress_bar(show: bool, total: u64) -> Option<indicatif::ProgressBar> {
-    if !show {
-        return None;
+/// How an import shows its progress on stderr: a bar on a terminal, otherwise a line when it
+/// starts and one per interval (phase, percent of the cache read, MB/s), in the units of the
+/// summary line (MB = 10^6 bytes). Stops when dropped.
+enum Reporter {
+    Quiet,
+    Bar(indicatif::ProgressBar, Arc<Progress>),
+    Lines {
+        phase: Arc<Mutex<&'static str>>,
+        /// Dropping it stops the printing thread.
+        stop: Option<mpsc::Sender<()>>,
+        thread: Option<JoinHandle<()>>,
+    },
+}
+
+impl Reporter {
+    fn start(
+        args: &ImportArgs,
+        cache: &Path,
+        total: u64,
+        progress: &Arc<Progress>,
+        started: Instant,
+    ) -> Result<Reporter> {
+        if args.no_progress {
+            return Ok(Reporter::Quiet);
+        }
+        if std::io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::with_draw_target(
+                Some(total),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:40} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} {msg}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            return Ok(Reporter::Bar(bar, Arc::clone(progress)));
+        }
+        let interval = Duration::try_from_secs_f64(args.progress_interval)
+            .ok()
+            .filter(|i| !i.is_zero())
+            .with_context(|| {
+                format!(
+                    "--progress-interval must be a positive number of seconds, got {}",
+                    args.progress_interval
+                )
+            })?;
+        eprintln!(
+            "import: reading {} ({:.1} MB)",
+            cache.display(),
+            total as f64 / 1e6
+        );
+        let phase = Arc::new(Mutex::new("reading the cache"));
+        let (stop, stopped) = mpsc::channel::<()>();
+        let (shown, progress) = (Arc::clone(&phase), Arc::clone(progress));
+        let thread = std::thread::Builder::new()
+            .name("acpdb-progress".into())
+            .spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
+                    let phase = *shown.lock().unwrap_or_else(|e| e.into_inner());
+                    let read = progress.bytes.load(Ordering::Relaxed);
+                    let elapsed = started.elapsed();
+                    let rate = read as f64 / 1e6 / elapsed.as_secs_f64().max(1e-6);
+                    eprintln!(
+                        "import: {phase}, {} ({rate:.1} MB/s)",
+                        progress_text(read, total, elapsed)
+                    );
+                }
+            })?;
+        Ok(Reporter::Lines {
+            phase,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
     }
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(total),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    Some(bar)
+
+    /// Shows the bytes of the cache read so far.
+    fn tick(&self) {
+        if let Reporter::Bar(bar, progress) = self {
+            bar.set_position(progress.bytes.load(Ordering::Relaxed));
+        }
+    }
+
+    /// Names the phase the import has reached.
+    fn phase(&self, name: &'static str) {
+        match self {
+            Reporter::Quiet => {}
+            Reporter::Bar(bar, _) => bar.set_message(name),
+            Reporter::Lines { phase, .. } => {
+                *phase.lock().unwrap_or_else(|e| e.into_inner()) = name;
+            }
+        }
+    }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        match self {
+            Reporter::Quiet => {}
+            Reporter::Bar(bar, _) => bar.finish_and_clear(),
+            Reporter::Lines { stop, thread, .. } => {
+                drop(stop.take());
+                if let Some(thread) = thread.take() {
+                    let _ = thread.join();
+                }
+            }
+        }
+    }
 }
 
 /// Reads one document on a separate thread while this thread writes its events.
@@ -345,15 +457,14 @@ fn stream(
     kind: DocumentKind,
     limits: Limits,
     loader: &mut Loader<'_>,
-    bar: Option<&indicatif::ProgressBar>,
+    reporter: Option<&Reporter>,
     progress: Arc<Progress>,
 ) -> Result<ReadOutcome> {
     let (tx, rx) = sync_channel::<Vec<Event>>(16);
-    let reader_progress = progress.clone();
     let owned_path = path.to_path_buf();
     let handle = std::thread::Builder::new()
         .name("acpdb-reader".into())
-        .spawn(move || reader::read_document(&owned_path, kind, limits, reader_progress, tx))?;
+        .spawn(move || reader::read_document(&owned_path, kind, limits, progress, tx))?;
     let mut write_error = None;
     for batch in rx.iter() {
         for event in batch {
@@ -365,8 +476,8 @@ fn stream(
         if write_error.is_some() {
             break;
         }
-        if let Some(bar) = bar {
-            bar.set_position(progress.bytes.load(std::sync::atomic::Ordering::Relaxed));
+        if let Some(reporter) = reporter {
+            reporter.tick();
         }
     }
     drop(rx);

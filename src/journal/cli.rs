@@ -2,6 +2,8 @@
 //! `acpdb hack list [--expired] [--file F]` and `acpdb export-attempts`. They print the same
 //! JSON the MCP tools answer.
 
+use std::io::{self, Write as _};
+
 use anyhow::Result;
 
 use super::{DebugData, DebugRequest, HackData, HackRequest, Journal};
@@ -68,7 +70,8 @@ pub fn run_debug(project: &Project, args: &DebugArgs) -> Result<()> {
             }),
         },
     };
-    println!("{}", open(project)?.debug(request)?.text());
+    let response = open(project)?.debug(request)?;
+    writeln!(io::stdout().lock(), "{}", response.text())?;
     Ok(())
 }
 
@@ -84,14 +87,19 @@ pub fn run_hack(project: &Project, args: &HackArgs) -> Result<()> {
             }),
         },
     };
-    println!("{}", open(project)?.hack(request)?.text());
+    let response = open(project)?.hack(request)?;
+    writeln!(io::stdout().lock(), "{}", response.text())?;
     Ok(())
 }
 
 /// Runs `acpdb export-attempts`: rewrites `.acp/acp.attempts.json` and prints what it holds.
 pub fn run_export_attempts(project: &Project, _args: &ExportAttemptsArgs) -> Result<()> {
     let report = open(project)?.export()?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    writeln!(
+        io::stdout().lock(),
+        "{}",
+        serde_json::to_string_pretty(&report)?
+    )?;
     Ok(())
 }
 

@@ -149,13 +149,12 @@ impl IndexState {
         Err(match &*phase {
             Phase::FirstBuild { progress, total, started } => {
                 let read = progress.bytes.load(Ordering::Relaxed);
-                let percent = if *total > 0 { (read as f64 * 100.0 / *total as f64).min(100.0) } else { 0.0 };
+                let percent = import::percent_read(read, *total);
                 Unavailable {
                     code: INDEX_BUILDING,
                     message: format!(
-                        "Index not ready: importing the ACP cache ({percent:.0}% of {:.1} MB read, {:.1} s elapsed). Retry in a few seconds.",
-                        *total as f64 / 1e6,
-                        started.elapsed().as_secs_f64()
+                        "Index not ready: importing the ACP cache ({}). Retry in a few seconds.",
+                        import::progress_text(read, *total, started.elapsed())
                     ),
                     data: Some(serde_json::json!({"bytes_read": read, "bytes_total": total, "percent": percent})),
                 }
@@ -232,18 +231,27 @@ impl IndexState {
             };
         }
         let state = Arc::clone(self);
+        tracing::info!(
+            "background import started ({reason}): reading {} ({:.1} MB)",
+            cache.display(),
+            total as f64 / 1e6
+        );
+        let started = Instant::now();
         let spawned = std::thread::Builder::new().name("acpdb-import".into()).spawn(move || {
             let result = import::import_with_progress(&project, &ImportArgs::default(), progress);
             match result {
                 Ok(summary) => {
-                    tracing::info!("{}", summary.line());
+                    tracing::info!("background import finished: {}", summary.line());
                     *state.rebuild_failed.lock().unwrap() = None;
                     *state.stale.lock().unwrap() = None;
                     state.open_current();
                 }
                 Err(err) => {
                     let message = format!("{err:#}");
-                    tracing::error!("import failed: {message}");
+                    tracing::error!(
+                        "background import failed after {:.2} s: {message}",
+                        started.elapsed().as_secs_f64()
+                    );
                     if state.current.read().unwrap().is_some() {
                         *state.rebuild_failed.lock().unwrap() = Some(format!(
                             "Cache stale: the cache changed but re-importing it failed: {message}. Fix the cache (or run 'acp index' again); acpdb retries when it changes."
