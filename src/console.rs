@@ -9,7 +9,10 @@
 //!   runs internally on its behalf (then naming the user's statement too);
 //! * a prepared statement that SQLite still reports as writing (`VACUUM`, which has no
 //!   authorizer action) is refused before it runs;
-//! * a progress handler interrupts the statement once the time limit has passed.
+//! * a progress handler interrupts the statement once the time limit has passed
+//!   ([`db::TimeLimit`]), and no expression may build a value over [`MAX_VALUE_BYTES`], so no
+//!   single function call outlasts the limit; [`run`] also caps SQLite's memory at
+//!   [`MAX_HEAP_BYTES`].
 //!
 //! Output stops after the row cap; the caller decides how to report the truncation
 //! ([`run`] prints a note on stderr). The SQL text must hold exactly one statement: a string
@@ -18,13 +21,13 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization, TransactionOperation};
+use rusqlite::limits::Limit;
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Batch, Connection};
 use serde::Serialize;
@@ -35,8 +38,13 @@ use crate::project::Project;
 /// Table cells longer than this many characters are cut and end in `…`.
 pub const TABLE_CELL_WIDTH: usize = 60;
 
-/// How often (in SQLite virtual machine steps) the time limit is checked.
-const PROGRESS_STEPS: i32 = 1000;
+/// Largest string or blob one expression may build (SQLite's `SQLITE_LIMIT_LENGTH`), so a
+/// single function call such as `randomblob(1e9)` can neither run long nor take gigabytes.
+pub const MAX_VALUE_BYTES: i32 = 64 << 20;
+
+/// Most memory SQLite may hold in the `acpdb sql` process; a query needing more fails with
+/// "out of memory" instead of growing without bound.
+pub const MAX_HEAP_BYTES: i64 = 1 << 30;
 
 /// Pragmas that only report on the schema, the file or the connection; an argument names an
 /// object (`PRAGMA table_info(symbols)`) or a limit and never changes anything. SQLite itself
@@ -190,6 +198,10 @@ pub struct QueryReport {
 pub fn run(project: &Project, args: &SqlArgs) -> Result<()> {
     let options = args.options()?;
     crate::freshness::warn_if_outdated(project);
+    // SAFETY: sets a process-wide SQLite setting; this process runs only this query.
+    unsafe {
+        rusqlite::ffi::sqlite3_hard_heap_limit64(MAX_HEAP_BYTES);
+    }
     let mut out = io::BufWriter::new(io::stdout().lock());
     let report = execute_file(&project.db, &args.sql, &options, &mut out)?;
     out.flush().context("writing the query result")?;
@@ -229,7 +241,7 @@ pub fn execute(
     out: &mut dyn Write,
 ) -> Result<QueryReport> {
     let start = Instant::now();
-    let guard = Guard::install(conn, start, options.timeout)?;
+    let guard = Guard::install(conn, options.timeout)?;
     let result = guard.fetch(sql, options.max_rows)?;
     let elapsed = start.elapsed();
     drop(guard);
@@ -409,18 +421,24 @@ struct Guard<'c> {
     /// The user's statement once it is prepared and running: operations SQLite asks about from
     /// then on belong to statements it runs internally on the user's behalf.
     running: Arc<Mutex<Option<String>>>,
-    /// Set when the progress handler interrupted the statement.
-    timed_out: Arc<AtomicBool>,
+    /// The time limit, while installed.
+    limit: Option<db::TimeLimit<'c>>,
+    /// `SQLITE_LIMIT_LENGTH` before the call, restored on drop.
+    previous_length: i32,
 }
 
 impl<'c> Guard<'c> {
-    fn install(conn: &'c Connection, start: Instant, timeout: Option<Duration>) -> Result<Self> {
-        let guard = Guard {
+    fn install(conn: &'c Connection, timeout: Option<Duration>) -> Result<Self> {
+        let previous_length = conn
+            .set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+            .context("limiting the size of values")?;
+        let mut guard = Guard {
             conn,
             timeout,
             refused: Arc::default(),
             running: Arc::default(),
-            timed_out: Arc::default(),
+            limit: None,
+            previous_length,
         };
         let refused = Arc::clone(&guard.refused);
         let running = Arc::clone(&guard.running);
@@ -441,19 +459,8 @@ impl<'c> Guard<'c> {
             answer
         }))
         .context("installing the read-only authorizer")?;
-        if let Some(deadline) = timeout.and_then(|t| start.checked_add(t)) {
-            let timed_out = Arc::clone(&guard.timed_out);
-            conn.progress_handler(
-                PROGRESS_STEPS,
-                Some(move || {
-                    let expired = Instant::now() >= deadline;
-                    if expired {
-                        timed_out.store(true, Ordering::Relaxed);
-                    }
-                    expired
-                }),
-            )
-            .context("installing the query time limit")?;
+        if let Some(timeout) = timeout {
+            guard.limit = Some(db::TimeLimit::install(conn, timeout)?);
         }
         Ok(guard)
     }
@@ -473,7 +480,7 @@ impl<'c> Guard<'c> {
         if let Some(what) = self.refused() {
             return refusal(&what);
         }
-        if self.timed_out.load(Ordering::Relaxed) {
+        if self.limit.as_ref().is_some_and(db::TimeLimit::expired) {
             let seconds = self.timeout.unwrap_or_default().as_secs_f64();
             return anyhow!(
                 "query interrupted after {seconds} seconds (the time limit); raise it with \
@@ -541,7 +548,9 @@ impl Drop for Guard<'_> {
         let _ = self
             .conn
             .authorizer(None::<fn(AuthContext<'_>) -> Authorization>);
-        let _ = self.conn.progress_handler(0, None::<fn() -> bool>);
+        let _ = self
+            .conn
+            .set_limit(Limit::SQLITE_LIMIT_LENGTH, self.previous_length);
     }
 }
 

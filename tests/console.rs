@@ -459,3 +459,26 @@ fn full_text_search_and_file_checks_run_on_an_import() {
         stderr(&output)
     );
 }
+
+#[test]
+fn one_expensive_expression_cannot_outrun_the_limits() {
+    let fixture = Fixture::new();
+    let started = Instant::now();
+    let out = fixture.sql(&[
+        "SELECT length(randomblob(1000000000)), length(randomblob(1000000000)), length(randomblob(1000000000))",
+    ]);
+    assert_failure(&out);
+    assert!(stderr(&out).contains("too big"), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let out = fixture.sql(&[
+        "--timeout",
+        "0.2",
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n",
+    ]);
+    assert_failure(&out);
+    assert!(
+        stderr(&out).contains("interrupted after 0.2 seconds"),
+        "{}",
+        stderr(&out)
+    );
+}
