@@ -19,4 +19,5 @@ pub mod logging;
 pub mod mcp;
 pub mod project;
 pub mod query;
+pub mod replace;
 pub mod tools;

@@ -145,8 +145,8 @@ pub fn import_with_progress(
     if let Some(dir) = project.db.parent() {
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    remove_stale_temp_files(&project.db);
-    let tmp = temp_path(&project.db);
+    crate::replace::sweep(&project.db);
+    let tmp = crate::replace::temp_path(&project.db);
     let result = build(
         project,
         args,
@@ -158,7 +158,12 @@ pub fn import_with_progress(
     );
     match result {
         Ok(mut summary) => {
-            swap_in(&tmp, &project.db)?;
+            crate::replace::replace(&tmp, &project.db).with_context(|| {
+                format!(
+                    "cannot move the new database into place at {}",
+                    project.db.display()
+                )
+            })?;
             summary.elapsed = started.elapsed();
             Ok(summary)
         }
@@ -167,50 +172,6 @@ pub fn import_with_progress(
             Err(err)
         }
     }
-}
-
-fn temp_path(db: &Path) -> PathBuf {
-    let name = db.file_name().and_then(|n| n.to_str()).unwrap_or("acp.db");
-    db.with_file_name(format!("{name}.importing-{}", std::process::id()))
-}
-
-/// Removes temporary files left by imports whose process no longer runs.
-fn remove_stale_temp_files(db: &Path) {
-    let (Some(dir), Some(name)) = (db.parent(), db.file_name().and_then(|n| n.to_str())) else {
-        return;
-    };
-    let prefix = format!("{name}.importing-");
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let Some(pid) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
-            continue;
-        };
-        let alive = pid
-            .parse::<u32>()
-            .is_ok_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
-        if !alive {
-            let _ = fs::remove_file(entry.path());
-        }
-    }
-}
-
-fn swap_in(tmp: &Path, db: &Path) -> Result<()> {
-    fs::File::open(tmp)?.sync_all()?;
-    fs::rename(tmp, db).with_context(|| {
-        format!(
-            "cannot move the new database into place at {}",
-            db.display()
-        )
-    })?;
-    if let Some(dir) = db.parent() {
-        if let Ok(dir) = fs::File::open(dir) {
-            let _ = dir.sync_all();
-        }
-    }
-    Ok(())
 }
 
 fn build(

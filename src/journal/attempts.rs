@@ -9,10 +9,8 @@
 //! renamed over the target, and the directory synced.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::{self, File};
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::path::Path;
-use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -32,9 +30,6 @@ const SCHEMA_URL: &str = "https://acp-protocol.dev/schemas/v1/attempts.schema.js
 const FORMAT_VERSION: &str = "1.0.0";
 /// The schema's `maxItems` for `history`; older entries stay in the journal only.
 const HISTORY_LIMIT: usize = 1000;
-/// A temporary export file older than this was left behind (its writer was killed) even when a
-/// process with its writer's id runs; younger ones are removed only when no such process runs.
-const STALE_TEMP_AGE: Duration = Duration::from_secs(5 * 60);
 /// How many problems an import error lists.
 const PROBLEMS_SHOWN: usize = 10;
 
@@ -262,7 +257,7 @@ pub(crate) fn export(
     let mut text = serde_json::to_string_pretty(&document)
         .map_err(|e| JournalError::Internal(format!("JSON error: {e}")))?;
     text.push('\n');
-    write_atomic(path, text.as_bytes())
+    crate::replace::write(path, text.as_bytes())
         .map_err(|e| JournalError::Internal(format!("Cannot write {}: {e}", path.display())))?;
     meta_set(tx, "attempts_fingerprint", &fingerprint(text.as_bytes()))?;
     Ok(ExportReport {
@@ -684,101 +679,6 @@ fn build(tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<Document, JournalEr
         history,
         extra,
     })
-}
-
-/// Replaces `path` with `bytes` so that readers see the old or the new content, never a mix,
-/// and the new content is on disk when this returns.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = parent_dir(path);
-    fs::create_dir_all(dir)?;
-    remove_stale_temps(path);
-    let temp = dir.join(temp_name(path, std::process::id()));
-    let written = (|| {
-        let mut file = File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temp, path)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    written?;
-    File::open(dir)?.sync_all()
-}
-
-fn parent_dir(path: &Path) -> &Path {
-    path.parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-/// The name of the temporary file process `pid` writes an export of `path` to:
-/// `.acp.attempts.json.<pid>.tmp`.
-fn temp_name(path: &Path, pid: u32) -> String {
-    format!(".{}.{pid}.tmp", file_name(path))
-}
-
-/// The writer's process id when `name` is the name of a temporary export file of `path`.
-fn temp_writer(path: &Path, name: &str) -> Option<u32> {
-    let pid = name
-        .strip_prefix(&format!(".{}.", file_name(path)))?
-        .strip_suffix(".tmp")?;
-    // Spelled back exactly: no sign, no leading zeros.
-    pid.parse().ok().filter(|pid| temp_name(path, *pid) == name)
-}
-
-/// Removes the temporary export files of `path` that writers killed mid-export left behind:
-/// those whose writer process is gone, and any older than [`STALE_TEMP_AGE`].
-pub(crate) fn remove_stale_temps(path: &Path) {
-    let Ok(entries) = fs::read_dir(parent_dir(path)) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = temp_writer(path, &name.to_string_lossy()) else {
-            continue;
-        };
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|modified| SystemTime::now().duration_since(modified).ok())
-            .is_some_and(|age| age > STALE_TEMP_AGE);
-        if old || !process_runs(pid) {
-            let _ = fs::remove_file(entry.path());
-        }
-    }
-}
-
-/// Whether a process with id `pid` runs (assumed when it cannot be told).
-#[cfg(unix)]
-fn process_runs(pid: u32) -> bool {
-    if pid == std::process::id() {
-        return true;
-    }
-    let Ok(id) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    if id <= 0 {
-        return true;
-    }
-    // SAFETY: signal 0 only checks that the process exists and may be signalled; nothing is
-    // sent, and `id` is positive so it names one process, never a group.
-    if unsafe { libc::kill(id, 0) } == 0 {
-        return true;
-    }
-    std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
-#[cfg(not(unix))]
-fn process_runs(_pid: u32) -> bool {
-    true
 }
 
 fn fingerprint(bytes: &[u8]) -> String {

@@ -184,7 +184,7 @@ impl Journal {
         let attempts_path = std::path::absolute(attempts_path).map_err(|e| {
             JournalError::Internal(format!("Cannot resolve {}: {e}", attempts_path.display()))
         })?;
-        attempts::remove_stale_temps(&attempts_path);
+        crate::replace::sweep(&attempts_path);
         let journal = Journal {
             conn: Mutex::new(conn),
             root,

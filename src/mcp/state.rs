@@ -21,7 +21,8 @@ const POOL_SIZE: u32 = 8;
 /// Why the index cannot answer right now.
 #[derive(Debug, Clone)]
 pub struct Unavailable {
-    /// JSON-RPC error code (-32000 no cache, -32001 stale and re-import failed, -32003 building).
+    /// JSON-RPC error code (-32000 no cache, -32001 the cache could not be imported and no
+    /// earlier import can answer, -32003 building).
     pub code: i32,
     /// What happened and what to do.
     pub message: String,
@@ -55,9 +56,9 @@ pub struct IndexState {
     phase: Mutex<Phase>,
     /// Why the answers may be out of date (a re-import is running or failed).
     stale: Mutex<Option<String>>,
-    /// The last re-import failed with this message (answers then fail with -32001).
-    rebuild_failed: Mutex<Option<String>>,
     importing: AtomicBool,
+    /// The cache changed while an import ran: import again when it ends.
+    rerun: AtomicBool,
     signature: Mutex<Option<Signature>>,
 }
 
@@ -71,11 +72,12 @@ impl IndexState {
             current: RwLock::new(None),
             phase: Mutex::new(Phase::NoCache),
             stale: Mutex::new(None),
-            rebuild_failed: Mutex::new(None),
             importing: AtomicBool::new(false),
+            rerun: AtomicBool::new(false),
             signature: Mutex::new(None),
         });
         *state.signature.lock().unwrap() = Some(signature(&project));
+        crate::replace::sweep(&project.db);
         let freshness = freshness::check(&project)
             .unwrap_or_else(|e| Freshness::Stale(format!("cannot read the database: {e:#}")));
         match (&project.cache, freshness) {
@@ -134,13 +136,6 @@ impl IndexState {
 
     /// The pool to answer from, or why there is none.
     pub fn pool(&self) -> Result<Arc<ReadPool>, Unavailable> {
-        if let Some(message) = self.rebuild_failed.lock().unwrap().clone() {
-            return Err(Unavailable {
-                code: -32001,
-                message,
-                data: None,
-            });
-        }
         if let Some(pool) = self.current.read().unwrap().clone() {
             return Ok(pool);
         }
@@ -160,7 +155,7 @@ impl IndexState {
                 }
             }
             Phase::FirstBuildFailed(err) => Unavailable {
-                code: -32000,
+                code: -32001,
                 message: format!("Cache could not be imported: {err}. Fix the cache (or run 'acp index' again) and retry."),
                 data: None,
             },
@@ -203,13 +198,34 @@ impl IndexState {
             changed
         };
         if changed && project.cache.is_some() {
-            self.spawn_import("the cache changed on disk".into());
+            self.import_if_changed(&project, "the cache changed on disk");
         }
     }
 
-    /// Starts an import on a background thread unless one is running.
+    /// Imports when the cache's content differs from what the served database holds: a file
+    /// that was only touched (same content, new mtime) is not imported again.
+    fn import_if_changed(self: &Arc<Self>, project: &Project, reason: &str) {
+        match freshness::check(project) {
+            Ok(Freshness::Fresh) => {
+                tracing::debug!("the cache's content is what the served database holds");
+                // A note about a failed re-import no longer applies.
+                if !self.importing.load(Ordering::SeqCst) {
+                    *self.stale.lock().unwrap() = None;
+                }
+            }
+            Ok(Freshness::Stale(why) | Freshness::Incompatible(why)) => {
+                self.spawn_import(format!("{reason}: {why}"));
+            }
+            Ok(Freshness::Missing) => self.spawn_import(reason.to_string()),
+            Err(err) => self.spawn_import(format!("{reason} (cannot compare: {err:#})")),
+        }
+    }
+
+    /// Starts an import on a background thread; when one is running, another follows it.
     pub fn spawn_import(self: &Arc<Self>, reason: String) {
         if self.importing.swap(true, Ordering::SeqCst) {
+            tracing::info!("{reason}; importing again when the running import ends");
+            self.rerun.store(true, Ordering::SeqCst);
             return;
         }
         let project = self.project();
@@ -242,7 +258,6 @@ impl IndexState {
             match result {
                 Ok(summary) => {
                     tracing::info!("background import finished: {}", summary.line());
-                    *state.rebuild_failed.lock().unwrap() = None;
                     *state.stale.lock().unwrap() = None;
                     state.open_current();
                 }
@@ -253,8 +268,8 @@ impl IndexState {
                         started.elapsed().as_secs_f64()
                     );
                     if state.current.read().unwrap().is_some() {
-                        *state.rebuild_failed.lock().unwrap() = Some(format!(
-                            "Cache stale: the cache changed but re-importing it failed: {message}. Fix the cache (or run 'acp index' again); acpdb retries when it changes."
+                        *state.stale.lock().unwrap() = Some(format!(
+                            "The index is stale: the cache changed but re-importing it failed: {message}. This answer comes from the previous import; fix the cache (or run 'acp index' again), and acpdb imports it when it changes."
                         ));
                     } else {
                         *state.phase.lock().unwrap() = Phase::FirstBuildFailed(message);
@@ -262,6 +277,10 @@ impl IndexState {
                 }
             }
             state.importing.store(false, Ordering::SeqCst);
+            if state.rerun.swap(false, Ordering::SeqCst) {
+                let project = state.project();
+                state.import_if_changed(&project, "the cache changed during the import");
+            }
         });
         if let Err(err) = spawned {
             tracing::error!("cannot start the import thread: {err}");

@@ -1,0 +1,158 @@
+//! Files replaced whole: the new content goes to a temporary file beside the target, named
+//! after the target and the writer's process id (`.acp.db.<pid>.tmp`), is made durable, and is
+//! renamed over the target, so readers see the old file or the new one, never a mix. Writers
+//! killed halfway leave their temporary file behind; [`sweep`] removes those.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// A temporary file untouched this long is taken for a leftover even if a process with its
+/// writer's id runs (ids are reused); live writers keep modifying theirs.
+const STALE_AFTER: Duration = Duration::from_secs(5 * 60);
+
+/// The temporary file this process writes a new `path` to.
+pub fn temp_path(path: &Path) -> PathBuf {
+    parent_dir(path).join(temp_name(path, std::process::id()))
+}
+
+/// Moves the finished temporary file `temp` over `path`: its content is synced first and the
+/// directory after, so the new file is on disk when this returns.
+pub fn replace(temp: &Path, path: &Path) -> std::io::Result<()> {
+    File::open(temp)?.sync_all()?;
+    fs::rename(temp, path)?;
+    // Syncing a directory is not possible everywhere; the rename itself has happened.
+    if let Ok(dir) = File::open(parent_dir(path)) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
+/// Replaces `path` with `bytes` (see the module documentation).
+pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    fs::create_dir_all(parent_dir(path))?;
+    sweep(path);
+    let temp = temp_path(path);
+    let written = (|| {
+        let mut file = File::create(&temp)?;
+        file.write_all(bytes)?;
+        replace(&temp, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    written
+}
+
+/// Removes the temporary files of `path` that writers killed halfway left behind: those whose
+/// writer process is gone, and those untouched for [`STALE_AFTER`].
+pub fn sweep(path: &Path) {
+    let Ok(entries) = fs::read_dir(parent_dir(path)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = temp_writer(path, &name.to_string_lossy()) else {
+            continue;
+        };
+        let untouched = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|modified| SystemTime::now().duration_since(modified).ok())
+            .is_some_and(|age| age > STALE_AFTER);
+        if untouched || !process_runs(pid) {
+            match fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    tracing::debug!("removed {}, left by process {pid}", name.to_string_lossy())
+                }
+                Err(err) => tracing::debug!("cannot remove {}: {err}", name.to_string_lossy()),
+            }
+        }
+    }
+}
+
+fn parent_dir(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `.<file name>.<pid>.tmp`.
+fn temp_name(path: &Path, pid: u32) -> String {
+    format!(".{}.{pid}.tmp", file_name(path))
+}
+
+/// The writer's process id when `name` is a temporary file of `path`.
+fn temp_writer(path: &Path, name: &str) -> Option<u32> {
+    let pid = name
+        .strip_prefix(&format!(".{}.", file_name(path)))?
+        .strip_suffix(".tmp")?;
+    // Spelled back exactly: no sign, no leading zeros.
+    pid.parse().ok().filter(|pid| temp_name(path, *pid) == name)
+}
+
+/// Whether a process with id `pid` runs (assumed when it cannot be told).
+#[cfg(unix)]
+fn process_runs(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    let Ok(id) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if id <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 only checks that the process exists and may be signalled; nothing is
+    // sent, and `id` is positive so it names one process, never a group.
+    if unsafe { libc::kill(id, 0) } == 0 {
+        return true;
+    }
+    std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Without a way to ask, every writer is taken to run; only the age rule sweeps.
+#[cfg(not(unix))]
+fn process_runs(_pid: u32) -> bool {
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_names_are_recognised_only_when_spelled_exactly() {
+        let path = Path::new("/p/.acp/acp.db");
+        assert_eq!(temp_writer(path, ".acp.db.42.tmp"), Some(42));
+        for other in [
+            ".acp.db.042.tmp",
+            ".acp.db.+42.tmp",
+            ".acp.db.x.tmp",
+            "acp.db.42.tmp",
+            ".acp.db.42.tmp.keep",
+        ] {
+            assert_eq!(temp_writer(path, other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn write_replaces_and_sweep_removes_dead_writers_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.json");
+        let dead = dir.path().join(".f.json.99999999.tmp");
+        let mine = temp_path(&path);
+        fs::write(&dead, "x").unwrap();
+        write(&path, b"one").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"one");
+        assert!(!dead.exists() && !mine.exists());
+    }
+}
