@@ -877,6 +877,22 @@ fn total_is_capped_beyond_the_cap() {
     assert_eq!(answer["result"]["truncated"], true);
     let answer = ok(&conn, json!({"type": "search", "pattern": "session"}));
     assert!(answer["result"].get("total_capped").is_none());
+    // Substring (disjoint sources), short (overlapping sources) and glob patterns.
+    for pattern in ["src/", "s", "src/*"] {
+        let (items, total) = walk_pages(
+            &conn,
+            json!({"type": "search", "pattern": pattern, "limit": 100}),
+            "search",
+        );
+        assert_eq!(total, TOTAL_CAP, "{pattern}");
+        assert_eq!(
+            items.len() as u64,
+            total,
+            "{pattern}: pages cover the capped total"
+        );
+        let keys: HashSet<String> = items.iter().map(|m| m.to_string()).collect();
+        assert_eq!(keys.len(), items.len(), "{pattern}: duplicates");
+    }
 }
 
 #[test]
