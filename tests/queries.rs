@@ -516,6 +516,116 @@ fn ambiguous_simple_names_list_candidates() {
     }
 }
 
+/// The demo project, imported.
+fn demo() -> &'static TempProject {
+    static PROJECT: OnceLock<TempProject> = OnceLock::new();
+    PROJECT.get_or_init(|| {
+        let project = TempProject::copy_of(&common::fixture("demo"));
+        project.import();
+        project
+    })
+}
+
+/// The suggestions of a not-found error.
+fn suggestions(result: QueryResult<impl std::fmt::Debug>) -> Vec<String> {
+    match result {
+        Err(QueryError::InvalidParams {
+            message,
+            data: Some(data),
+        }) => {
+            assert!(message.contains("not found"), "{message}");
+            serde_json::from_value(data["suggestions"].clone()).unwrap()
+        }
+        other => panic!("expected a not-found error with suggestions, got {other:?}"),
+    }
+}
+
+#[test]
+fn unknown_names_get_suggestions_a_few_typos_away() {
+    let conn = open(demo());
+    let symbol = |name: &str| suggestions(query(&conn, json!({"type": "symbol", "name": name})));
+    assert_eq!(
+        symbol("validateSesion"),
+        vec!["src/auth/session.ts:validateSession"]
+    );
+    assert_eq!(
+        symbol("computeTaxes"),
+        vec!["src/billing/tax.ts:computeTax"]
+    );
+    assert_eq!(
+        symbol("src/billing/tax.ts:computTax"),
+        vec!["src/billing/tax.ts:computeTax"]
+    );
+    assert_eq!(
+        suggestions(query(
+            &conn,
+            json!({"type": "callers", "name": "verifyTokn"})
+        )),
+        vec!["src/auth/token.ts:verifyToken"]
+    );
+    assert_eq!(
+        suggestions(query(
+            &conn,
+            json!({"type": "file", "name": "src/billing/taxes.ts"})
+        )),
+        vec!["src/billing/tax.ts"]
+    );
+    let variable = |name: &str| {
+        suggestions(acp_expand_variable(
+            &conn,
+            &ExpandVariableParams { name: name.into() },
+        ))
+    };
+    assert_eq!(
+        variable("SYM_VALIDATESESION"),
+        vec!["SYM_VALIDATESESSION", "SYM_validateSession"]
+    );
+    assert_eq!(variable("$SYM_COMPUTETAXES"), vec!["SYM_COMPUTETAX"]);
+    assert_eq!(
+        expand(&conn, "see $SYM_VALIDATESESION", None).warnings,
+        vec!["Undefined variable: $SYM_VALIDATESESION (did you mean $SYM_VALIDATESESSION, $SYM_validateSession?)"]
+    );
+    // Names far from every name get no suggestion at all.
+    let message = invalid(query(
+        &conn,
+        json!({"type": "symbol", "name": "qqqqqqqqqq"}),
+    ));
+    assert_eq!(message, "Symbol not found: qqqqqqqqqq");
+}
+
+#[test]
+fn suggestion_reads_are_bounded() {
+    use acpdb::query::similar::{FILE_PATHS, SYMBOL_NAMES, VARIABLE_NAMES};
+    let conn = open(generated());
+    for index in [SYMBOL_NAMES, FILE_PATHS, VARIABLE_NAMES] {
+        let p = positional_plan(&conn, index.prefix_sql, ("abc", 50));
+        assert_indexed(index.prefix_sql, &p);
+        assert!(p.iter().all(|l| !l.contains("TEMP B-TREE")), "{p:?}");
+        if let Some(sql) = index.trigram_sql {
+            assert_indexed(sql, &positional_plan(&conn, sql, ("\"abc\"", 50)));
+        }
+    }
+    // A typo in a 3,000-symbol index finds the name it was made from, on every kind of list.
+    let name: String = conn
+        .query_row(
+            "SELECT name FROM symbols WHERE length(name) >= 10 ORDER BY id LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    for typo in [
+        name.chars().skip(1).collect::<String>(),
+        name.chars().take(4).chain(name.chars().skip(5)).collect(),
+        format!("{name}x"),
+    ] {
+        let found = suggestions(query(&conn, json!({"type": "symbol", "name": typo})));
+        assert!(
+            found.iter().any(|q| q.ends_with(&format!(":{name}"))),
+            "{typo}: {found:?}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- acp_query: search
 
 fn match_names(answer: &Value) -> Vec<String> {

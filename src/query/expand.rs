@@ -16,7 +16,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::lookup::{domain_entry, file_entry, symbol_entry, var_entry, vars_loaded, Entry};
-use super::names::project_root;
+use super::names::{not_found, project_root, suggest_variables};
 use super::{QueryError, QueryResult};
 use crate::cache::paths::canonical_path;
 
@@ -413,7 +413,14 @@ impl<'c> Expander<'c> {
                         push_unique(&mut tracking.unresolved, name);
                     }
                     if self.loaded {
-                        self.warn(format!("Undefined variable: ${name}"));
+                        let close = suggest_variables(self.conn, name)?;
+                        self.warn(match close.as_slice() {
+                            [] => format!("Undefined variable: ${name}"),
+                            close => format!(
+                                "Undefined variable: ${name} (did you mean ${}?)",
+                                close.join(", $")
+                            ),
+                        });
                     }
                     i = end;
                 }
@@ -582,6 +589,12 @@ pub fn acp_expand_variable(conn: &Connection, params: &ExpandVariableParams) -> 
         return Err(QueryError::invalid("No vars file loaded"));
     }
     let name = params.name.strip_prefix('$').unwrap_or(&params.name);
-    var_entry(conn, name)?
-        .ok_or_else(|| QueryError::invalid(format!("Variable not found: {}", params.name)))
+    match var_entry(conn, name)? {
+        Some(entry) => Ok(entry),
+        None => Err(not_found(
+            "Variable",
+            &params.name,
+            suggest_variables(conn, name)?,
+        )),
+    }
 }
