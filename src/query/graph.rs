@@ -255,17 +255,20 @@ impl Traversal {
     /// Computes the next level: the entities one step from the last level (or the start) that
     /// no earlier level holds.
     fn push_level(&mut self, conn: &Connection, walk: &WalkKey) -> QueryResult<()> {
-        let start = [walk.start];
-        let frontier = self.levels.last().map_or(&start[..], Vec::as_slice);
+        // Rows are read in entity order, which is index order: neighbouring lookups share pages.
+        let mut frontier = self.levels.last().cloned().unwrap_or(vec![walk.start]);
+        frontier.sort_unstable();
         let seen: HashSet<i64> = self.levels.iter().flatten().copied().collect();
         let mut next = HashSet::new();
-        for &entity in frontier {
+        for entity in frontier {
             for reached in step(conn, walk.direction, entity)? {
                 if !seen.contains(&reached) {
                     next.insert(reached);
                 }
             }
         }
+        let mut next: Vec<i64> = next.into_iter().collect();
+        next.sort_unstable();
         let mut named = Vec::with_capacity(next.len());
         for entity in next {
             named.push((describe(conn, entity)?.0, entity));
