@@ -720,6 +720,15 @@ fn unknown_names_get_suggestions_a_few_typos_away() {
         expand(&conn, "see $SYM_VALIDATESESION", None).warnings,
         vec!["Undefined variable: $SYM_VALIDATESESION (did you mean $SYM_VALIDATESESSION, $SYM_validateSession?)"]
     );
+    // Suggestions for the first 20 distinct undefined names of a text, then plain warnings.
+    let names: Vec<String> = ('A'..='Y').map(|c| format!("$SYM_COMPUTETAX{c}")).collect();
+    let text = format!("{} {}", names.join(" "), names[0]);
+    let warnings = expand(&conn, &text, None).warnings;
+    assert_eq!(warnings.len(), 25);
+    assert!(warnings[..20]
+        .iter()
+        .all(|w| w.ends_with("(did you mean $SYM_COMPUTETAX?)")));
+    assert_eq!(warnings[20], "Undefined variable: $SYM_COMPUTETAXU");
     // Names far from every name get no suggestion at all.
     let message = invalid(query(
         &conn,
