@@ -13,7 +13,7 @@ use acpdb::query::constraints::{acp_constraints, ConstraintsParams};
 use acpdb::query::expand::{
     acp_expand, acp_expand_variable, ExpandParams, ExpandResponse, ExpandVariableParams,
 };
-use acpdb::query::graph::{page_sql, Direction};
+use acpdb::query::graph::{step_sql, Direction, TOTAL_CAP as WALK_TOTAL_CAP};
 use acpdb::query::lookup::FILE_SYMBOLS_SQL;
 use acpdb::query::resources::{list_resources, read_resource, resource_templates, ResourceError};
 use acpdb::query::search::{page_statement, TOTAL_CAP};
@@ -492,6 +492,141 @@ fn generated_callers_pages_have_no_gaps_or_duplicates() {
     assert!(message.starts_with("Invalid cursor"), "{message}");
 }
 
+/// Every caller or callee of the symbol `start` within `depth`, as (name, depth) in page order,
+/// by one recursive query over the whole graph.
+fn walk_by_recursive_query(
+    conn: &Connection,
+    kind: &str,
+    start: &str,
+    depth: u32,
+) -> Vec<(String, u64)> {
+    let (from, to) = if kind == "callers" {
+        ("callee_id", "caller_id")
+    } else {
+        ("caller_id", "callee_id")
+    };
+    let sql = format!(
+        "WITH RECURSIVE
+         walk(ent, depth) AS (
+             SELECT (SELECT id FROM symbols WHERE qualified_name = ?1), 0
+             UNION
+             SELECT coalesce(c.symbol_id, -c.id), w.depth + 1 FROM walk w
+             JOIN graph_nodes n ON (n.symbol_id = w.ent OR n.id = -w.ent)
+             JOIN call_edges e ON e.{from} = n.id JOIN graph_nodes c ON c.id = e.{to}
+             WHERE w.depth < ?2),
+         reached(ent, depth) AS (SELECT ent, min(depth) FROM walk WHERE depth > 0 GROUP BY ent)
+         SELECT CASE WHEN r.ent > 0 THEN coalesce(s.qualified_name, s.key) ELSE g.name END AS label,
+                r.depth
+         FROM reached r LEFT JOIN symbols s ON s.id = r.ent LEFT JOIN graph_nodes g ON g.id = -r.ent
+         ORDER BY r.depth, label, r.ent"
+    );
+    let mut stmt = conn.prepare(&sql).unwrap();
+    stmt.query_map(rusqlite::params![start, depth], |r| {
+        Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+/// SQLite virtual-machine steps (in units of 100) spent by `f` on `conn`.
+fn vm_steps<T>(conn: &Connection, f: impl FnOnce() -> T) -> (T, u64) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let steps = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&steps);
+    conn.progress_handler(
+        100,
+        Some(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            false
+        }),
+    )
+    .unwrap();
+    let out = f();
+    conn.progress_handler(100, None::<fn() -> bool>).unwrap();
+    (out, steps.load(Ordering::Relaxed))
+}
+
+/// 1,500 files × 10 symbols from `acpdb gen-fixture`: walks from its hub pass the walk cap.
+fn large() -> &'static TempProject {
+    static PROJECT: OnceLock<TempProject> = OnceLock::new();
+    PROJECT.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = acpdb()
+            .args(["gen-fixture", "--files", "1500", "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        let project = TempProject { dir };
+        project.import();
+        project
+    })
+}
+
+#[test]
+fn deep_walks_page_like_the_recursive_query_and_resume_cheaply() {
+    let conn = open(large());
+    let hot: String = conn
+        .query_row(
+            "SELECT s.qualified_name FROM graph_nodes n JOIN symbols s ON s.id = n.symbol_id ORDER BY n.callers DESC, n.id LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    for (kind, depth) in [
+        ("callers", 1),
+        ("callers", 2),
+        ("callees", 3),
+        ("callers", 4),
+    ] {
+        let want = walk_by_recursive_query(&conn, kind, &hot, depth);
+        let args = json!({"type": kind, "name": hot, "depth": depth, "limit": 100});
+        let first = ok(&conn, args.clone());
+        let (items, total) = walk_pages(&conn, args, kind);
+        let got: Vec<(String, u64)> = items
+            .iter()
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap().to_string(),
+                    r["depth"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{kind} depth {depth}");
+        let capped = want.len() as u64 > WALK_TOTAL_CAP;
+        assert_eq!(
+            total,
+            (want.len() as u64).min(WALK_TOTAL_CAP),
+            "{kind} depth {depth}"
+        );
+        assert_eq!(first["total_capped"].as_bool().unwrap_or(false), capped);
+        if depth == 4 {
+            assert!(capped, "the fixture should need a capped count");
+        }
+    }
+
+    // Pages inside levels already computed cost a small fraction of the pages that compute a
+    // level (at most one per depth).
+    let args = json!({"type": "callers", "name": hot, "depth": 3, "limit": 50});
+    let (first, spent) = vm_steps(&conn, || ok(&conn, args));
+    let mut cursor = first["next_cursor"].clone();
+    let mut steps = vec![spent];
+    while let Value::String(token) = cursor {
+        let next = json!({"type": "callers", "cursor": token, "limit": 50});
+        let (answer, spent) = vm_steps(&conn, || ok(&conn, next));
+        steps.push(spent);
+        cursor = answer["next_cursor"].clone();
+    }
+    steps.sort_unstable_by(|a, b| b.cmp(a));
+    assert!(steps.len() > 20, "{} pages", steps.len());
+    assert!(
+        steps[3..].iter().all(|s| s * 10 < steps[0]),
+        "VM steps per page: {steps:?}"
+    );
+}
+
 #[test]
 fn ambiguous_simple_names_list_candidates() {
     let conn = open(generated());
@@ -513,6 +648,125 @@ fn ambiguous_simple_names_list_candidates() {
             }
             other => panic!("{kind} {name}: {other:?}"),
         }
+    }
+}
+
+/// The demo project, imported.
+fn demo() -> &'static TempProject {
+    static PROJECT: OnceLock<TempProject> = OnceLock::new();
+    PROJECT.get_or_init(|| {
+        let project = TempProject::copy_of(&common::fixture("demo"));
+        project.import();
+        project
+    })
+}
+
+/// The suggestions of a not-found error.
+fn suggestions(result: QueryResult<impl std::fmt::Debug>) -> Vec<String> {
+    match result {
+        Err(QueryError::InvalidParams {
+            message,
+            data: Some(data),
+        }) => {
+            assert!(message.contains("not found"), "{message}");
+            serde_json::from_value(data["suggestions"].clone()).unwrap()
+        }
+        other => panic!("expected a not-found error with suggestions, got {other:?}"),
+    }
+}
+
+#[test]
+fn unknown_names_get_suggestions_a_few_typos_away() {
+    let conn = open(demo());
+    let symbol = |name: &str| suggestions(query(&conn, json!({"type": "symbol", "name": name})));
+    assert_eq!(
+        symbol("validateSesion"),
+        vec!["src/auth/session.ts:validateSession"]
+    );
+    assert_eq!(
+        symbol("computeTaxes"),
+        vec!["src/billing/tax.ts:computeTax"]
+    );
+    assert_eq!(
+        symbol("src/billing/tax.ts:computTax"),
+        vec!["src/billing/tax.ts:computeTax"]
+    );
+    assert_eq!(
+        suggestions(query(
+            &conn,
+            json!({"type": "callers", "name": "verifyTokn"})
+        )),
+        vec!["src/auth/token.ts:verifyToken"]
+    );
+    assert_eq!(
+        suggestions(query(
+            &conn,
+            json!({"type": "file", "name": "src/billing/taxes.ts"})
+        )),
+        vec!["src/billing/tax.ts"]
+    );
+    let variable = |name: &str| {
+        suggestions(acp_expand_variable(
+            &conn,
+            &ExpandVariableParams { name: name.into() },
+        ))
+    };
+    assert_eq!(
+        variable("SYM_VALIDATESESION"),
+        vec!["SYM_VALIDATESESSION", "SYM_validateSession"]
+    );
+    assert_eq!(variable("$SYM_COMPUTETAXES"), vec!["SYM_COMPUTETAX"]);
+    assert_eq!(
+        expand(&conn, "see $SYM_VALIDATESESION", None).warnings,
+        vec!["Undefined variable: $SYM_VALIDATESESION (did you mean $SYM_VALIDATESESSION, $SYM_validateSession?)"]
+    );
+    // Suggestions for the first 20 distinct undefined names of a text, then plain warnings.
+    let names: Vec<String> = ('A'..='Y').map(|c| format!("$SYM_COMPUTETAX{c}")).collect();
+    let text = format!("{} {}", names.join(" "), names[0]);
+    let warnings = expand(&conn, &text, None).warnings;
+    assert_eq!(warnings.len(), 25);
+    assert!(warnings[..20]
+        .iter()
+        .all(|w| w.ends_with("(did you mean $SYM_COMPUTETAX?)")));
+    assert_eq!(warnings[20], "Undefined variable: $SYM_COMPUTETAXU");
+    // Names far from every name get no suggestion at all.
+    let message = invalid(query(
+        &conn,
+        json!({"type": "symbol", "name": "qqqqqqqqqq"}),
+    ));
+    assert_eq!(message, "Symbol not found: qqqqqqqqqq");
+}
+
+#[test]
+fn suggestion_reads_are_bounded() {
+    use acpdb::query::similar::{FILE_PATHS, SYMBOL_NAMES, VARIABLE_NAMES};
+    let conn = open(generated());
+    for index in [SYMBOL_NAMES, FILE_PATHS, VARIABLE_NAMES] {
+        let p = positional_plan(&conn, index.prefix_sql, ("abc", 50));
+        assert_indexed(index.prefix_sql, &p);
+        assert!(p.iter().all(|l| !l.contains("TEMP B-TREE")), "{p:?}");
+        if let Some(sql) = index.trigram_sql {
+            assert_indexed(sql, &positional_plan(&conn, sql, ("\"abc\"", 50)));
+        }
+    }
+    // A typo in a 3,000-symbol index finds the name it was made from, on every kind of list.
+    let name: String = conn
+        .query_row(
+            "SELECT name FROM symbols WHERE length(name) >= 10 ORDER BY id LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    for typo in [
+        name.chars().skip(1).collect::<String>(),
+        name.chars().take(4).chain(name.chars().skip(5)).collect(),
+        format!("{name}x"),
+    ] {
+        let found = suggestions(query(&conn, json!({"type": "symbol", "name": typo})));
+        assert!(
+            found.iter().any(|q| q.ends_with(&format!(":{name}"))),
+            "{typo}: {found:?}"
+        );
     }
 }
 
@@ -877,6 +1131,22 @@ fn total_is_capped_beyond_the_cap() {
     assert_eq!(answer["result"]["truncated"], true);
     let answer = ok(&conn, json!({"type": "search", "pattern": "session"}));
     assert!(answer["result"].get("total_capped").is_none());
+    // Substring (disjoint sources), short (overlapping sources) and glob patterns.
+    for pattern in ["src/", "s", "src/*"] {
+        let (items, total) = walk_pages(
+            &conn,
+            json!({"type": "search", "pattern": pattern, "limit": 100}),
+            "search",
+        );
+        assert_eq!(total, TOTAL_CAP, "{pattern}");
+        assert_eq!(
+            items.len() as u64,
+            total,
+            "{pattern}: pages cover the capped total"
+        );
+        let keys: HashSet<String> = items.iter().map(|m| m.to_string()).collect();
+        assert_eq!(keys.len(), items.len(), "{pattern}: duplicates");
+    }
 }
 
 #[test]
@@ -960,9 +1230,11 @@ fn assert_indexed(what: &str, plan: &[String]) {
 fn hot_paths_use_indexes() {
     let conn = open(generated());
     for direction in [Direction::Callers, Direction::Callees] {
-        let p = positional_plan(&conn, &page_sql(direction), (1, 3, 20, 0));
-        assert_indexed("walk", &p);
+        let p = positional_plan(&conn, &step_sql(direction, true), [1]);
+        assert_indexed("walk step from a symbol", &p);
         assert!(p.iter().any(|l| l.contains("graph_nodes_symbol")), "{p:?}");
+        let p = positional_plan(&conn, &step_sql(direction, false), [-1]);
+        assert_indexed("walk step from a graph node", &p);
     }
     assert_indexed(
         "file symbols",

@@ -161,7 +161,7 @@ pub fn page_info(
 
 /// A short checksum identifying the current import (empty when the database has no import
 /// bookkeeping).
-fn import_stamp(conn: &Connection) -> QueryResult<String> {
+pub fn import_stamp(conn: &Connection) -> QueryResult<String> {
     let imported: Option<String> = conn
         .prepare_cached(
             "SELECT group_concat(value, '|') FROM meta WHERE key IN ('imported_at', 'source_sha256')",

@@ -8,7 +8,7 @@
 //! is plain text. Variables and their targets are looked up by primary key or index, once per
 //! name and call.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use rusqlite::{Connection, OptionalExtension};
@@ -16,7 +16,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::lookup::{domain_entry, file_entry, symbol_entry, var_entry, vars_loaded, Entry};
-use super::names::project_root;
+use super::names::{not_found, project_root, suggest_variables};
 use super::{QueryError, QueryResult};
 use crate::cache::paths::canonical_path;
 
@@ -199,8 +199,14 @@ struct Expander<'c> {
     loaded: bool,
     root: Option<String>,
     vars: HashMap<String, Option<Rc<Var>>>,
+    /// Undefined names already warned about.
+    undefined: HashSet<String>,
     warnings: Vec<String>,
 }
+
+/// Undefined names of one text that get suggestions (the rest get a plain warning), so a text
+/// full of unknown names costs a bounded number of lookups.
+const SUGGESTED_UNDEFINED: usize = 20;
 
 impl<'c> Expander<'c> {
     fn new(conn: &'c Connection) -> QueryResult<Expander<'c>> {
@@ -210,6 +216,7 @@ impl<'c> Expander<'c> {
             loaded,
             root: project_root(conn)?,
             vars: HashMap::new(),
+            undefined: HashSet::new(),
             warnings: Vec::new(),
         };
         if !loaded {
@@ -412,8 +419,20 @@ impl<'c> Expander<'c> {
                         push_unique(&mut tracking.found, name);
                         push_unique(&mut tracking.unresolved, name);
                     }
-                    if self.loaded {
-                        self.warn(format!("Undefined variable: ${name}"));
+                    if self.loaded && !self.undefined.contains(name) {
+                        let close = if self.undefined.len() < SUGGESTED_UNDEFINED {
+                            suggest_variables(self.conn, name)?
+                        } else {
+                            Vec::new()
+                        };
+                        self.undefined.insert(name.to_string());
+                        self.warn(match close.as_slice() {
+                            [] => format!("Undefined variable: ${name}"),
+                            close => format!(
+                                "Undefined variable: ${name} (did you mean ${}?)",
+                                close.join(", $")
+                            ),
+                        });
                     }
                     i = end;
                 }
@@ -582,6 +601,12 @@ pub fn acp_expand_variable(conn: &Connection, params: &ExpandVariableParams) -> 
         return Err(QueryError::invalid("No vars file loaded"));
     }
     let name = params.name.strip_prefix('$').unwrap_or(&params.name);
-    var_entry(conn, name)?
-        .ok_or_else(|| QueryError::invalid(format!("Variable not found: {}", params.name)))
+    match var_entry(conn, name)? {
+        Some(entry) => Ok(entry),
+        None => Err(not_found(
+            "Variable",
+            &params.name,
+            suggest_variables(conn, name)?,
+        )),
+    }
 }

@@ -188,9 +188,9 @@ pub struct SymbolResponse {
     pub kind: &'static str,
     /// The symbol entry followed by `callers` and `callees` (direct, at most `limit` each).
     pub result: Entry,
-    /// Distinct direct callers.
+    /// Distinct direct callers (at most [`TOTAL_CAP`](super::graph::TOTAL_CAP)).
     pub callers_total: u64,
-    /// Distinct direct callees.
+    /// Distinct direct callees (at most [`TOTAL_CAP`](super::graph::TOTAL_CAP)).
     pub callees_total: u64,
     /// Whether `callers` or `callees` was cut at `limit` (page them with type `callers` /
     /// `callees`).

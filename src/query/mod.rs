@@ -22,6 +22,7 @@ pub mod names;
 pub mod primer;
 pub mod resources;
 pub mod search;
+pub mod similar;
 pub mod symbol_context;
 
 use std::fmt;

@@ -5,6 +5,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 use serde_json::json;
 
+use super::similar::{similar_names, FILE_PATHS, SYMBOL_NAMES, VARIABLE_NAMES};
 use super::{QueryError, QueryResult};
 use crate::cache::paths::{canonical_path, split_qualified_name};
 
@@ -151,7 +152,8 @@ fn count_symbols_named(conn: &Connection, name: &str) -> QueryResult<i64> {
         .query_row([name], |r| r.get(0))?)
 }
 
-/// Up to [`MAX_SUGGESTIONS`] qualified names close to `name` (prefix, then substring matches).
+/// Up to [`MAX_SUGGESTIONS`] qualified names close to `name`: prefix matches, then substring
+/// matches, then names a few typos away.
 pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>> {
     let member = split_qualified_name(name, None)
         .map(|(_, m)| m)
@@ -180,7 +182,21 @@ pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>
             }
         }
     }
+    if out.len() < MAX_SUGGESTIONS {
+        for close in similar_names(conn, SYMBOL_NAMES, member, MAX_SUGGESTIONS)? {
+            for symbol in symbols_named(conn, &close, MAX_SUGGESTIONS)? {
+                push_suggestion(&mut out, symbol.qualified_name);
+            }
+        }
+    }
     Ok(out)
+}
+
+/// Appends `item` unless it is listed already or the list is full.
+fn push_suggestion(out: &mut Vec<String>, item: String) {
+    if out.len() < MAX_SUGGESTIONS && !out.contains(&item) {
+        out.push(item);
+    }
 }
 
 /// A file row, enough to locate it.
@@ -236,7 +252,8 @@ pub fn project_root(conn: &Connection) -> QueryResult<Option<String>> {
         .flatten())
 }
 
-/// Up to [`MAX_SUGGESTIONS`] file paths close to `path` (same file name, then substring).
+/// Up to [`MAX_SUGGESTIONS`] file paths close to `path`: paths containing its file name, then
+/// paths a few typos away.
 pub fn suggest_files(conn: &Connection, path: &str) -> QueryResult<Vec<String>> {
     let canonical = canonical_path(path, None);
     let base = canonical
@@ -255,7 +272,17 @@ pub fn suggest_files(conn: &Connection, path: &str) -> QueryResult<Vec<String>> 
             out.push(row?);
         }
     }
+    if out.len() < MAX_SUGGESTIONS {
+        for close in similar_names(conn, FILE_PATHS, &canonical, MAX_SUGGESTIONS)? {
+            push_suggestion(&mut out, close);
+        }
+    }
     Ok(out)
+}
+
+/// Up to [`MAX_SUGGESTIONS`] variable names a few typos away from `name` (without `$`).
+pub fn suggest_variables(conn: &Connection, name: &str) -> QueryResult<Vec<String>> {
+    similar_names(conn, VARIABLE_NAMES, name, MAX_SUGGESTIONS)
 }
 
 /// Domain names close to `name` (case-insensitive equal or containing it).

@@ -22,7 +22,7 @@
 //! for globs, then by row id, so pages are stable. Sources are disjoint by tier and read best
 //! tier first; collection stops after [`TOTAL_CAP`] + 1 hits (per source for 1–2 character
 //! patterns, whose sources overlap), so `total` stops at the cap, `total_capped` is set and the
-//! pages cover the hits collected.
+//! pages cover the first [`TOTAL_CAP`] hits in rank order.
 
 use rusqlite::types::{ToSql, Value as SqlValue};
 use rusqlite::Connection;
@@ -510,9 +510,11 @@ pub fn search(conn: &Connection, pattern: &str, page: Page) -> QueryResult<Searc
     let mut matches = Vec::new();
     let mut count: Option<u64> = None;
     if !query.sources.is_empty() {
+        // Pages end at the cap: the hit past it only says that `total` stopped there.
+        let room = TOTAL_CAP.saturating_sub(page.offset);
         let numbers = [
             (":cap", TOTAL_CAP as i64 + 1),
-            (":limit", i64::from(page.limit)),
+            (":limit", i64::from(page.limit).min(room as i64)),
             (":offset", page.offset as i64),
         ];
         let sql = query.page_sql();
@@ -549,7 +551,14 @@ pub fn search(conn: &Connection, pattern: &str, page: Page) -> QueryResult<Searc
     }
     let count = count.unwrap_or(0);
     let next = page.next_offset(matches.len());
-    let info = page_info(conn, "search", pattern, None, next, next < count)?;
+    let info = page_info(
+        conn,
+        "search",
+        pattern,
+        None,
+        next,
+        next < count.min(TOTAL_CAP),
+    )?;
     Ok(SearchResponse {
         kind: "search",
         pattern: pattern.to_string(),
