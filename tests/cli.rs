@@ -259,7 +259,7 @@ fn serve_logs_background_imports_with_outcome_and_time() {
     std::fs::write(project.cache_path(), format!("{cache} ")).unwrap();
     wait_for_line(
         &lines,
-        &["background import started (the cache changed on disk)"],
+        &["background import started (the cache changed on disk"],
         &mut seen,
     );
     wait_for_line(&lines, &["background import finished"], &mut seen);
