@@ -1401,3 +1401,64 @@ fn serve_refuses_durations_it_cannot_represent() {
         );
     }
 }
+
+#[test]
+fn forged_cursors_are_refused_at_once() {
+    let (project, hub) = generated_with_hub();
+    let first = tool_call(
+        2,
+        "acp_query",
+        json!({"type": "callers", "name": hub, "limit": 5}),
+    );
+    let answers = raw_session(&project, &[INIT, INITIALIZED, &first], 2);
+    let page: Value = serde_json::from_str(
+        answers.iter().find(|a| a["id"] == 2).unwrap()["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let token = page["next_cursor"].as_str().unwrap();
+    // The payload is readable hex JSON: raise the depth and keep the tag.
+    let (payload, tag) = token.split_at(token.len() - 32);
+    let bytes: Vec<u8> = (0..payload.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&payload[i..i + 2], 16).unwrap())
+        .collect();
+    let text = String::from_utf8(bytes).unwrap();
+    let mut forgeries = Vec::new();
+    for (from, to) in [
+        ("\"d\":1", "\"d\":1000"),
+        ("\"o\":5", "\"o\":9223372036854775808"),
+    ] {
+        let edited = text.replace(from, to);
+        assert_ne!(edited, text, "{text}");
+        let hex: String = edited.bytes().map(|b| format!("{b:02x}")).collect();
+        forgeries.push(format!("{hex}{tag}"));
+    }
+    let calls: Vec<String> = forgeries
+        .iter()
+        .enumerate()
+        .map(|(i, cursor)| {
+            tool_call(
+                10 + i as u32,
+                "acp_query",
+                json!({"type": "callers", "name": hub, "cursor": cursor}),
+            )
+        })
+        .collect();
+    let mut lines = vec![INIT, INITIALIZED];
+    lines.extend(calls.iter().map(String::as_str));
+    lines.push(r#"{"jsonrpc":"2.0","id":20,"method":"ping"}"#);
+    let answers = raw_session(&project, &lines, 4);
+    for id in [10, 11] {
+        let answer = answers.iter().find(|a| a["id"] == id).unwrap();
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("Invalid cursor"),
+            "{answer}"
+        );
+    }
+}

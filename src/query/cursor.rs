@@ -2,15 +2,28 @@
 //!
 //! A cursor is the hex encoding of a small JSON object — the list it belongs to (query kind),
 //! the query's key (pattern or name), the walk depth, the offset of the next page and a stamp
-//! of the import it was issued for — followed by a 64-bit checksum. Lists are ordered totally
-//! (ties broken by row id), so offsets walk them without gaps or duplicates. A cursor from
-//! another list, another import, or any string that was not issued here is refused with
-//! invalid params.
+//! of the import it was issued for — followed by a 128-bit HMAC-SHA-256 tag keyed with a
+//! secret drawn at import and kept in the database (`meta.cursor_secret`). Lists are ordered
+//! totally (ties broken by row id), so offsets walk them without gaps or duplicates. A cursor
+//! from another list, another import, with a field beyond the limits the arguments have, or any
+//! string that was not issued by this database is refused with invalid params: a client cannot
+//! forge one to ask for more than its arguments could.
 
 use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
+use super::graph::MAX_DEPTH;
 use super::{QueryError, QueryResult};
+
+/// The `meta` key of the secret that authenticates cursors.
+pub const CURSOR_SECRET_KEY: &str = "cursor_secret";
+
+/// Largest offset a cursor may carry (far beyond any list, well within SQLite's integers).
+const MAX_OFFSET: u64 = 1 << 40;
+
+/// Bytes of the authentication tag at the end of a cursor.
+const TAG_BYTES: usize = 16;
 
 /// Format version written into every cursor.
 const VERSION: u32 = 1;
@@ -39,6 +52,9 @@ pub struct Cursor {
     /// Checksum of the import the cursor was issued for.
     #[serde(rename = "s")]
     stamp: String,
+    /// The key its tag is made with (the database's, never written into the cursor).
+    #[serde(skip)]
+    key: [u8; 32],
 }
 
 impl Cursor {
@@ -57,6 +73,7 @@ impl Cursor {
             depth,
             offset,
             stamp: import_stamp(conn)?,
+            key: cursor_key(conn)?,
         })
     }
 
@@ -67,7 +84,9 @@ impl Cursor {
         for byte in &payload {
             out.push_str(&format!("{byte:02x}"));
         }
-        out.push_str(&format!("{:016x}", fnv1a(&payload)));
+        for byte in &hmac_sha256(&self.key, &payload)[..TAG_BYTES] {
+            out.push_str(&format!("{byte:02x}"));
+        }
         out
     }
 
@@ -76,22 +95,26 @@ impl Cursor {
     pub fn decode(conn: &Connection, token: &str, kind: &str) -> QueryResult<Cursor> {
         let invalid = || {
             QueryError::invalid_with(
-                "Invalid cursor: pass back the next_cursor value of a previous response unchanged, or omit cursor to start from the first page",
+                "Invalid cursor: pass back the next_cursor value of a previous response unchanged, or omit cursor to start from the first page (cursors end when the index is re-imported)",
                 serde_json::json!({"field": "cursor"}),
             )
         };
         let token = token.trim();
-        if token.len() > MAX_CURSOR_LEN || token.len() < 18 || token.len() % 2 != 0 {
+        if token.len() > MAX_CURSOR_LEN || token.len() <= 2 * TAG_BYTES || token.len() % 2 != 0 {
             return Err(invalid());
         }
         let bytes = hex_decode(token).ok_or_else(invalid)?;
-        let (payload, sum) = bytes.split_at(bytes.len() - 8);
-        let expected = u64::from_be_bytes(sum.try_into().map_err(|_| invalid())?);
-        if fnv1a(payload) != expected {
+        let (payload, tag) = bytes.split_at(bytes.len() - TAG_BYTES);
+        let key = cursor_key(conn)?;
+        if !constant_time_eq(&hmac_sha256(&key, payload)[..TAG_BYTES], tag) {
             return Err(invalid());
         }
-        let cursor: Cursor = serde_json::from_slice(payload).map_err(|_| invalid())?;
-        if cursor.version != VERSION {
+        let mut cursor: Cursor = serde_json::from_slice(payload).map_err(|_| invalid())?;
+        cursor.key = key;
+        let depth_ok = cursor
+            .depth
+            .is_none_or(|depth| (1..=MAX_DEPTH).contains(&depth));
+        if cursor.version != VERSION || !depth_ok || cursor.offset > MAX_OFFSET {
             return Err(invalid());
         }
         if cursor.kind != kind {
@@ -170,18 +193,74 @@ pub fn import_stamp(conn: &Connection) -> QueryResult<String> {
         .optional()?
         .flatten();
     Ok(match imported {
-        Some(text) => format!("{:08x}", fnv1a(text.as_bytes()) as u32),
+        Some(text) => hex(&Sha256::digest(text.as_bytes())[..4]),
         None => String::new(),
     })
 }
 
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
+/// A new random secret for a database's cursors, hex.
+pub fn new_secret() -> String {
+    let mut bytes = [0u8; 32];
+    let from_os = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .is_ok();
+    if !from_os {
+        // Each RandomState is seeded from the operating system's randomness.
+        use std::hash::{BuildHasher, Hasher};
+        for chunk in bytes.chunks_mut(8) {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos()),
+            );
+            chunk.copy_from_slice(&hasher.finish().to_le_bytes()[..chunk.len()]);
+        }
     }
-    hash
+    hex(&bytes)
+}
+
+/// The key of this database's cursors: from its secret, or (for a database imported before
+/// secrets were kept) from its import stamp.
+fn cursor_key(conn: &Connection) -> QueryResult<[u8; 32]> {
+    let secret: Option<String> = conn
+        .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+        .query_row([CURSOR_SECRET_KEY], |r| r.get(0))
+        .optional()?;
+    let mut hasher = Sha256::new();
+    hasher.update(b"acpdb cursor key\0");
+    hasher.update(secret.unwrap_or_default().as_bytes());
+    hasher.update(b"\0");
+    hasher.update(import_stamp(conn)?.as_bytes());
+    Ok(hasher.finalize().into())
+}
+
+/// HMAC-SHA-256 (RFC 2104) of `message` under a 32-byte `key`.
+fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
+    let mut inner_pad = [0x36u8; 64];
+    let mut outer_pad = [0x5cu8; 64];
+    for (i, byte) in key.iter().enumerate() {
+        inner_pad[i] ^= byte;
+        outer_pad[i] ^= byte;
+    }
+    let inner = Sha256::new()
+        .chain_update(inner_pad)
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(outer_pad)
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+/// Equality of two byte strings in time that depends only on their length.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn hex_decode(text: &str) -> Option<Vec<u8>> {
@@ -242,5 +321,82 @@ mod tests {
         conn.execute("UPDATE meta SET value = 'later'", []).unwrap();
         let err = Cursor::decode(&conn, &token, "search").unwrap_err();
         assert!(err.to_string().contains("re-imported"));
+    }
+
+    #[test]
+    fn cursors_are_bound_to_the_database_secret() {
+        let conn = conn();
+        conn.execute(
+            "INSERT INTO meta VALUES (?1, ?2)",
+            [CURSOR_SECRET_KEY, new_secret().as_str()],
+        )
+        .unwrap();
+        let token = Cursor::new(&conn, "callers", "f", Some(1), 20)
+            .unwrap()
+            .encode();
+        assert!(Cursor::decode(&conn, &token, "callers").is_ok());
+        // Anyone can re-encode the payload; without the secret the tag cannot follow.
+        let payload_end = token.len() - 2 * TAG_BYTES;
+        let payload = hex_decode(&token[..payload_end]).unwrap();
+        let forged = String::from_utf8(payload)
+            .unwrap()
+            .replace("\"d\":1", "\"d\":1000");
+        let forged_token = format!("{}{}", hex(forged.as_bytes()), &token[payload_end..]);
+        assert!(Cursor::decode(&conn, &forged_token, "callers").is_err());
+        conn.execute(
+            "UPDATE meta SET value = ?2 WHERE key = ?1",
+            [CURSOR_SECRET_KEY, new_secret().as_str()],
+        )
+        .unwrap();
+        assert!(Cursor::decode(&conn, &token, "callers").is_err());
+    }
+
+    #[test]
+    fn fields_beyond_the_argument_limits_are_refused_even_when_signed() {
+        let conn = conn();
+        for (depth, offset) in [
+            (Some(0), 0),
+            (Some(MAX_DEPTH + 1), 0),
+            (Some(1000), 0),
+            (None, u64::MAX),
+            (None, 1 << 63),
+        ] {
+            let token = Cursor::new(&conn, "callers", "f", depth, offset)
+                .unwrap()
+                .encode();
+            assert!(
+                Cursor::decode(&conn, &token, "callers").is_err(),
+                "{depth:?} {offset}"
+            );
+        }
+    }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+            /// No string decodes unless this database issued it, and none panics the decoder.
+            #[test]
+            fn arbitrary_tokens_are_refused(token in "[0-9a-f]{0,200}|\\PC{0,80}") {
+                let conn = conn();
+                prop_assert!(Cursor::decode(&conn, &token, "callers").is_err());
+            }
+
+            /// Changing any digit of a real cursor makes it invalid.
+            #[test]
+            fn edited_tokens_are_refused(at in any::<prop::sample::Index>(), digit in 0u8..16) {
+                let conn = conn();
+                let token = Cursor::new(&conn, "callers", "src/a.ts:f", Some(3), 200).unwrap().encode();
+                let mut bytes = token.clone().into_bytes();
+                let at = at.index(bytes.len());
+                bytes[at] = b"0123456789abcdef"[usize::from(digit)];
+                let edited = String::from_utf8(bytes).unwrap();
+                prop_assume!(edited != token);
+                prop_assert!(Cursor::decode(&conn, &edited, "callers").is_err());
+            }
+        }
     }
 }
