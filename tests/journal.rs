@@ -1877,3 +1877,69 @@ fn writers_opening_a_new_journal_at_the_same_moment_all_succeed() {
         integrity_check(&root);
     }
 }
+
+/// A thread swaps a project file between a regular file and a link to a file outside the
+/// project, as fast as it can, while attempts record it: nothing from outside is ever stored.
+#[test]
+fn a_file_swapped_for_an_outside_link_in_a_loop_is_never_read() {
+    const TRIES: usize = 1000;
+    let f = Fixture::new();
+    let session = f.start();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = "outside secret, never to be stored";
+    fs::write(outside.path().join("api.ts"), secret).unwrap();
+    let secret_md5 = md5_of(secret.as_bytes());
+    let target = f.root().join("src/api.ts");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let stop = stop.clone();
+        let target = target.clone();
+        let link_to = outside.path().join("api.ts");
+        std::thread::spawn(move || {
+            let staged = target.with_file_name(".api.ts.swap");
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = fs::remove_file(&staged);
+                if swaps % 2 == 0 {
+                    std::os::unix::fs::symlink(&link_to, &staged).unwrap();
+                } else {
+                    fs::write(&staged, "a").unwrap();
+                }
+                fs::rename(&staged, &target).unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let mut recorded = 0;
+    for _ in 0..TRIES {
+        let answer = f.debug(json!({"action": "attempt", "data": {
+            "session_id": session, "description": "race", "files": ["src/api.ts"]}}));
+        if answer.is_ok() {
+            recorded += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(swaps > 100, "the file was swapped only {swaps} times");
+    assert!(
+        recorded > 0,
+        "no attempt was recorded while the file was regular"
+    );
+    let mut stored = fs::read(attempts_path(f.root())).unwrap();
+    for entry in fs::read_dir(f.root().join(".acp")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().contains("journal") {
+            stored.extend(fs::read(&path).unwrap());
+        }
+    }
+    let stored = String::from_utf8_lossy(&stored);
+    assert!(
+        !stored.contains(secret),
+        "the outside file's content was stored"
+    );
+    assert!(
+        !stored.contains(&secret_md5),
+        "the outside file's hash was stored"
+    );
+}

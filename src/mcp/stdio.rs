@@ -593,4 +593,64 @@ mod tests {
             Err(None)
         ));
     }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Requests to mutate.
+        const SEEDS: &[&str] = &[
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"acp_query","arguments":{"type":"search","pattern":"x","limit":5}}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"acp://file/src%2Fa.ts"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+        ];
+
+        fn mutated() -> impl Strategy<Value = Vec<u8>> {
+            (
+                prop::sample::select(SEEDS),
+                prop::collection::vec(
+                    (
+                        any::<prop::sample::Index>(),
+                        prop::sample::select(b"{}[]\",:\\0123456789.-eEtfnu \x00\xff".as_slice()),
+                    ),
+                    0..6,
+                ),
+            )
+                .prop_map(|(seed, edits)| {
+                    let mut bytes = seed.as_bytes().to_vec();
+                    for (at, byte) in edits {
+                        let at = at.index(bytes.len());
+                        bytes[at] = byte;
+                    }
+                    bytes
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+            /// Every line is passed on, skipped, or answered; a request whose id reads as a
+            /// string or an integer is answered with that id.
+            #[test]
+            fn lines_are_passed_on_or_answered_with_their_id(line in mutated()) {
+                match check(&line) {
+                    Ok(_) | Err(None) => {}
+                    Err(Some(rejection)) => {
+                        prop_assert!([PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS].contains(&rejection.code));
+                        if let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(&line) {
+                            let id = object.get("id").filter(|id| id.is_string() || id.is_i64());
+                            if let Some(id) = id {
+                                prop_assert_eq!(&rejection.id, id);
+                            }
+                        }
+                    }
+                }
+            }
+
+            #[test]
+            fn arbitrary_bytes_never_panic(line in prop::collection::vec(any::<u8>(), 0..256)) {
+                let _ = check(&line);
+            }
+        }
+    }
 }
