@@ -11,6 +11,8 @@ mod server;
 pub mod state;
 mod stdio;
 
+pub use stdio::answer_for_line;
+
 use std::time::Duration;
 
 use anyhow::Result;

@@ -127,11 +127,7 @@ impl StdioTransport {
     /// Writes an error answer in the background (so a cancelled `receive` cannot cut it).
     fn answer_error(&self, rejection: Rejection) {
         let writer = self.writer.clone();
-        let message = json!({
-            "jsonrpc": "2.0",
-            "id": rejection.id,
-            "error": {"code": rejection.code, "message": rejection.message},
-        });
+        let message = rejection.answer();
         tokio::spawn(async move {
             if let Err(err) = write_line(&writer, &message).await {
                 tracing::debug!("cannot write an error answer: {err}");
@@ -239,12 +235,31 @@ struct Rejection {
 }
 
 impl Rejection {
+    /// The JSON-RPC error answer.
+    fn answer(&self) -> Value {
+        json!({
+            "jsonrpc": "2.0",
+            "id": self.id,
+            "error": {"code": self.code, "message": self.message},
+        })
+    }
+
     fn new(id: Value, code: i64, message: impl Into<String>) -> Rejection {
         Rejection {
             id,
             code,
             message: message.into(),
         }
+    }
+}
+
+/// The error the server answers at once for one line of its input, or `None` when the line
+/// goes on to the protocol (or is skipped: blank lines, invalid notifications). For fuzzing
+/// and tests of the framing; [`StdioTransport`] uses the same check.
+pub fn answer_for_line(line: &[u8]) -> Option<Value> {
+    match check(line) {
+        Err(Some(rejection)) => Some(rejection.answer()),
+        Ok(_) | Err(None) => None,
     }
 }
 
