@@ -1462,3 +1462,27 @@ fn forged_cursors_are_refused_at_once() {
         );
     }
 }
+
+#[tokio::test]
+async fn temporary_files_of_killed_writers_are_swept_when_the_server_starts() {
+    let project = demo();
+    project.import();
+    let acp = project.root().join(".acp");
+    let left = [
+        acp.join(".acp.db.99999999.tmp"),
+        acp.join(".acp.attempts.json.99999999.tmp"),
+    ];
+    for path in &left {
+        std::fs::write(path, "half-written").unwrap();
+    }
+    let kept = acp.join(".acp.db.backup.tmp");
+    std::fs::write(&kept, "not a temporary file of ours").unwrap();
+    let client = Client::spawn(project.root(), &[]).await;
+    wait_ready(&client, 60).await;
+    client.ok("acp_debug", json!({"action": "list"})).await;
+    for path in &left {
+        assert!(!path.exists(), "{} was left", path.display());
+    }
+    assert!(kept.exists());
+    client.close().await;
+}
