@@ -12,22 +12,22 @@ use acpdb::project::{Project, ProjectArgs};
 
 /// One benchmark size.
 #[derive(Debug, Clone, Copy)]
-pub struct Scale {
+pub(crate) struct Scale {
     /// Label used in benchmark ids (`10k`, `1m`).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Source files; the cache holds ten symbols per file.
-    pub files: u32,
+    pub(crate) files: u32,
 }
 
 impl Scale {
     /// Whether this is the opt-in large scale.
-    pub fn is_large(&self) -> bool {
+    pub(crate) fn is_large(&self) -> bool {
         self.files >= 100_000
     }
 }
 
 /// The scales to run: 10K symbols, plus 1M symbols when `ACPDB_BENCH_LARGE=1`.
-pub fn scales() -> Vec<Scale> {
+pub(crate) fn scales() -> Vec<Scale> {
     let mut scales = vec![Scale {
         name: "10k",
         files: 1_000,
@@ -42,7 +42,7 @@ pub fn scales() -> Vec<Scale> {
 }
 
 /// Writes the scale's cache and vars file below `root/.acp/`.
-pub fn generate_project(root: &Path, scale: Scale) -> GenSummary {
+pub(crate) fn generate_project(root: &Path, scale: Scale) -> GenSummary {
     let dir = root.join(".acp");
     fs::create_dir_all(&dir).expect("create .acp");
     let spec = GenSpec {
@@ -57,7 +57,7 @@ pub fn generate_project(root: &Path, scale: Scale) -> GenSummary {
 }
 
 /// The project rooted at `root`, with its default cache and database paths.
-pub fn project(root: &Path) -> Project {
+pub(crate) fn project(root: &Path) -> Project {
     Project::from_args(&ProjectArgs {
         project: root.to_path_buf(),
         cache: None,

@@ -10,13 +10,13 @@ use super::state::IndexState;
 use crate::journal::{CacheHack, ProjectIndex};
 
 /// Answers the journal's questions from whichever database is being served.
-pub struct IndexView {
+pub(crate) struct IndexView {
     state: Arc<IndexState>,
 }
 
 impl IndexView {
     /// A view over `state`.
-    pub fn new(state: Arc<IndexState>) -> IndexView {
+    pub(crate) fn new(state: Arc<IndexState>) -> IndexView {
         IndexView { state }
     }
 }

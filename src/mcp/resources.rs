@@ -7,7 +7,7 @@ use rusqlite::Connection;
 use crate::query::resources::{self as q, ResourceError};
 
 /// The static resources (`acp://cache`, `acp://vars`, `acp://constraints`).
-pub fn list(conn: &Connection) -> Vec<Resource> {
+pub(crate) fn list(conn: &Connection) -> Vec<Resource> {
     q::list_resources(conn)
         .into_iter()
         .map(|r| {
@@ -19,7 +19,7 @@ pub fn list(conn: &Connection) -> Vec<Resource> {
 }
 
 /// The resource templates (file, symbol, domain).
-pub fn templates() -> Vec<ResourceTemplate> {
+pub(crate) fn templates() -> Vec<ResourceTemplate> {
     q::resource_templates()
         .into_iter()
         .map(|t| {
@@ -31,7 +31,7 @@ pub fn templates() -> Vec<ResourceTemplate> {
 }
 
 /// Reads one resource.
-pub fn read(conn: &Connection, uri: &str) -> Result<ResourceContents, ErrorData> {
+pub(crate) fn read(conn: &Connection, uri: &str) -> Result<ResourceContents, ErrorData> {
     match q::read_resource(conn, uri) {
         Ok(content) => Ok(ResourceContents::TextResourceContents {
             uri: content.uri,

@@ -38,7 +38,7 @@ Record debugging with acp_debug and temporary code with acp_hack. Long lists com
 pass the returned next_cursor back as cursor.";
 
 /// JSON-RPC code for "the query ran past the server's time limit".
-pub const QUERY_TIME_LIMIT: i32 = -32004;
+pub(crate) const QUERY_TIME_LIMIT: i32 = -32004;
 
 /// The acpdb MCP server.
 #[derive(Clone)]
@@ -85,7 +85,10 @@ impl AcpServer {
 
     /// The journal, opened on first use.
     fn journal(&self) -> Result<Arc<Journal>, ErrorData> {
-        let mut slot = self.journal.lock().expect("journal lock");
+        let mut slot = self
+            .journal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(journal) = slot.as_ref() {
             return Ok(journal.clone());
         }

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use crate::cache::reader::Progress;
@@ -76,7 +76,10 @@ impl IndexState {
             rerun: AtomicBool::new(false),
             signature: Mutex::new(None),
         });
-        *state.signature.lock().unwrap() = Some(signature(&project));
+        *state
+            .signature
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(signature(&project));
         crate::replace::sweep(&project.db);
         let freshness = freshness::check(&project)
             .unwrap_or_else(|e| Freshness::Stale(format!("cannot read the database: {e:#}")));
@@ -100,7 +103,7 @@ impl IndexState {
             }
             (None, Freshness::Incompatible(reason)) => {
                 tracing::error!("{reason}, and there is no cache to rebuild it from");
-                *state.phase.lock().unwrap() = Phase::FirstBuildFailed(format!(
+                *state.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::FirstBuildFailed(format!(
                     "{reason}, and there is no cache to rebuild it from: run `acp index` in the project, then restart the server"
                 ));
             }
@@ -116,31 +119,46 @@ impl IndexState {
     }
 
     fn open_current(&self) {
-        let path = self.project.read().unwrap().db.clone();
+        let path = self
+            .project
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .db
+            .clone();
         match db::read_pool(&path, POOL_SIZE) {
             Ok(pool) => {
-                *self.current.write().unwrap() = Some(Arc::new(pool));
-                *self.phase.lock().unwrap() = Phase::Serving;
+                *self.current.write().unwrap_or_else(PoisonError::into_inner) =
+                    Some(Arc::new(pool));
+                *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Serving;
             }
             Err(err) => {
                 tracing::error!("cannot open {}: {err:#}", path.display());
-                *self.phase.lock().unwrap() = Phase::FirstBuildFailed(format!("{err:#}"));
+                *self.phase.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Phase::FirstBuildFailed(format!("{err:#}"));
             }
         }
     }
 
     /// The project being served.
     pub fn project(&self) -> Project {
-        self.project.read().unwrap().clone()
+        self.project
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The pool to answer from, or why there is none.
     pub fn pool(&self) -> Result<Arc<ReadPool>, Unavailable> {
-        if let Some(pool) = self.current.read().unwrap().clone() {
+        if let Some(pool) = self
+            .current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        {
             return Ok(pool);
         }
         let project = self.project();
-        let phase = self.phase.lock().unwrap();
+        let phase = self.phase.lock().unwrap_or_else(PoisonError::into_inner);
         Err(match &*phase {
             Phase::FirstBuild { progress, total, started } => {
                 let read = progress.bytes.load(Ordering::Relaxed);
@@ -172,13 +190,16 @@ impl IndexState {
 
     /// Why answers may be out of date, if they may.
     pub fn stale_note(&self) -> Option<String> {
-        self.stale.lock().unwrap().clone()
+        self.stale
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Checks whether the cache or vars changed on disk and re-imports if so.
     pub fn poll_changes(self: &Arc<Self>) {
         {
-            let mut project = self.project.write().unwrap();
+            let mut project = self.project.write().unwrap_or_else(PoisonError::into_inner);
             if project.cache.is_none() {
                 project.cache = find_cache(&project.root);
             }
@@ -192,7 +213,10 @@ impl IndexState {
         let project = self.project();
         let now = signature(&project);
         let changed = {
-            let mut seen = self.signature.lock().unwrap();
+            let mut seen = self
+                .signature
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             let changed = seen.as_ref() != Some(&now);
             *seen = Some(now);
             changed
@@ -210,7 +234,7 @@ impl IndexState {
                 tracing::debug!("the cache's content is what the served database holds");
                 // A note about a failed re-import no longer applies.
                 if !self.importing.load(Ordering::SeqCst) {
-                    *self.stale.lock().unwrap() = None;
+                    *self.stale.lock().unwrap_or_else(PoisonError::into_inner) = None;
                 }
             }
             Ok(Freshness::Stale(why) | Freshness::Incompatible(why)) => {
@@ -235,12 +259,17 @@ impl IndexState {
         };
         let progress = Arc::new(Progress::default());
         let total = std::fs::metadata(&cache).map(|m| m.len()).unwrap_or(0);
-        if self.current.read().unwrap().is_some() {
-            *self.stale.lock().unwrap() = Some(format!(
+        if self
+            .current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+        {
+            *self.stale.lock().unwrap_or_else(PoisonError::into_inner) = Some(format!(
                 "The index is stale: {reason}; it is being re-imported and this answer comes from the previous import."
             ));
         } else {
-            *self.phase.lock().unwrap() = Phase::FirstBuild {
+            *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::FirstBuild {
                 progress: progress.clone(),
                 total,
                 started: Instant::now(),
@@ -258,7 +287,7 @@ impl IndexState {
             match result {
                 Ok(summary) => {
                     tracing::info!("background import finished: {}", summary.line());
-                    *state.stale.lock().unwrap() = None;
+                    *state.stale.lock().unwrap_or_else(PoisonError::into_inner) = None;
                     state.open_current();
                 }
                 Err(err) => {
@@ -267,12 +296,12 @@ impl IndexState {
                         "background import failed after {:.2} s: {message}",
                         started.elapsed().as_secs_f64()
                     );
-                    if state.current.read().unwrap().is_some() {
-                        *state.stale.lock().unwrap() = Some(format!(
+                    if state.current.read().unwrap_or_else(PoisonError::into_inner).is_some() {
+                        *state.stale.lock().unwrap_or_else(PoisonError::into_inner) = Some(format!(
                             "The index is stale: the cache changed but re-importing it failed: {message}. This answer comes from the previous import; fix the cache (or run 'acp index' again), and acpdb imports it when it changes."
                         ));
                     } else {
-                        *state.phase.lock().unwrap() = Phase::FirstBuildFailed(message);
+                        *state.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::FirstBuildFailed(message);
                     }
                 }
             }
@@ -290,7 +319,11 @@ impl IndexState {
 
     /// The database path being served.
     pub fn db_path(&self) -> PathBuf {
-        self.project.read().unwrap().db.clone()
+        self.project
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .db
+            .clone()
     }
 }
 

@@ -35,7 +35,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// Longest line accepted, in bytes; longer ones are answered with a parse error and skipped.
-pub const MAX_LINE: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// JSON-RPC: the line is not JSON.
 const PARSE_ERROR: i64 = -32700;
@@ -48,7 +48,7 @@ type Reader = BufReader<Box<dyn AsyncRead + Send + Unpin>>;
 type Writer = Arc<tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
 
 /// The stdio transport of `acpdb serve`.
-pub struct StdioTransport {
+pub(crate) struct StdioTransport {
     reader: Reader,
     /// The line being collected, kept across cancelled reads.
     line: Vec<u8>,
@@ -61,12 +61,12 @@ pub struct StdioTransport {
 
 impl StdioTransport {
     /// The transport over this process's stdin and stdout.
-    pub fn new() -> StdioTransport {
+    pub(crate) fn new() -> StdioTransport {
         StdioTransport::over(stdin(), stdout())
     }
 
     /// The transport over any reader and writer.
-    pub fn over(
+    pub(crate) fn over(
         reader: Box<dyn AsyncRead + Send + Unpin>,
         writer: Box<dyn AsyncWrite + Send + Unpin>,
     ) -> StdioTransport {

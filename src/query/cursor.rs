@@ -100,7 +100,10 @@ impl Cursor {
             )
         };
         let token = token.trim();
-        if token.len() > MAX_CURSOR_LEN || token.len() <= 2 * TAG_BYTES || token.len() % 2 != 0 {
+        if token.len() > MAX_CURSOR_LEN
+            || token.len() <= 2 * TAG_BYTES
+            || !token.len().is_multiple_of(2)
+        {
             return Err(invalid());
         }
         let bytes = hex_decode(token).ok_or_else(invalid)?;

@@ -1,7 +1,7 @@
 //! Importer tests: lossless round trips, real-world quirks, bad input and atomicity, all through
 //! the real `acpdb` binary.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

@@ -1,7 +1,7 @@
 //! The MCP server over real stdio: protocol behaviour, errors, the journal tools and the index
 //! lifecycle (first import, staleness, re-import), driven by rmcp's client or by raw JSON-RPC.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};

@@ -2,7 +2,7 @@
 //! resources, over databases imported by the real binary from the acp-cli-shaped sample cache
 //! and from a generated 3,000-symbol cache.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::fs;

@@ -12,30 +12,30 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 
 /// A connected client.
-pub struct Client {
-    pub service: RunningService<RoleClient, ()>,
+pub(crate) struct Client {
+    pub(crate) service: RunningService<RoleClient, ()>,
 }
 
 /// A tool failure as the client saw it.
 #[derive(Debug)]
-pub struct ToolError {
-    pub code: i32,
-    pub message: String,
-    pub data: Option<Value>,
+pub(crate) struct ToolError {
+    pub(crate) code: i32,
+    pub(crate) message: String,
+    pub(crate) data: Option<Value>,
 }
 
 /// A successful tool answer.
 #[derive(Debug)]
-pub struct ToolAnswer {
+pub(crate) struct ToolAnswer {
     /// The first text content, parsed as JSON when it is JSON.
-    pub json: Value,
+    pub(crate) json: Value,
     /// Every text content item.
-    pub texts: Vec<String>,
+    pub(crate) texts: Vec<String>,
 }
 
 impl Client {
     /// Spawns `acpdb -C root serve` (plus `extra` arguments) and initializes.
-    pub async fn spawn(root: &Path, extra: &[&str]) -> Client {
+    pub(crate) async fn spawn(root: &Path, extra: &[&str]) -> Client {
         let root = root.to_path_buf();
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let (transport, _stderr) = TokioChildProcess::builder(
@@ -55,7 +55,7 @@ impl Client {
     }
 
     /// Calls a tool; `Err` carries the JSON-RPC error.
-    pub async fn call(&self, tool: &str, args: Value) -> Result<ToolAnswer, ToolError> {
+    pub(crate) async fn call(&self, tool: &str, args: Value) -> Result<ToolAnswer, ToolError> {
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Value::Object(map) = args {
             params = params.with_arguments(map);
@@ -93,7 +93,7 @@ impl Client {
     }
 
     /// Calls a tool that must succeed and returns its JSON.
-    pub async fn ok(&self, tool: &str, args: Value) -> Value {
+    pub(crate) async fn ok(&self, tool: &str, args: Value) -> Value {
         match self.call(tool, args.clone()).await {
             Ok(answer) => answer.json,
             Err(err) => panic!("{tool} {args} failed: {err:?}"),
@@ -101,7 +101,7 @@ impl Client {
     }
 
     /// Calls a tool that must fail and returns the error.
-    pub async fn err(&self, tool: &str, args: Value) -> ToolError {
+    pub(crate) async fn err(&self, tool: &str, args: Value) -> ToolError {
         match self.call(tool, args.clone()).await {
             Ok(answer) => panic!("{tool} {args} succeeded: {:?}", answer.json),
             Err(err) => err,
@@ -109,7 +109,7 @@ impl Client {
     }
 
     /// Reads a resource's text.
-    pub async fn read(&self, uri: &str) -> Result<String, ToolError> {
+    pub(crate) async fn read(&self, uri: &str) -> Result<String, ToolError> {
         match self
             .service
             .read_resource(ReadResourceRequestParams::new(uri))
@@ -133,13 +133,13 @@ impl Client {
     }
 
     /// Disconnects.
-    pub async fn close(self) {
+    pub(crate) async fn close(self) {
         let _ = self.service.cancel().await;
     }
 }
 
 /// Waits until a tool stops answering "index not ready" (-32003), up to `seconds`.
-pub async fn wait_ready(client: &Client, seconds: u64) {
+pub(crate) async fn wait_ready(client: &Client, seconds: u64) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
     loop {
         match client

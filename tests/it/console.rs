@@ -1,7 +1,7 @@
 //! `acpdb sql`: runs the real binary against a small database built with plain rusqlite, and the
 //! documented queries against the demo project.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1689,7 +1689,7 @@ fn journal_writer_child() {
 fn spawn_writer(root: &Path, count: usize) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
-            "journal_writer_child",
+            "journal::journal_writer_child",
             "--exact",
             "--nocapture",
             "--test-threads=1",
@@ -1900,7 +1900,7 @@ fn a_file_swapped_for_an_outside_link_in_a_loop_is_never_read() {
             let mut swaps = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let _ = fs::remove_file(&staged);
-                if swaps % 2 == 0 {
+                if swaps.is_multiple_of(2) {
                     std::os::unix::fs::symlink(&link_to, &staged).unwrap();
                 } else {
                     fs::write(&staged, "a").unwrap();

@@ -8,7 +8,7 @@
 //! content itself varies. Deliberate differences are asserted explicitly (see
 //! [`deliberate_difference`]).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! `acpdb bench` end to end: the real binary on a copy of the demo project, in-process and over
 //! stdio, with tiny iteration counts. Timings are never asserted, only the report's shape.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

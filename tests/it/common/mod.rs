@@ -1,7 +1,6 @@
 //! Helpers shared by the integration tests: temporary projects and running the real binary.
-#![allow(dead_code)]
 
-pub mod mcp;
+pub(crate) mod mcp;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -10,34 +9,34 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 /// The `acpdb` binary under test.
-pub fn acpdb() -> Command {
+pub(crate) fn acpdb() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_acpdb"));
     cmd.env("ACPDB_LOG", "warn");
     cmd
 }
 
 /// Path of a file under `tests/data/`.
-pub fn data(name: &str) -> PathBuf {
+pub(crate) fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(name)
 }
 
 /// Path of a file under `fixtures/`.
-pub fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures")
         .join(name)
 }
 
 /// A project directory in a temporary folder.
-pub struct TempProject {
-    pub dir: tempfile::TempDir,
+pub(crate) struct TempProject {
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl TempProject {
     /// A project whose `.acp/acp.cache.json` holds `cache` (and `acp.vars.json` holds `vars`).
-    pub fn with_cache(cache: &str, vars: Option<&str>) -> TempProject {
+    pub(crate) fn with_cache(cache: &str, vars: Option<&str>) -> TempProject {
         let dir = tempfile::tempdir().expect("temp dir");
         fs::create_dir_all(dir.path().join(".acp")).unwrap();
         fs::write(dir.path().join(".acp/acp.cache.json"), cache).unwrap();
@@ -48,7 +47,7 @@ impl TempProject {
     }
 
     /// A copy of an existing project directory (e.g. a fixture).
-    pub fn copy_of(source: &Path) -> TempProject {
+    pub(crate) fn copy_of(source: &Path) -> TempProject {
         let dir = tempfile::tempdir().expect("temp dir");
         copy_dir(source, dir.path());
         let _ = fs::remove_file(dir.path().join(".acp/acp.db"));
@@ -56,20 +55,20 @@ impl TempProject {
         TempProject { dir }
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn db(&self) -> PathBuf {
+    pub(crate) fn db(&self) -> PathBuf {
         self.dir.path().join(".acp/acp.db")
     }
 
-    pub fn cache_path(&self) -> PathBuf {
+    pub(crate) fn cache_path(&self) -> PathBuf {
         self.dir.path().join(".acp/acp.cache.json")
     }
 
     /// Runs `acpdb -C <root> <args>`.
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         acpdb()
             .arg("-C")
             .arg(self.root())
@@ -79,7 +78,7 @@ impl TempProject {
     }
 
     /// Runs `acpdb import` and panics with its stderr when it fails.
-    pub fn import(&self) -> Output {
+    pub(crate) fn import(&self) -> Output {
         let out = self.run(&["import"]);
         assert!(
             out.status.success(),
@@ -90,7 +89,7 @@ impl TempProject {
     }
 
     /// Exports the cache back out and parses it.
-    pub fn export(&self) -> Value {
+    pub(crate) fn export(&self) -> Value {
         let out = self.run(&["export-cache"]);
         assert!(
             out.status.success(),
@@ -115,11 +114,11 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// stderr as text.
-pub fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// stdout as text.
-pub fn stdout(out: &Output) -> String {
+pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -2,7 +2,7 @@
 //! stderr is not a terminal, warnings about a database older than the cache, and the server's
 //! log of background imports.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,15 @@
+//! acpdb's integration tests, in one binary: the real `acpdb` binary over its CLI and over MCP
+//! (rmcp's client on real stdio), and the library's query and journal APIs on imported
+//! databases. `common` holds the shared fixtures and helpers.
+
+mod common;
+
+mod bench;
+mod cli;
+mod console;
+mod gen;
+mod import;
+mod journal;
+mod mcp;
+mod queries;
+mod reference_parity;
