@@ -19,6 +19,8 @@ use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use crate::gen::rng::Rng;
+
 /// Version of the workload file format.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -161,24 +163,6 @@ impl Default for MixOptions {
             samples: 8,
             seed: 42,
         }
-    }
-}
-
-/// SplitMix64: a small, seedable, portable generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 

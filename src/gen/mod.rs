@@ -1,0 +1,176 @@
+//! Deterministic synthetic ACP caches for tests and benchmarks (`acpdb gen-fixture`).
+//!
+//! [`generate`] writes an `acp.cache.json` shaped like acp-cli 0.7 output (see
+//! `cache-format.md` §4–§13) and a matching `acp.vars.json`, streaming compact JSON so that a
+//! cache of a million symbols needs only a few tens of MB of memory. Every value is a pure
+//! function of the [`GenSpec`]: the same spec always yields byte-identical output.
+//!
+//! Shape of the output:
+//! * file keys carry acp-cli's `./` prefix (`./src/<domain>/<stem>.<ext>`); `source_files` keys,
+//!   symbol `file` values and qualified-name prefixes do not;
+//! * symbols are keyed by qualified name (`src/auth/sessionStore.ts:validateSession`), unique per
+//!   cache, while simple names repeat across files;
+//! * `graph.forward` and `graph.reverse` use qualified names and are exact inverses without
+//!   duplicates; callee popularity mixes local calls, uniform calls and a Zipf (s = 1) tail;
+//! * constraints use acp-cli's nested `mutation` shape with every lock level, and
+//!   `by_lock_level` uses the hyphen-less keys acp-cli derives from its enum (`testsrequired`);
+//! * the vars file holds `SYM_`/`FILE_`/`DOM_`/`LAYER_` entries named as acp-cli names them, for a
+//!   sample of exported symbols and annotated files and for every domain and layer.
+//!
+//! Names, paths and texts are rebuilt from indices whenever they are written; the only data kept
+//! per symbol are the in-degree counters and the inverted edge list needed for `graph.reverse`.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, SecondsFormat};
+
+use crate::cache::{lock_level_rank, LOCK_LEVELS};
+
+mod cache_doc;
+mod json;
+mod model;
+pub(crate) mod rng;
+mod text;
+mod vars_doc;
+mod vocabulary;
+
+use cache_doc::*;
+use json::*;
+use model::*;
+use rng::*;
+use text::*;
+use vars_doc::*;
+use vocabulary::*;
+
+/// Options of `acpdb gen-fixture`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GenArgs {
+    /// Number of source files.
+    #[arg(long, default_value_t = 1000)]
+    pub files: u32,
+    /// Average number of symbols per file (the total is exactly files × this).
+    #[arg(long, default_value_t = 10)]
+    pub symbols_per_file: u32,
+    /// Average number of call-graph edges per symbol.
+    #[arg(long, default_value_t = 5.0)]
+    pub edges_per_symbol: f64,
+    /// Seed of the pseudo-random generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Project directory; `.acp/acp.cache.json` and `.acp/acp.vars.json` are written below it.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Size and seed of a synthetic cache.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenSpec {
+    /// Number of source files.
+    pub files: u32,
+    /// Average number of symbols per file; the cache holds exactly `files * symbols_per_file`.
+    pub symbols_per_file: u32,
+    /// Average number of call edges per symbol.
+    pub edges_per_symbol: f64,
+    /// Seed of the pseudo-random generator.
+    pub seed: u64,
+}
+
+impl Default for GenSpec {
+    fn default() -> Self {
+        Self {
+            files: 1000,
+            symbols_per_file: 10,
+            edges_per_symbol: 5.0,
+            seed: 42,
+        }
+    }
+}
+
+impl From<&GenArgs> for GenSpec {
+    fn from(args: &GenArgs) -> Self {
+        Self {
+            files: args.files,
+            symbols_per_file: args.symbols_per_file,
+            edges_per_symbol: args.edges_per_symbol,
+            seed: args.seed,
+        }
+    }
+}
+
+/// What [`generate`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GenSummary {
+    /// Entries in `files`.
+    pub files: u32,
+    /// Entries in `symbols`.
+    pub symbols: u32,
+    /// Call edges (entries summed over `graph.forward`, equal to those of `graph.reverse`).
+    pub edges: u64,
+    /// Entries in the vars file's `variables`.
+    pub variables: u64,
+    /// Bytes written to the cache output.
+    pub cache_bytes: u64,
+    /// Bytes written to the vars output.
+    pub vars_bytes: u64,
+}
+
+/// Runs `acpdb gen-fixture`: writes the cache and vars file below `args.out` and prints a
+/// one-line summary to stderr.
+pub fn run(args: &GenArgs) -> Result<()> {
+    let dir = args.out.join(".acp");
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let cache_path = dir.join("acp.cache.json");
+    let vars_path = dir.join("acp.vars.json");
+    let mut cache =
+        File::create(&cache_path).with_context(|| format!("creating {}", cache_path.display()))?;
+    let mut vars =
+        File::create(&vars_path).with_context(|| format!("creating {}", vars_path.display()))?;
+    let summary = generate(&GenSpec::from(args), &mut cache, &mut vars)
+        .with_context(|| format!("writing the fixture to {}", dir.display()))?;
+    eprintln!(
+        "gen-fixture: {} files, {} symbols, {} edges, {} variables; {} bytes cache + {} bytes vars in {}",
+        summary.files,
+        summary.symbols,
+        summary.edges,
+        summary.variables,
+        summary.cache_bytes,
+        summary.vars_bytes,
+        dir.display()
+    );
+    Ok(())
+}
+
+/// Streams a synthetic cache to `cache_out` and its vars file to `vars_out`.
+///
+/// Both outputs are buffered internally. Fails with `InvalidInput` when the spec asks for more
+/// than `u32::MAX` symbols or edges, or for a negative or non-finite edge ratio.
+pub fn generate(
+    spec: &GenSpec,
+    cache_out: &mut impl Write,
+    vars_out: &mut impl Write,
+) -> io::Result<GenSummary> {
+    let plan = Plan::new(spec)?;
+    let totals = plan.totals();
+
+    let mut json = Json::new(cache_out);
+    let edges = write_cache(&plan, &totals, &mut json)?;
+    let cache_bytes = json.finish()?;
+
+    let mut json = Json::new(vars_out);
+    let variables = write_vars(&plan, &totals, &mut json)?;
+    let vars_bytes = json.finish()?;
+
+    Ok(GenSummary {
+        files: spec.files,
+        symbols: plan.symbols,
+        edges,
+        variables,
+        cache_bytes,
+        vars_bytes,
+    })
+}
