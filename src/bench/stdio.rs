@@ -20,7 +20,7 @@ use tokio::io::AsyncReadExt;
 use super::report::{peak_rss_kb, Outcome};
 use super::workload::Call;
 use super::Target;
-use crate::mcp::state::INDEX_BUILDING;
+use crate::mcp::errors::INDEX_BUILDING;
 
 /// Bytes of the server's stderr kept for error messages.
 const STDERR_TAIL: usize = 4096;

@@ -58,25 +58,15 @@ pub const FILE_LIMIT: u64 = 64 * 1024 * 1024;
 /// A failed journal action.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JournalError {
-    /// The caller's parameters are missing, malformed or ask for an impossible move
-    /// (JSON-RPC -32602).
+    /// The caller's parameters are missing, malformed or ask for an impossible move.
     #[error("{0}")]
     InvalidParams(String),
-    /// The journal could not do its work: database, file system or attempts-file trouble
-    /// (JSON-RPC -32603).
+    /// The journal could not do its work: database, file system or attempts-file trouble.
     #[error("{0}")]
     Internal(String),
 }
 
 impl JournalError {
-    /// The JSON-RPC error code for this error.
-    pub fn code(&self) -> i32 {
-        match self {
-            JournalError::InvalidParams(_) => -32602,
-            JournalError::Internal(_) => -32603,
-        }
-    }
-
     /// The error message.
     pub fn message(&self) -> &str {
         match self {

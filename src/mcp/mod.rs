@@ -5,6 +5,7 @@
 //! as pretty-printed text (the reference server's shape); failures are JSON-RPC errors, never
 //! `isError` results. stdout carries only protocol messages; logs go to stderr.
 
+pub mod errors;
 mod journal_index;
 mod resources;
 mod server;

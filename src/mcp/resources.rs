@@ -4,7 +4,7 @@ use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
 use rmcp::ErrorData;
 use rusqlite::Connection;
 
-use crate::query::resources::{self as q, ResourceError};
+use crate::query::resources as q;
 
 /// The static resources (`acp://cache`, `acp://vars`, `acp://constraints`).
 pub(crate) fn list(conn: &Connection) -> Vec<Resource> {
@@ -39,13 +39,6 @@ pub(crate) fn read(conn: &Connection, uri: &str) -> Result<ResourceContents, Err
             text: content.text,
             meta: None,
         }),
-        Err(ResourceError::NotFound { uri }) => Err(ErrorData::resource_not_found(
-            format!("Resource not found: {uri}"),
-            Some(serde_json::json!({
-                "uri": uri,
-                "templates": q::resource_templates().into_iter().map(|t| t.uri_template).collect::<Vec<_>>(),
-            })),
-        )),
-        Err(ResourceError::Query(err)) => Err(super::server::query_error(err)),
+        Err(err) => Err(super::errors::resource(err)),
     }
 }

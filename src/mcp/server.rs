@@ -7,8 +7,8 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-    Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
     ServerConfig,
 };
@@ -16,7 +16,8 @@ use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, ErrorData, RoleServer, ServerHandler};
 use rusqlite::Connection;
 
-use super::state::{IndexState, Unavailable};
+use super::errors;
+use super::state::IndexState;
 use crate::journal::{DebugRequest, HackRequest, Journal, JournalError};
 use crate::query::acp_query::{acp_query, QueryParams};
 use crate::query::check_constraints::CheckConstraintsParams;
@@ -27,7 +28,7 @@ use crate::query::expand::{acp_expand, acp_expand_variable, ExpandParams, Expand
 use crate::query::file_context::{file_context, GetFileContextParams};
 use crate::query::primer::{generate_primer, GeneratePrimerParams};
 use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
-use crate::query::{architecture, hotpaths, QueryError, QueryResult};
+use crate::query::{architecture, hotpaths, QueryResult};
 use crate::tools::{self, pretty};
 
 const INSTRUCTIONS: &str = "acpdb serves an ACP code index (files, symbols, call graph, domains, \
@@ -36,9 +37,6 @@ acp_query (search, symbol, file, callers/callees with depth) to find code, acp_c
 before changing a file, and acp_generate_primer or acp_context for a ready-made briefing. \
 Record debugging with acp_debug and temporary code with acp_hack. Long lists come in pages: \
 pass the returned next_cursor back as cursor.";
-
-/// JSON-RPC code for "the query ran past the server's time limit".
-pub(crate) const QUERY_TIME_LIMIT: i32 = -32004;
 
 /// The acpdb MCP server.
 #[derive(Clone)]
@@ -70,7 +68,7 @@ impl AcpServer {
     where
         F: FnOnce(&Connection) -> QueryResult<String>,
     {
-        let pool = self.state.pool().map_err(unavailable)?;
+        let pool = self.state.pool().map_err(errors::unavailable)?;
         let text = tokio::task::block_in_place(|| limited(&pool, self.time_limit, query))?;
         self.respond(text)
     }
@@ -95,7 +93,7 @@ impl AcpServer {
         let project = self.state.project();
         let index = Arc::new(super::journal_index::IndexView::new(self.state.clone()));
         let journal = Journal::open(&project.journal_db, &project.root, &project.attempts)
-            .map_err(journal_error)?
+            .map_err(errors::journal)?
             .with_index(index);
         let journal = Arc::new(journal);
         *slot = Some(journal.clone());
@@ -109,8 +107,8 @@ impl AcpServer {
         let journal = self.journal()?;
         let response = tokio::task::spawn_blocking(move || call(&journal))
             .await
-            .map_err(|e| ErrorData::internal_error(format!("journal task failed: {e}"), None))?
-            .map_err(journal_error)?;
+            .map_err(|e| errors::internal(format!("journal task failed: {e}")))?
+            .map_err(errors::journal)?;
         Ok(CallToolResult::success(vec![ContentBlock::text(
             response.text().to_string(),
         )]))
@@ -141,7 +139,7 @@ impl AcpServer {
         if let Some(arguments) = request.arguments.take() {
             let mut arguments = serde_json::Value::Object(arguments);
             crate::args::coerce(&tool.input_schema, &mut arguments)
-                .map_err(|message| ErrorData::invalid_params(message, None))?;
+                .map_err(errors::invalid_params)?;
             if let serde_json::Value::Object(arguments) = arguments {
                 request.arguments = Some(arguments);
             }
@@ -164,7 +162,7 @@ impl AcpServer {
                     .map(str::trim)
                     .unwrap_or(&message)
                     .to_string();
-                Err(ErrorData::invalid_params(message, None))
+                Err(errors::invalid_params(message))
             }
             other => Ok(other),
         }
@@ -179,38 +177,14 @@ fn limited<T>(
 ) -> Result<T, ErrorData> {
     let conn = pool
         .get()
-        .map_err(|e| ErrorData::internal_error(format!("database connection: {e}"), None))?;
+        .map_err(|e| errors::internal(format!("database connection: {e}")))?;
     let limit = crate::db::TimeLimit::install(&conn, time_limit)
-        .map_err(|e| ErrorData::internal_error(format!("{e:#}"), None))?;
+        .map_err(|e| errors::internal(format!("{e:#}")))?;
     match query(&conn) {
         Ok(answer) => Ok(answer),
-        Err(_) if limit.expired() => Err(ErrorData::new(
-            ErrorCode(QUERY_TIME_LIMIT),
-            format!(
-                "Query interrupted after {} s, the server's time limit: ask for less (a smaller \
-                 depth or limit, a longer pattern), or raise the limit with acpdb serve \
-                 --query-timeout SECONDS",
-                time_limit.as_secs_f64()
-            ),
-            Some(serde_json::json!({"time_limit_seconds": time_limit.as_secs_f64()})),
-        )),
-        Err(err) => Err(query_error(err)),
+        Err(_) if limit.expired() => Err(errors::time_limit(time_limit.as_secs_f64())),
+        Err(err) => Err(errors::query(err)),
     }
-}
-
-fn unavailable(err: Unavailable) -> ErrorData {
-    ErrorData::new(ErrorCode(err.code), err.message, err.data)
-}
-
-pub(super) fn query_error(err: QueryError) -> ErrorData {
-    match err {
-        QueryError::InvalidParams { message, data } => ErrorData::invalid_params(message, data),
-        QueryError::Internal(message) => ErrorData::internal_error(message, None),
-    }
-}
-
-fn journal_error(err: JournalError) -> ErrorData {
-    ErrorData::new(ErrorCode(err.code()), err.message().to_string(), None)
 }
 
 #[tool_router]
@@ -526,7 +500,7 @@ impl ServerHandler for AcpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let pool = self.state.pool().map_err(unavailable)?;
+        let pool = self.state.pool().map_err(errors::unavailable)?;
         let resources = tokio::task::block_in_place(|| {
             limited(&pool, self.time_limit, |conn| {
                 Ok(super::resources::list(conn))
@@ -550,7 +524,7 @@ impl ServerHandler for AcpServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let pool = self.state.pool().map_err(unavailable)?;
+        let pool = self.state.pool().map_err(errors::unavailable)?;
         let contents = tokio::task::block_in_place(|| {
             limited(&pool, self.time_limit, |conn| {
                 Ok(super::resources::read(conn, &request.uri))

@@ -21,17 +21,24 @@ const POOL_SIZE: u32 = 8;
 /// Why the index cannot answer right now.
 #[derive(Debug, Clone)]
 pub struct Unavailable {
-    /// JSON-RPC error code (-32000 no cache, -32001 the cache could not be imported and no
-    /// earlier import can answer, -32003 building).
-    pub code: i32,
+    /// What keeps it from answering.
+    pub reason: UnavailableReason,
     /// What happened and what to do.
     pub message: String,
     /// Progress details, when building.
     pub data: Option<serde_json::Value>,
 }
 
-/// JSON-RPC code for "the index is being built; retry shortly".
-pub const INDEX_BUILDING: i32 = -32003;
+/// What keeps the index from answering (`mcp::errors` gives each its JSON-RPC code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnavailableReason {
+    /// There is no cache to import.
+    NoCache,
+    /// The cache could not be imported, and no earlier import can answer.
+    ImportFailed,
+    /// The first import is running.
+    Building,
+}
 
 #[derive(Debug)]
 enum Phase {
@@ -164,7 +171,7 @@ impl IndexState {
                 let read = progress.bytes.load(Ordering::Relaxed);
                 let percent = import::percent_read(read, *total);
                 Unavailable {
-                    code: INDEX_BUILDING,
+                    reason: UnavailableReason::Building,
                     message: format!(
                         "Index not ready: importing the ACP cache ({}). Retry in a few seconds.",
                         import::progress_text(read, *total, started.elapsed())
@@ -173,12 +180,12 @@ impl IndexState {
                 }
             }
             Phase::FirstBuildFailed(err) => Unavailable {
-                code: -32001,
+                reason: UnavailableReason::ImportFailed,
                 message: format!("Cache could not be imported: {err}. Fix the cache (or run 'acp index' again) and retry."),
                 data: None,
             },
             Phase::NoCache | Phase::Serving => Unavailable {
-                code: -32000,
+                reason: UnavailableReason::NoCache,
                 message: format!(
                     "Cache not found: {}. Run 'acp index' first.",
                     project.root.join(".acp/acp.cache.json").display()

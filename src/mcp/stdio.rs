@@ -32,17 +32,12 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::RoleServer;
 use serde_json::{json, Value};
+
+use super::errors::{INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// Longest line accepted, in bytes; longer ones are answered with a parse error and skipped.
 pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
-
-/// JSON-RPC: the line is not JSON.
-const PARSE_ERROR: i64 = -32700;
-/// JSON-RPC: the JSON is not a valid request.
-const INVALID_REQUEST: i64 = -32600;
-/// JSON-RPC: the request's parameters are invalid.
-const INVALID_PARAMS: i64 = -32602;
 
 type Reader = BufReader<Box<dyn AsyncRead + Send + Unpin>>;
 type Writer = Arc<tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
@@ -230,7 +225,7 @@ impl StdioTransport {
 #[derive(Debug, PartialEq)]
 struct Rejection {
     id: Value,
-    code: i64,
+    code: i32,
     message: String,
 }
 
@@ -244,7 +239,7 @@ impl Rejection {
         })
     }
 
-    fn new(id: Value, code: i64, message: impl Into<String>) -> Rejection {
+    fn new(id: Value, code: i32, message: impl Into<String>) -> Rejection {
         Rejection {
             id,
             code,
@@ -308,7 +303,7 @@ fn check(line: &[u8]) -> Result<Option<RxJsonRpcMessage<RoleServer>>, Option<Rej
     };
     let is_request = object.contains_key("method") && id.is_some();
     // Answers go to requests only; an invalid notification or response is dropped.
-    let reject = |code: i64, message: String| {
+    let reject = |code: i32, message: String| {
         if is_request {
             Err(Some(Rejection::new(
                 id.clone().unwrap_or(Value::Null),
@@ -515,7 +510,7 @@ mod tests {
 
     #[test]
     fn every_bad_request_is_answered_with_its_id_when_readable() {
-        let cases: &[(&str, Value, i64)] = &[
+        let cases: &[(&str, Value, i32)] = &[
             ("not json {", Value::Null, PARSE_ERROR),
             (
                 r#"{"jsonrpc":"2.0","id":7,"method":"ping","params":{"s":"\ud800"}}"#,
@@ -642,7 +637,7 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+            #![proptest_config(ProptestConfig { cases: 1024, failure_persistence: None, ..ProptestConfig::default() })]
 
             /// Every line is passed on, skipped, or answered; a request whose id reads as a
             /// string or an integer is answered with that id.

@@ -379,7 +379,7 @@ mod tests {
         use proptest::prelude::*;
 
         proptest! {
-            #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+            #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
 
             /// No string decodes unless this database issued it, and none panics the decoder.
             #[test]

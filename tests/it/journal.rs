@@ -223,10 +223,7 @@ fn read_json(path: &Path) -> Value {
 
 fn invalid(result: Result<Value, JournalError>) -> String {
     match result {
-        Err(err @ JournalError::InvalidParams(_)) => {
-            assert_eq!(err.code(), -32602);
-            err.message().to_owned()
-        }
+        Err(err @ JournalError::InvalidParams(_)) => err.message().to_owned(),
         other => panic!("expected invalid params, got {other:?}"),
     }
 }
@@ -1284,7 +1281,7 @@ fn a_failed_export_is_reported_after_the_commit() {
         .to_value();
     assert_eq!(listed["total"], 1);
     let err = journal.export().unwrap_err();
-    assert_eq!(err.code(), -32603);
+    assert!(matches!(err, JournalError::Internal(_)), "{err:?}");
 }
 
 #[test]
@@ -1361,7 +1358,7 @@ fn invalid_samples_are_refused_with_a_clear_message() {
         fs::create_dir_all(dir.path().join(".acp")).unwrap();
         fs::write(attempts_path(dir.path()), sample).unwrap();
         let err = open(dir.path()).unwrap_err();
-        assert_eq!(err.code(), -32603);
+        assert!(matches!(err, JournalError::Internal(_)), "{err:?}");
         let message = err.message();
         assert!(message.starts_with("Cannot import "), "{message}");
         assert!(message.contains("left unchanged"), "{message}");
