@@ -9,13 +9,11 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use rusqlite::types::ValueRef;
-use rusqlite::{Connection, Row};
-use serde_json::{Map, Value};
+use rusqlite::Connection;
 
-use crate::cache::fields::{self, Cell, Field};
 use crate::db;
 use crate::project::Project;
+use crate::query::entries::{self, Section};
 
 /// Options of `acpdb export-cache`.
 #[derive(Debug, Clone, clap::Args)]
@@ -71,9 +69,9 @@ pub fn export_cache(conn: &Connection, out: &mut dyn Write) -> Result<()> {
             Some(json) => out.write_all(json.as_bytes())?,
             None => match key.as_str() {
                 "source_files" => write_source_files(conn, out)?,
-                "files" => write_entries(conn, out, FILES_SQL, fields::FILE_FIELDS)?,
-                "symbols" => write_entries(conn, out, SYMBOLS_SQL, fields::SYMBOL_FIELDS)?,
-                "domains" => write_entries(conn, out, DOMAINS_SQL, fields::DOMAIN_FIELDS)?,
+                "files" => write_entries(conn, out, entries::FILES, "key", "ORDER BY id")?,
+                "symbols" => write_entries(conn, out, entries::SYMBOLS, "key", "ORDER BY id")?,
+                "domains" => write_entries(conn, out, entries::DOMAINS, "key", "ORDER BY id")?,
                 "graph" => write_graph(conn, out)?,
                 "constraints" => write_constraints(conn, out)?,
                 other => anyhow::bail!("the database has no content for section `{other}`"),
@@ -98,19 +96,12 @@ pub fn export_vars(conn: &Connection, out: &mut dyn Write) -> Result<()> {
         write_key(out, key)?;
         match value {
             Some(json) => out.write_all(json.as_bytes())?,
-            None => write_entries(conn, out, VARS_SQL, fields::VAR_FIELDS)?,
+            None => write_entries(conn, out, entries::VARS, "name", "")?,
         }
     }
     out.write_all(b"}")?;
     Ok(())
 }
-
-const FILES_SQL: &str = "SELECT key, path_field, lines, language, module, summary, purpose, owner, layer, stability, exports_json, imports_json, imported_by_json, domains_json, inline_json, extra FROM files ORDER BY id";
-const SYMBOLS_SQL: &str = "SELECT key, name, qualified_name, type, file, line_start, line_end, exported, signature, summary, purpose, async, visibility, calls_json, called_by_json, constraints_json, extra FROM symbols ORDER BY id";
-const DOMAINS_SQL: &str =
-    "SELECT key, name, description, files_json, symbols_json, extra FROM domains ORDER BY id";
-const VARS_SQL: &str =
-    "SELECT name, type, value, description, refs_json, source, lines_json, extra FROM vars";
 
 fn write_key(out: &mut dyn Write, key: &str) -> Result<()> {
     serde_json::to_writer(&mut *out, key)?;
@@ -118,39 +109,21 @@ fn write_key(out: &mut dyn Write, key: &str) -> Result<()> {
     Ok(())
 }
 
-fn cell(row: &Row, i: usize) -> rusqlite::Result<Cell> {
-    Ok(match row.get_ref(i)? {
-        ValueRef::Null => Cell::Null,
-        ValueRef::Integer(n) => Cell::Int(n),
-        ValueRef::Real(f) => Cell::Text(f.to_string()),
-        ValueRef::Text(t) | ValueRef::Blob(t) => {
-            Cell::Text(String::from_utf8_lossy(t).into_owned())
-        }
-    })
-}
-
-/// Writes `{key: entry, ...}` for rows shaped `key, <columns of fields>, extra`.
+/// Writes `{key: entry, ...}` for the rows of `section`, keyed by column `key` (in `order`).
 fn write_entries(
     conn: &Connection,
     out: &mut dyn Write,
-    sql: &str,
-    fields: &[Field],
+    section: Section,
+    key: &str,
+    order: &str,
 ) -> Result<()> {
-    let columns = fields::column_count(fields);
-    let mut stmt = conn.prepare(sql)?;
+    let mut stmt = conn.prepare(&section.select(&format!("{key}, "), order))?;
     let mut rows = stmt.query([])?;
     out.write_all(b"{")?;
     let mut first = true;
-    let mut cells = Vec::with_capacity(columns);
     while let Some(row) = rows.next()? {
         let key: String = row.get(0)?;
-        cells.clear();
-        for i in 0..columns {
-            cells.push(cell(row, i + 1)?);
-        }
-        let extra: String = row.get(columns + 1)?;
-        let extra: Map<String, Value> = serde_json::from_str(&extra)?;
-        let entry = fields::rebuild(fields, &cells, extra)?;
+        let entry = section.from_row(row, 1)?;
         if !first {
             out.write_all(b",")?;
         }

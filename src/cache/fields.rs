@@ -22,71 +22,77 @@ pub enum Kind {
     Lines,
 }
 
-/// A modelled field: its JSON name and storage type.
+/// A modelled field: its JSON name, storage type and column(s).
 #[derive(Debug, Clone, Copy)]
 pub struct Field {
     /// The JSON member name.
     pub name: &'static str,
     /// How it is stored.
     pub kind: Kind,
+    /// The column list it occupies (two columns for [`Kind::Lines`]).
+    pub columns: &'static str,
 }
 
-const fn f(name: &'static str, kind: Kind) -> Field {
-    Field { name, kind }
+const fn f(name: &'static str, kind: Kind, columns: &'static str) -> Field {
+    Field {
+        name,
+        kind,
+        columns,
+    }
 }
 
 /// File entry fields, in column order (`path` is stored in `path_field`).
 pub const FILE_FIELDS: &[Field] = &[
-    f("path", Kind::Text),
-    f("lines", Kind::Int),
-    f("language", Kind::Text),
-    f("module", Kind::Text),
-    f("summary", Kind::Text),
-    f("purpose", Kind::Text),
-    f("owner", Kind::Text),
-    f("layer", Kind::Text),
-    f("stability", Kind::Text),
-    f("exports", Kind::Json),
-    f("imports", Kind::Json),
-    f("imported_by", Kind::Json),
-    f("domains", Kind::Json),
-    f("inline", Kind::Json),
+    f("path", Kind::Text, "path_field"),
+    f("lines", Kind::Int, "lines"),
+    f("language", Kind::Text, "language"),
+    f("module", Kind::Text, "module"),
+    f("summary", Kind::Text, "summary"),
+    f("purpose", Kind::Text, "purpose"),
+    f("owner", Kind::Text, "owner"),
+    f("layer", Kind::Text, "layer"),
+    f("stability", Kind::Text, "stability"),
+    f("exports", Kind::Json, "exports_json"),
+    f("imports", Kind::Json, "imports_json"),
+    f("imported_by", Kind::Json, "imported_by_json"),
+    f("domains", Kind::Json, "domains_json"),
+    f("inline", Kind::Json, "inline_json"),
 ];
 
 /// Symbol entry fields, in column order (`lines` takes two columns).
 pub const SYMBOL_FIELDS: &[Field] = &[
-    f("name", Kind::Text),
-    f("qualified_name", Kind::Text),
-    f("type", Kind::Text),
-    f("file", Kind::Text),
-    f("lines", Kind::Lines),
-    f("exported", Kind::Bool),
-    f("signature", Kind::Text),
-    f("summary", Kind::Text),
-    f("purpose", Kind::Text),
-    f("async", Kind::Bool),
-    f("visibility", Kind::Text),
-    f("calls", Kind::Json),
-    f("called_by", Kind::Json),
-    f("constraints", Kind::Json),
+    f("name", Kind::Text, "name"),
+    f("qualified_name", Kind::Text, "qualified_name"),
+    f("type", Kind::Text, "type"),
+    f("file", Kind::Text, "file"),
+    f("lines", Kind::Lines, "line_start, line_end"),
+    f("exported", Kind::Bool, "exported"),
+    f("signature", Kind::Text, "signature"),
+    f("summary", Kind::Text, "summary"),
+    f("purpose", Kind::Text, "purpose"),
+    f("async", Kind::Bool, "async"),
+    f("visibility", Kind::Text, "visibility"),
+    f("calls", Kind::Json, "calls_json"),
+    f("called_by", Kind::Json, "called_by_json"),
+    f("constraints", Kind::Json, "constraints_json"),
 ];
 
 /// Domain entry fields, in column order.
 pub const DOMAIN_FIELDS: &[Field] = &[
-    f("name", Kind::Text),
-    f("description", Kind::Text),
-    f("files", Kind::Json),
-    f("symbols", Kind::Json),
+    f("name", Kind::Text, "name"),
+    f("description", Kind::Text, "description"),
+    f("files", Kind::Json, "files_json"),
+    f("symbols", Kind::Json, "symbols_json"),
 ];
 
 /// Variable entry fields, in column order.
 pub const VAR_FIELDS: &[Field] = &[
-    f("type", Kind::Text),
-    f("value", Kind::Text),
-    f("description", Kind::Text),
-    f("refs", Kind::Json),
-    f("source", Kind::Text),
-    f("lines", Kind::Json),
+    f("type", Kind::Text, "type"),
+    f("value", Kind::Text, "value"),
+    f("description", Kind::Text, "description"),
+    f("refs", Kind::Json, "refs_json"),
+    f("source", Kind::Text, "source"),
+    f("lines", Kind::Json, "lines_json"),
 ];
 
 /// One stored value; `Null` means the field was absent (or kept in `extra`).
@@ -108,6 +114,14 @@ impl Cell {
             _ => None,
         }
     }
+}
+
+/// The column list of `fields` followed by `extra`, for a `SELECT` (the one place these lists
+/// are spelled; the importer's `INSERT` and every reader derive theirs from it).
+pub fn select_list(fields: &[Field]) -> String {
+    let mut list: Vec<&str> = fields.iter().map(|f| f.columns).collect();
+    list.push("extra");
+    list.join(", ")
 }
 
 /// Number of columns a field list occupies.

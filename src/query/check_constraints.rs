@@ -11,8 +11,9 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::file_context::{without_description, Ordered, OrderedObject};
 use super::names::project_root;
+use super::ordered::{Entry, Ordered};
+use super::without_description;
 use super::QueryResult;
 use crate::cache::paths::canonical_path;
 
@@ -32,7 +33,7 @@ pub struct CheckConstraintsParams {
 #[derive(Debug, Clone, PartialEq)]
 pub enum CheckConstraints {
     /// The file's constraint entry.
-    Found(OrderedObject),
+    Found(Entry),
     /// The cache has a constraint index but no entry for this file.
     NoEntry,
     /// The cache has no constraint index at all.
@@ -177,15 +178,15 @@ const REFERENCE: &[Member] = &[
 /// know (such as the flat shape's `lock_level` and `lock_reason`) are dropped, as acp-mcp does.
 /// Flat entries acp-cli cannot read at all (string `style`/`behavior`, list `quality`) are
 /// returned as stored.
-fn cli_constraints(entry: Value) -> OrderedObject {
+fn cli_constraints(entry: Value) -> Entry {
     let Value::Object(mut entry) = entry else {
-        return OrderedObject::default();
+        return Entry::default();
     };
     let unreadable = entry.get("style").is_some_and(Value::is_string)
         || entry.get("behavior").is_some_and(Value::is_string)
         || entry.get("quality").is_some_and(Value::is_array);
     if unreadable {
-        return OrderedObject(entry.into_iter().map(|(k, v)| (k, v.into())).collect());
+        return Entry(entry.into_iter().map(|(k, v)| (k, v.into())).collect());
     }
     let mut out: Vec<(String, Ordered)> = Vec::new();
     for (key, members) in [
@@ -217,11 +218,11 @@ fn cli_constraints(entry: Value) -> OrderedObject {
     if entry.get("auto_generated") == Some(&Value::Bool(true)) {
         out.push(("auto_generated".into(), Value::Bool(true).into()));
     }
-    OrderedObject(out)
+    Entry(out)
 }
 
 fn nested_object(mut nested: Map<String, Value>, members: &[Member]) -> Ordered {
-    let mut out = OrderedObject::default();
+    let mut out = Entry::default();
     for member in members {
         let (name, value) = match *member {
             Member::Optional(name) => (name, nested.remove(name).filter(|v| !v.is_null())),
@@ -283,13 +284,13 @@ mod tests {
         let keys: Vec<&str> = shaped.0.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["mutation", "quality", "directive"]);
         assert_eq!(
-            shaped.get("mutation").map(Ordered::to_value),
+            shaped.member("mutation").map(Ordered::to_value),
             Some(
                 json!({"level": "tests-required", "requires_approval": false, "requires_tests": true, "requires_docs": false})
             )
         );
         assert_eq!(
-            shaped.get("quality").map(Ordered::to_value),
+            shaped.member("quality").map(Ordered::to_value),
             Some(
                 json!({"tests_required": false, "min_coverage": 80.0, "security_review": false, "browser_support": []})
             )

@@ -8,11 +8,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::file_context::{
-    cli_domain_entry, domain_entry, without_description, Ordered, OrderedObject,
-};
+use super::cli_shape::cli_domain_entry;
+use super::entries::DOMAINS;
 use super::names::{not_found, suggest_domains};
+use super::ordered::{Entry, Ordered};
 use super::symbol_context::{continues, next_cursor, page_of, requested_page};
+use super::without_description;
 use super::QueryResult;
 
 /// The list kind recorded in this tool's cursors.
@@ -35,10 +36,7 @@ pub struct GetDomainFilesParams {
 }
 
 /// Returns the domain entry named `name` (exact, case-sensitive).
-pub fn domain_files(
-    conn: &Connection,
-    params: &GetDomainFilesParams,
-) -> QueryResult<OrderedObject> {
+pub fn domain_files(conn: &Connection, params: &GetDomainFilesParams) -> QueryResult<Entry> {
     let page = requested_page(
         conn,
         CURSOR_KIND,
@@ -46,7 +44,7 @@ pub fn domain_files(
         params.limit,
         params.cursor.as_deref(),
     )?;
-    let Some(mut entry) = domain_entry(conn, &params.name)? else {
+    let Some(mut entry) = DOMAINS.load(conn, "key", &params.name)? else {
         return Err(not_found(
             "Domain",
             &params.name,

@@ -6,178 +6,49 @@
 //! list inside an answer that can grow with the project (a file's symbols, a domain's files, a
 //! symbol's callers and callees) is bounded by the request's `limit`.
 
-use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, OptionalExtension, Row};
-use serde::ser::SerializeMap;
-use serde::{Serialize, Serializer};
-use serde_json::{Map, Value};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::cursor::{page_info, Page};
+use super::entries::{self, Section};
 use super::graph::{walk, Direction, Endpoint, Relation};
 use super::names::{not_found, resolve_file, resolve_symbol, suggest_domains};
+pub use super::ordered::Entry;
 use super::{QueryError, QueryResult};
-use crate::cache::fields::{self, Cell, Field};
 
-/// A JSON object that keeps its keys in insertion order (nested entries keep theirs too).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Entry(Vec<(String, Slot)>);
-
-/// A member value of an [`Entry`].
-#[derive(Debug, Clone, PartialEq)]
-enum Slot {
-    Json(Value),
-    Entry(Entry),
-}
-
-impl Entry {
-    /// The JSON value of `key` (`None` for nested entries).
-    pub fn get(&self, key: &str) -> Option<&Value> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == key)
-            .and_then(|(_, v)| match v {
-                Slot::Json(value) => Some(value),
-                Slot::Entry(_) => None,
-            })
-    }
-
-    /// The text value of `key`.
-    pub fn text(&self, key: &str) -> Option<&str> {
-        self.get(key).and_then(Value::as_str)
-    }
-
-    /// Sets `key`, replacing its value in place or appending it.
-    pub fn insert(&mut self, key: &str, value: Value) {
-        self.put(key, Slot::Json(value));
-    }
-
-    /// Sets `key` to a nested entry, replacing its value in place or appending it.
-    pub fn insert_entry(&mut self, key: &str, value: Entry) {
-        self.put(key, Slot::Entry(value));
-    }
-
-    fn put(&mut self, key: &str, slot: Slot) {
-        match self.0.iter_mut().find(|(k, _)| k == key) {
-            Some(existing) => existing.1 = slot,
-            None => self.0.push((key.to_string(), slot)),
-        }
-    }
-
-    /// Moves `key` (when present) to the end.
-    pub fn move_to_end(&mut self, key: &str) {
-        if let Some(i) = self.0.iter().position(|(k, _)| k == key) {
-            let item = self.0.remove(i);
-            self.0.push(item);
-        }
-    }
-
-    /// Builds an entry from a rebuilt map: `fields` first, in their order, then the rest.
-    fn ordered(mut map: Map<String, Value>, fields: &[Field]) -> Entry {
-        let mut out = Entry::default();
-        for field in fields {
-            if let Some(value) = map.remove(field.name) {
-                out.insert(field.name, value);
-            }
-        }
-        for (key, value) in map {
-            out.insert(&key, value);
-        }
-        out
-    }
-}
-
-impl Serialize for Entry {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (key, slot) in &self.0 {
-            match slot {
-                Slot::Json(value) => map.serialize_entry(key, value)?,
-                Slot::Entry(entry) => map.serialize_entry(key, entry)?,
-            }
-        }
-        map.end()
-    }
-}
-
-fn cell(row: &Row, i: usize) -> rusqlite::Result<Cell> {
-    Ok(match row.get_ref(i)? {
-        ValueRef::Null => Cell::Null,
-        ValueRef::Integer(n) => Cell::Int(n),
-        ValueRef::Real(f) => Cell::Text(f.to_string()),
-        ValueRef::Text(t) | ValueRef::Blob(t) => {
-            Cell::Text(String::from_utf8_lossy(t).into_owned())
-        }
-    })
-}
-
-/// Rebuilds an entry from a row holding `fields`' columns starting at `first`, then `extra`.
-fn entry_from_row(row: &Row, first: usize, fields: &[Field]) -> QueryResult<Entry> {
-    let columns = fields::column_count(fields);
-    let cells = (0..columns)
-        .map(|i| cell(row, first + i))
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let extra: String = row.get(first + columns)?;
-    let extra: Map<String, Value> = serde_json::from_str(&extra)?;
-    Ok(Entry::ordered(
-        fields::rebuild(fields, &cells, extra)?,
-        fields,
-    ))
-}
-
+/// The stored `section` entry whose column `by` equals `key`, in field order.
 fn load_entry(
     conn: &Connection,
-    sql: &str,
+    section: Section,
+    by: &str,
     key: &dyn rusqlite::ToSql,
-    fields: &[Field],
 ) -> QueryResult<Option<Entry>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let mut rows = stmt.query([key])?;
-    match rows.next()? {
-        Some(row) => Ok(Some(entry_from_row(row, 0, fields)?)),
-        None => Ok(None),
-    }
+    Ok(section
+        .load(conn, by, key)?
+        .map(|map| Entry::in_field_order(map, section.fields)))
 }
 
 /// The stored symbol entry of row `id`.
 pub fn symbol_entry(conn: &Connection, id: i64) -> QueryResult<Entry> {
-    load_entry(
-        conn,
-        "SELECT name, qualified_name, type, file, line_start, line_end, exported, signature, summary, purpose, async, visibility, calls_json, called_by_json, constraints_json, extra FROM symbols WHERE id = ?1",
-        &id,
-        fields::SYMBOL_FIELDS,
-    )?
-    .ok_or_else(|| QueryError::Internal(format!("symbol row {id} vanished")))
+    load_entry(conn, entries::SYMBOLS, "id", &id)?
+        .ok_or_else(|| QueryError::Internal(format!("symbol row {id} vanished")))
 }
 
 /// The stored file entry of row `id`.
 pub fn file_entry(conn: &Connection, id: i64) -> QueryResult<Entry> {
-    load_entry(
-        conn,
-        "SELECT path_field, lines, language, module, summary, purpose, owner, layer, stability, exports_json, imports_json, imported_by_json, domains_json, inline_json, extra FROM files WHERE id = ?1",
-        &id,
-        fields::FILE_FIELDS,
-    )?
-    .ok_or_else(|| QueryError::Internal(format!("file row {id} vanished")))
+    load_entry(conn, entries::FILES, "id", &id)?
+        .ok_or_else(|| QueryError::Internal(format!("file row {id} vanished")))
 }
 
 /// The stored domain entry whose map key is `name` (exact, case-sensitive).
 pub fn domain_entry(conn: &Connection, name: &str) -> QueryResult<Option<Entry>> {
-    load_entry(
-        conn,
-        "SELECT name, description, files_json, symbols_json, extra FROM domains WHERE key = ?1",
-        &name,
-        fields::DOMAIN_FIELDS,
-    )
+    load_entry(conn, entries::DOMAINS, "key", &name)
 }
 
 /// The stored variable entry named `name` (exact, case-sensitive).
 pub fn var_entry(conn: &Connection, name: &str) -> QueryResult<Option<Entry>> {
-    load_entry(
-        conn,
-        "SELECT type, value, description, refs_json, source, lines_json, extra FROM vars WHERE name = ?1",
-        &name,
-        fields::VAR_FIELDS,
-    )
+    load_entry(conn, entries::VARS, "name", &name)
 }
 
 /// Answer of `acp_query` type `symbol`.

@@ -9,16 +9,19 @@
 pub mod acp_query;
 pub mod architecture;
 pub mod check_constraints;
+pub mod cli_shape;
 pub mod constraints;
 pub mod context;
 pub mod cursor;
 pub mod domain_files;
+pub mod entries;
 pub mod expand;
 pub mod file_context;
 pub mod graph;
 pub mod hotpaths;
 pub mod lookup;
 pub mod names;
+pub mod ordered;
 pub mod primer;
 pub mod resources;
 pub mod search;
@@ -85,3 +88,9 @@ impl From<serde_json::Error> for QueryError {
 
 /// Result type of every query function.
 pub type QueryResult<T> = Result<T, QueryError>;
+
+/// Drops a parameter struct's own description from its input schema, so the schema equals the
+/// reference server's (whose parameter structs carry no doc comment).
+pub(crate) fn without_description(schema: &mut schemars::Schema) {
+    schema.remove("description");
+}

@@ -331,7 +331,7 @@ fn cache_summary(conn: &Connection) -> QueryResult<Entry> {
     ] {
         counts.insert(name, Value::from(count(conn, sql)?));
     }
-    doc.insert_entry("counts", counts);
+    doc.insert("counts", counts);
     let languages: Vec<String> = conn
         .prepare_cached("SELECT language FROM file_languages ORDER BY language")?
         .query_map([], |r| r.get(0))?
@@ -381,23 +381,23 @@ fn vars_document(conn: &Connection, base: &str, page: Page) -> QueryResult<Entry
     let mut variables = Entry::default();
     for name in names.iter().take(page.limit as usize) {
         if let Some(entry) = var_entry(conn, name)? {
-            variables.insert_entry(name, entry);
+            variables.insert(name, entry);
         }
     }
     let mut variables = Some(variables);
     for (key, value) in members {
         match value {
-            Some(value) => doc.insert(&key, serde_json::from_str(&value)?),
+            Some(value) => doc.insert(&key, serde_json::from_str::<Value>(&value)?),
             None if key == "variables" => {
                 if let Some(variables) = variables.take() {
-                    doc.insert_entry("variables", variables);
+                    doc.insert("variables", variables);
                 }
             }
             None => {}
         }
     }
     if let Some(variables) = variables {
-        doc.insert_entry("variables", variables);
+        doc.insert("variables", variables);
     }
     let total = if more || page.offset > 0 {
         count(conn, "SELECT count(*) FROM vars")?
@@ -435,7 +435,7 @@ fn constraints_document(conn: &Connection, base: &str, page: Page) -> QueryResul
             item.insert("style", Value::from(constraint.style));
             item.insert("behavior", Value::from(constraint.behavior));
             item.insert("quality", Value::from(constraint.quality));
-            by_file.insert_entry(path, item);
+            by_file.insert(path, item);
         }
     }
     levels.sort_by(|(a, _), (b, _)| lock_level_rank(a).cmp(&lock_level_rank(b)).then(a.cmp(b)));
@@ -456,8 +456,8 @@ fn constraints_document(conn: &Connection, base: &str, page: Page) -> QueryResul
 
     let more = files.len() > page.limit as usize || raw.len() > page.limit as usize;
     let mut doc = Entry::default();
-    doc.insert_entry("by_lock_level", by_level);
-    doc.insert_entry("by_file", by_file);
+    doc.insert("by_lock_level", by_level);
+    doc.insert("by_file", by_file);
     doc.insert("hacks", Value::from(hacks));
     let paged = more || page.offset > 0;
     let mut total = 0;
@@ -478,7 +478,7 @@ fn constraints_document(conn: &Connection, base: &str, page: Page) -> QueryResul
         let hacks_total = count(conn, "SELECT count(*) FROM cache_hacks")?;
         totals.insert("files", Value::from(files_total));
         totals.insert("hacks", Value::from(hacks_total));
-        doc.insert_entry("totals", totals);
+        doc.insert("totals", totals);
         total = files_total.max(hacks_total);
     }
     let next = page.offset + u64::from(page.limit);

@@ -10,9 +10,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::cli_shape::cli_symbol_entry;
 use super::cursor::{Cursor, Page};
-use super::file_context::{cli_symbol_entry, symbol_entry, without_description, OrderedObject};
+use super::entries::SYMBOLS;
 use super::names::{not_found, resolve_symbol};
+use super::ordered::Entry;
+use super::without_description;
 use super::{QueryError, QueryResult};
 
 /// Page size used when the caller gives no `limit`.
@@ -41,7 +44,7 @@ pub struct GetSymbolContextParams {
 #[derive(Debug, Clone, Serialize)]
 pub struct SymbolContext {
     /// The symbol entry in acp-cli's shape.
-    pub symbol: OrderedObject,
+    pub symbol: Entry,
     /// `graph.reverse[<symbol>]` as stored (this page).
     pub callers: Vec<Value>,
     /// `graph.forward[<symbol>]` as stored (this page).
@@ -68,7 +71,8 @@ pub fn symbol_context(
         params.cursor.as_deref(),
     )?;
     let (symbol, _) = resolve_symbol(conn, &params.name)?;
-    let entry = symbol_entry(conn, symbol.id)?
+    let entry = SYMBOLS
+        .load(conn, "id", &symbol.id)?
         .ok_or_else(|| not_found("Symbol", &params.name, Vec::new()))?;
     let mut graph_keys = vec![symbol.key.as_str()];
     if symbol.qualified_name != symbol.key {

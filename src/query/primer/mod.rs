@@ -14,7 +14,7 @@ use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::file_context::without_description;
+use super::without_description;
 use super::{QueryError, QueryResult};
 use library::{Section, Template};
 use select::{Filters, Weights};
