@@ -1,6 +1,7 @@
-//! Read-only tools by name: argument decoding, the query function, and the answer text exactly
-//! as the MCP tool returns it. The MCP layer, `acpdb query` and the in-process benchmark all go
-//! through [`call`], so they cannot drift apart.
+//! Read-only tools: argument decoding, the query function, and the answer text exactly as the
+//! MCP tool returns it. [`answer`] is the one table of which function answers a tool and how;
+//! the MCP tool methods call it with typed arguments, and [`call`] (for `acpdb query` and the
+//! in-process benchmark) dispatches to it by name, so they cannot drift apart.
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -76,15 +77,83 @@ fn input_schema<T: JsonSchema + 'static>() -> Arc<Schema> {
         .clone()
 }
 
-/// `acp_check_constraints`' answer text: a literal message or the constraint object.
-pub fn check_constraints_text(
-    conn: &Connection,
-    params: &CheckConstraintsParams,
-) -> QueryResult<String> {
-    let answer = check_constraints(conn, params)?;
-    match answer.literal() {
-        Some(text) => Ok(text.to_string()),
-        None => pretty(&answer),
+/// The answer text of each read-only tool, from its typed arguments: the one table of which
+/// query function answers a tool and how its answer is written. The MCP tool methods call these,
+/// and [`call`] dispatches to them by name.
+pub mod answer {
+    use super::*;
+
+    /// `acp_get_architecture`.
+    pub fn architecture(conn: &Connection) -> QueryResult<String> {
+        pretty(&architecture::architecture(conn)?)
+    }
+
+    /// `acp_get_file_context`.
+    pub fn file_context(conn: &Connection, params: &GetFileContextParams) -> QueryResult<String> {
+        pretty(&super::file_context(conn, params)?)
+    }
+
+    /// `acp_get_symbol_context`.
+    pub fn symbol_context(
+        conn: &Connection,
+        params: &GetSymbolContextParams,
+    ) -> QueryResult<String> {
+        pretty(&super::symbol_context(conn, params)?)
+    }
+
+    /// `acp_get_domain_files`.
+    pub fn domain_files(conn: &Connection, params: &GetDomainFilesParams) -> QueryResult<String> {
+        pretty(&super::domain_files(conn, params)?)
+    }
+
+    /// `acp_check_constraints`: a literal message or the constraint object.
+    pub fn check_constraints(
+        conn: &Connection,
+        params: &CheckConstraintsParams,
+    ) -> QueryResult<String> {
+        let answer = super::check_constraints(conn, params)?;
+        match answer.literal() {
+            Some(text) => Ok(text.to_string()),
+            None => pretty(&answer),
+        }
+    }
+
+    /// `acp_get_hotpaths`.
+    pub fn hotpaths(conn: &Connection) -> QueryResult<String> {
+        pretty(&hotpaths::hotpaths(conn)?)
+    }
+
+    /// `acp_generate_primer`.
+    pub fn primer(conn: &Connection, params: &GeneratePrimerParams) -> QueryResult<String> {
+        pretty(&generate_primer(conn, params)?)
+    }
+
+    /// `acp_context`.
+    pub fn context(conn: &Connection, params: &GetContextParams) -> QueryResult<String> {
+        pretty(&super::context(conn, params)?)
+    }
+
+    /// `acp_query`.
+    pub fn query(conn: &Connection, params: &QueryParams) -> QueryResult<String> {
+        pretty(&acp_query(conn, params)?)
+    }
+
+    /// `acp_expand`.
+    pub fn expand(conn: &Connection, params: &ExpandParams) -> QueryResult<String> {
+        pretty(&acp_expand(conn, params)?)
+    }
+
+    /// `acp_expand_variable`.
+    pub fn expand_variable(
+        conn: &Connection,
+        params: &ExpandVariableParams,
+    ) -> QueryResult<String> {
+        pretty(&acp_expand_variable(conn, params)?)
+    }
+
+    /// `acp_constraints`.
+    pub fn constraints(conn: &Connection, params: &ConstraintsParams) -> QueryResult<String> {
+        pretty(&acp_constraints(conn, params)?)
     }
 }
 
@@ -92,31 +161,18 @@ pub fn check_constraints_text(
 /// MCP tool returns it.
 pub fn call(conn: &Connection, name: &str, args: &Value) -> QueryResult<String> {
     match name {
-        "acp_get_architecture" => pretty(&architecture::architecture(conn)?),
-        "acp_get_file_context" => {
-            pretty(&file_context(conn, &decode::<GetFileContextParams>(args)?)?)
-        }
-        "acp_get_symbol_context" => pretty(&symbol_context(
-            conn,
-            &decode::<GetSymbolContextParams>(args)?,
-        )?),
-        "acp_get_domain_files" => {
-            pretty(&domain_files(conn, &decode::<GetDomainFilesParams>(args)?)?)
-        }
-        "acp_check_constraints" => check_constraints_text(conn, &decode(args)?),
-        "acp_get_hotpaths" => pretty(&hotpaths::hotpaths(conn)?),
-        "acp_generate_primer" => pretty(&generate_primer(
-            conn,
-            &decode::<GeneratePrimerParams>(args)?,
-        )?),
-        "acp_context" => pretty(&context(conn, &decode::<GetContextParams>(args)?)?),
-        "acp_query" => pretty(&acp_query(conn, &decode::<QueryParams>(args)?)?),
-        "acp_expand" => pretty(&acp_expand(conn, &decode::<ExpandParams>(args)?)?),
-        "acp_expand_variable" => pretty(&acp_expand_variable(
-            conn,
-            &decode::<ExpandVariableParams>(args)?,
-        )?),
-        "acp_constraints" => pretty(&acp_constraints(conn, &decode::<ConstraintsParams>(args)?)?),
+        "acp_get_architecture" => answer::architecture(conn),
+        "acp_get_file_context" => answer::file_context(conn, &decode(args)?),
+        "acp_get_symbol_context" => answer::symbol_context(conn, &decode(args)?),
+        "acp_get_domain_files" => answer::domain_files(conn, &decode(args)?),
+        "acp_check_constraints" => answer::check_constraints(conn, &decode(args)?),
+        "acp_get_hotpaths" => answer::hotpaths(conn),
+        "acp_generate_primer" => answer::primer(conn, &decode(args)?),
+        "acp_context" => answer::context(conn, &decode(args)?),
+        "acp_query" => answer::query(conn, &decode(args)?),
+        "acp_expand" => answer::expand(conn, &decode(args)?),
+        "acp_expand_variable" => answer::expand_variable(conn, &decode(args)?),
+        "acp_constraints" => answer::constraints(conn, &decode(args)?),
         _ => Err(QueryError::invalid(format!(
             "Unknown tool: {name}. Valid tools: {}",
             INDEX_TOOLS.join(", ")

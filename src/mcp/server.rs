@@ -19,17 +19,17 @@ use rusqlite::Connection;
 use super::errors;
 use super::state::IndexState;
 use crate::journal::{DebugRequest, HackRequest, Journal, JournalError};
-use crate::query::acp_query::{acp_query, QueryParams};
+use crate::query::acp_query::QueryParams;
 use crate::query::check_constraints::CheckConstraintsParams;
-use crate::query::constraints::{acp_constraints, ConstraintsParams};
-use crate::query::context::{context, GetContextParams};
-use crate::query::domain_files::{domain_files, GetDomainFilesParams};
-use crate::query::expand::{acp_expand, acp_expand_variable, ExpandParams, ExpandVariableParams};
-use crate::query::file_context::{file_context, GetFileContextParams};
-use crate::query::primer::{generate_primer, GeneratePrimerParams};
-use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
-use crate::query::{architecture, hotpaths, QueryResult};
-use crate::tools::{self, pretty};
+use crate::query::constraints::ConstraintsParams;
+use crate::query::context::GetContextParams;
+use crate::query::domain_files::GetDomainFilesParams;
+use crate::query::expand::{ExpandParams, ExpandVariableParams};
+use crate::query::file_context::GetFileContextParams;
+use crate::query::primer::GeneratePrimerParams;
+use crate::query::symbol_context::GetSymbolContextParams;
+use crate::query::QueryResult;
+use crate::tools::answer;
 
 const INSTRUCTIONS: &str = "acpdb serves an ACP code index (files, symbols, call graph, domains, \
 constraints) from SQLite. Start with acp_get_architecture for the project's shape, then \
@@ -203,8 +203,7 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<QueryParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&acp_query(conn, &params)?))
-            .await
+        self.answer(move |conn| answer::query(conn, &params)).await
     }
 
     #[tool(
@@ -221,8 +220,7 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<ExpandParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&acp_expand(conn, &params)?))
-            .await
+        self.answer(move |conn| answer::expand(conn, &params)).await
     }
 
     #[tool(
@@ -239,7 +237,7 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<ExpandVariableParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&acp_expand_variable(conn, &params)?))
+        self.answer(move |conn| answer::expand_variable(conn, &params))
             .await
     }
 
@@ -257,7 +255,7 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<ConstraintsParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&acp_constraints(conn, &params)?))
+        self.answer(move |conn| answer::constraints(conn, &params))
             .await
     }
 
@@ -272,8 +270,7 @@ impl AcpServer {
         description = "Get an overview of the codebase architecture including domains, files, symbols, and structure. Use this first to understand the project layout. For counts and search, use acp_query (type stats or search)."
     )]
     async fn acp_get_architecture(&self) -> Result<CallToolResult, ErrorData> {
-        self.answer(|conn| pretty(&architecture::architecture(conn)?))
-            .await
+        self.answer(|conn| answer::architecture(conn)).await
     }
 
     #[tool(
@@ -290,7 +287,7 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<GetFileContextParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&file_context(conn, &params)?))
+        self.answer(move |conn| answer::file_context(conn, &params))
             .await
     }
 
@@ -308,7 +305,7 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<GetSymbolContextParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&symbol_context(conn, &params)?))
+        self.answer(move |conn| answer::symbol_context(conn, &params))
             .await
     }
 
@@ -326,7 +323,7 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<GetDomainFilesParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&domain_files(conn, &params)?))
+        self.answer(move |conn| answer::domain_files(conn, &params))
             .await
     }
 
@@ -344,7 +341,7 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<CheckConstraintsParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| tools::check_constraints_text(conn, &params))
+        self.answer(move |conn| answer::check_constraints(conn, &params))
             .await
     }
 
@@ -359,7 +356,7 @@ impl AcpServer {
         description = "Get the most frequently called symbols in the codebase - the 'hotpaths' that are critical to understand. For who calls one particular symbol, use acp_query type callers."
     )]
     async fn acp_get_hotpaths(&self) -> Result<CallToolResult, ErrorData> {
-        self.answer(|conn| pretty(&hotpaths::hotpaths(conn)?)).await
+        self.answer(|conn| answer::hotpaths(conn)).await
     }
 
     #[tool(
@@ -376,8 +373,7 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<GeneratePrimerParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&generate_primer(conn, &params)?))
-            .await
+        self.answer(move |conn| answer::primer(conn, &params)).await
     }
 
     #[tool(
@@ -394,7 +390,7 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<GetContextParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| pretty(&context(conn, &params)?))
+        self.answer(move |conn| answer::context(conn, &params))
             .await
     }
     #[tool(

@@ -333,10 +333,33 @@ async fn stdio_answers_equal_the_shared_dispatcher_for_every_golden_call() {
     wait_ready(&client, 60).await;
     let conn = rusqlite::Connection::open(project.db()).unwrap();
     let mut checked = 0;
-    for (tool, arguments) in golden_calls() {
+    let mut seen = HashSet::new();
+    let extra = [
+        (
+            "acp_expand",
+            json!({"text": "See $SYM_VALIDATESESSION and $NOPE"}),
+        ),
+        ("acp_expand", json!({"text": "$DOM_AUTH", "mode": "full"})),
+        ("acp_expand", json!({"mode": "inline"})),
+        ("acp_constraints", json!({"file": "src/auth/session.ts"})),
+        ("acp_constraints", json!({"path": "./src/billing/tax.ts"})),
+        ("acp_constraints", json!({"file": "src/nope.ts"})),
+        (
+            "acp_query",
+            json!({"type": "callers", "name": "digest", "depth": "2"}),
+        ),
+        (
+            "acp_query",
+            json!({"type": "search", "pattern": "session", "limit": 2}),
+        ),
+    ]
+    .into_iter()
+    .map(|(tool, arguments)| (tool.to_string(), arguments));
+    for (tool, arguments) in golden_calls().into_iter().chain(extra) {
         if !acpdb::tools::INDEX_TOOLS.contains(&tool.as_str()) {
             continue;
         }
+        seen.insert(tool.clone());
         let local = acpdb::tools::call(&conn, &tool, &arguments);
         match (client.call(&tool, arguments.clone()).await, local) {
             (Ok(answer), Ok(text)) => assert_eq!(answer.texts[0], text, "{tool} {arguments}"),
@@ -351,6 +374,9 @@ async fn stdio_answers_equal_the_shared_dispatcher_for_every_golden_call() {
         checked += 1;
     }
     assert!(checked > 100, "only {checked} golden calls checked");
+    for tool in acpdb::tools::INDEX_TOOLS {
+        assert!(seen.contains(*tool), "{tool} was never compared");
+    }
     client.close().await;
 }
 
