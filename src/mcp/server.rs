@@ -270,7 +270,7 @@ impl AcpServer {
         description = "Get an overview of the codebase architecture including domains, files, symbols, and structure. Use this first to understand the project layout. For counts and search, use acp_query (type stats or search)."
     )]
     async fn acp_get_architecture(&self) -> Result<CallToolResult, ErrorData> {
-        self.answer(|conn| answer::architecture(conn)).await
+        self.answer(answer::architecture).await
     }
 
     #[tool(
@@ -356,7 +356,7 @@ impl AcpServer {
         description = "Get the most frequently called symbols in the codebase - the 'hotpaths' that are critical to understand. For who calls one particular symbol, use acp_query type callers."
     )]
     async fn acp_get_hotpaths(&self) -> Result<CallToolResult, ErrorData> {
-        self.answer(|conn| answer::hotpaths(conn)).await
+        self.answer(answer::hotpaths).await
     }
 
     #[tool(
