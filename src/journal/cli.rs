@@ -7,6 +7,9 @@ use std::io::{self, Write as _};
 use anyhow::Result;
 
 use super::{DebugData, DebugRequest, HackData, HackRequest, Journal};
+use std::sync::Arc;
+
+use super::index::{DatabaseIndex, IndexConnection};
 use crate::project::Project;
 
 /// Options of `acpdb debug`.
@@ -103,10 +106,15 @@ pub fn run_export_attempts(project: &Project, _args: &ExportAttemptsArgs) -> Res
     Ok(())
 }
 
+/// The project's journal, with the index it sees when a database was imported.
 fn open(project: &Project) -> Result<Journal> {
-    Ok(Journal::open(
-        &project.journal_db,
-        &project.root,
-        &project.attempts,
-    )?)
+    let db = project.db.clone();
+    let index = DatabaseIndex::new(move || {
+        let conn = crate::db::open_read_only(&db).ok()?;
+        Some(Box::new(Box::new(conn)) as IndexConnection)
+    });
+    Ok(
+        Journal::open(&project.journal_db, &project.root, &project.attempts)?
+            .with_index(Arc::new(index)),
+    )
 }

@@ -42,6 +42,8 @@ pub use cli::{
 pub use debug::{DebugData, DebugRequest};
 pub use hack::{CacheHack, HackData, HackRequest};
 
+pub mod index;
+
 mod embedded {
     refinery::embed_migrations!("migrations/journal");
 }

@@ -6,7 +6,6 @@
 //! `isError` results. stdout carries only protocol messages; logs go to stderr.
 
 pub mod errors;
-mod journal_index;
 mod resources;
 mod server;
 pub mod state;

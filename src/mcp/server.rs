@@ -18,6 +18,7 @@ use rusqlite::Connection;
 
 use super::errors;
 use super::state::IndexState;
+use crate::journal::index::{DatabaseIndex, IndexConnection};
 use crate::journal::{DebugRequest, HackRequest, Journal, JournalError};
 use crate::query::acp_query::QueryParams;
 use crate::query::check_constraints::CheckConstraintsParams;
@@ -91,7 +92,12 @@ impl AcpServer {
             return Ok(journal.clone());
         }
         let project = self.state.project();
-        let index = Arc::new(super::journal_index::IndexView::new(self.state.clone()));
+        let state = self.state.clone();
+        let index = Arc::new(DatabaseIndex::new(move || {
+            let pool = state.pool().ok()?;
+            let conn = pool.get().ok()?;
+            Some(Box::new(conn) as IndexConnection)
+        }));
         let journal = Journal::open(&project.journal_db, &project.root, &project.attempts)
             .map_err(errors::journal)?
             .with_index(index);

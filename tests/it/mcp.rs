@@ -1512,3 +1512,30 @@ async fn temporary_files_of_killed_writers_are_swept_when_the_server_starts() {
     assert!(kept.exists());
     client.close().await;
 }
+
+#[tokio::test]
+async fn the_cli_lists_the_same_hacks_as_the_tool() {
+    let project = demo();
+    project.import();
+    let client = Client::spawn(project.root(), &[]).await;
+    wait_ready(&client, 60).await;
+    client
+        .ok(
+            "acp_hack",
+            json!({"action": "mark", "data": {"file": "src/index.ts", "line": 3, "reason": "demo"}}),
+        )
+        .await;
+    let tool = client.ok("acp_hack", json!({"action": "list"})).await;
+    let out = project.run(&["hack", "list"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cli, tool);
+    let sources: HashSet<&str> = tool["hacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["source"].as_str())
+        .collect();
+    assert!(sources.contains("cache") && sources.len() > 1, "{tool}");
+    client.close().await;
+}

@@ -1,32 +1,38 @@
-//! The journal's view of the served index: which files exist and which hacks the cache lists.
+//! The journal's view of the imported index: which files exist and which hacks the cache
+//! lists. The MCP server reads it from the database it serves, the CLI from the project's
+//! database, so `acpdb hack list` and the `acp_hack list` tool show the same markers.
 
-use std::sync::Arc;
+use std::ops::Deref;
 
 use chrono::NaiveDate;
-use rusqlite::OptionalExtension;
+use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
-use super::state::IndexState;
-use crate::journal::{CacheHack, ProjectIndex};
+use super::{CacheHack, ProjectIndex};
 
-/// Answers the journal's questions from whichever database is being served.
-pub(crate) struct IndexView {
-    state: Arc<IndexState>,
+/// A connection to the index, however the caller holds it (pooled or owned).
+pub type IndexConnection = Box<dyn Deref<Target = Connection>>;
+
+/// Answers the journal's questions from an index database; without one (no import yet), no
+/// file is indexed and the cache lists no hacks.
+pub struct DatabaseIndex {
+    connect: Box<dyn Fn() -> Option<IndexConnection> + Send + Sync>,
 }
 
-impl IndexView {
-    /// A view over `state`.
-    pub(crate) fn new(state: Arc<IndexState>) -> IndexView {
-        IndexView { state }
+impl DatabaseIndex {
+    /// A view over the database `connect` opens (or `None` when there is none).
+    pub fn new(connect: impl Fn() -> Option<IndexConnection> + Send + Sync + 'static) -> Self {
+        DatabaseIndex {
+            connect: Box::new(connect),
+        }
     }
 }
 
-impl ProjectIndex for IndexView {
+impl ProjectIndex for DatabaseIndex {
     fn is_indexed(&self, path: &str) -> bool {
-        let Ok(pool) = self.state.pool() else {
+        let Some(conn) = (self.connect)() else {
             return false;
         };
-        let Ok(conn) = pool.get() else { return false };
         conn.query_row(
             "SELECT 1 FROM files WHERE path = ?1 LIMIT 1",
             [path],
@@ -39,10 +45,9 @@ impl ProjectIndex for IndexView {
     }
 
     fn cache_hacks(&self) -> anyhow::Result<Vec<CacheHack>> {
-        let Ok(pool) = self.state.pool() else {
+        let Some(conn) = (self.connect)() else {
             return Ok(Vec::new());
         };
-        let conn = pool.get()?;
         let mut stmt = conn.prepare("SELECT raw_json FROM cache_hacks ORDER BY ord")?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
         let mut hacks = Vec::new();
@@ -50,7 +55,10 @@ impl ProjectIndex for IndexView {
             let value: Value = serde_json::from_str(&raw?)?;
             let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
             let file = text("file").unwrap_or_default();
-            let line = value.get("line").and_then(Value::as_u64).map(|l| l as u32);
+            let line = value
+                .get("line")
+                .and_then(Value::as_u64)
+                .and_then(|l| u32::try_from(l).ok());
             hacks.push(CacheHack {
                 id: text("id").unwrap_or_else(|| format!("{file}:{}", line.unwrap_or(0))),
                 file,
