@@ -9,7 +9,6 @@ use anyhow::Result;
 use rusqlite::{Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 
-use crate::import::mtime_text;
 use crate::project::Project;
 
 /// How the database relates to the cache on disk.
@@ -169,4 +168,13 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 /// A cheap signature of a file (size and mtime) for change polling.
 pub fn quick_signature(path: &Path) -> Option<(u64, String)> {
     fs::metadata(path).ok().map(|m| (m.len(), mtime_text(&m)))
+}
+
+/// Modification time of a file as nanoseconds since the Unix epoch.
+pub fn mtime_text(meta: &fs::Metadata) -> String {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::SystemTime::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos().to_string())
+        .unwrap_or_default()
 }

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, sync_channel, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -30,6 +30,7 @@ use crate::cache::reader::{
 };
 use crate::cache::{normalize_lock_level, LOCK_LEVELS};
 use crate::db;
+use crate::freshness::mtime_text;
 use crate::project::Project;
 use crate::query::cursor::CURSOR_SECRET_KEY;
 use graph::CallGraph;
@@ -293,15 +294,6 @@ fn build(
         bytes,
         elapsed: started.elapsed(),
     })
-}
-
-/// Modification time of a file as nanoseconds since the Unix epoch.
-pub fn mtime_text(meta: &fs::Metadata) -> String {
-    meta.modified()
-        .ok()
-        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-        .map(|d| d.as_nanos().to_string())
-        .unwrap_or_default()
 }
 
 /// How an import shows its progress on stderr: a bar on a terminal, otherwise a line when it

@@ -11,6 +11,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::graph::MAX_DEPTH;
@@ -18,6 +19,10 @@ use super::{QueryError, QueryResult};
 
 /// The `meta` key of the secret that authenticates cursors.
 pub const CURSOR_SECRET_KEY: &str = "cursor_secret";
+
+/// Page size of the reference tools' long lists (a symbol's callers and callees, a domain's
+/// files) when the caller gives no `limit`.
+pub const DEFAULT_PAGE_SIZE: u32 = 200;
 
 /// Largest offset a cursor may carry (far beyond any list, well within SQLite's integers).
 const MAX_OFFSET: u64 = 1 << 40;
@@ -185,6 +190,66 @@ pub fn page_info(
     })
 }
 
+/// The page `limit` (default [`DEFAULT_PAGE_SIZE`]) and `cursor` select in list `kind` of
+/// `name`. Cursors come from [`next_cursor`] and must belong to the same list, name and import.
+pub(crate) fn requested_page(
+    conn: &Connection,
+    kind: &str,
+    name: &str,
+    limit: Option<u32>,
+    cursor: Option<&str>,
+) -> QueryResult<Page> {
+    let limit = limit.unwrap_or(DEFAULT_PAGE_SIZE);
+    if limit == 0 {
+        return Err(QueryError::invalid_with(
+            "Invalid limit: 0 (must be at least 1)",
+            json!({"field": "limit", "minimum": 1}),
+        ));
+    }
+    let offset = match cursor.map(str::trim).filter(|c| !c.is_empty()) {
+        None => 0,
+        Some(token) => {
+            let cursor = Cursor::decode(conn, token, kind)?;
+            if cursor.query != name {
+                return Err(QueryError::invalid_with(
+                    format!(
+                        "Cursor does not match this query: it was issued for name '{}'. Repeat the query without cursor, or pass the cursor with the same name.",
+                        cursor.query
+                    ),
+                    json!({"field": "cursor"}),
+                ));
+            }
+            cursor.offset
+        }
+    };
+    Ok(Page { offset, limit })
+}
+
+/// Whether a list of `len` items continues past `page`.
+pub(crate) fn continues(page: Page, len: usize) -> bool {
+    len as u64 > page.offset.saturating_add(u64::from(page.limit))
+}
+
+/// The items of `items` that `page` covers.
+pub(crate) fn page_of<T>(page: Page, items: Vec<T>) -> Vec<T> {
+    items
+        .into_iter()
+        .skip(usize::try_from(page.offset).unwrap_or(usize::MAX))
+        .take(page.limit as usize)
+        .collect()
+}
+
+/// The cursor of the page after `page` in list `kind` of `name`.
+pub(crate) fn next_cursor(
+    conn: &Connection,
+    kind: &str,
+    name: &str,
+    page: Page,
+) -> QueryResult<String> {
+    let next = page.offset.saturating_add(u64::from(page.limit));
+    Ok(Cursor::new(conn, kind, name, None, next)?.encode())
+}
+
 /// A short checksum identifying the current import (empty when the database has no import
 /// bookkeeping).
 pub fn import_stamp(conn: &Connection) -> QueryResult<String> {
@@ -289,6 +354,23 @@ mod tests {
         )
         .unwrap();
         conn
+    }
+
+    #[test]
+    fn pages_cut_long_lists() {
+        let page = Page {
+            offset: 0,
+            limit: 2,
+        };
+        assert!(continues(page, 3));
+        assert!(!continues(page, 2));
+        assert_eq!(page_of(page, vec![1, 2, 3]), [1, 2]);
+        let next = Page {
+            offset: 2,
+            limit: 2,
+        };
+        assert_eq!(page_of(next, vec![1, 2, 3]), [3]);
+        assert!(!continues(next, 3));
     }
 
     #[test]

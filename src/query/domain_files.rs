@@ -9,10 +9,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::cli_shape::cli_domain_entry;
+use super::cursor::{continues, next_cursor, page_of, requested_page};
 use super::entries::DOMAINS;
 use super::names::{not_found, suggest_domains};
 use super::ordered::{Entry, Ordered};
-use super::symbol_context::{continues, next_cursor, page_of, requested_page};
 use super::without_description;
 use super::QueryResult;
 

@@ -8,18 +8,15 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::cli_shape::cli_symbol_entry;
-use super::cursor::{Cursor, Page};
+use super::cursor::{continues, next_cursor, page_of, requested_page};
 use super::entries::SYMBOLS;
 use super::names::{not_found, resolve_symbol};
 use super::ordered::Entry;
 use super::without_description;
-use super::{QueryError, QueryResult};
-
-/// Page size used when the caller gives no `limit`.
-pub const DEFAULT_PAGE_SIZE: u32 = 200;
+use super::QueryResult;
 
 /// The list kind recorded in this tool's cursors.
 const CURSOR_KIND: &str = "symbol_context";
@@ -110,86 +107,4 @@ fn graph_list(conn: &Connection, direction: &str, keys: &[&str]) -> QueryResult<
         }
     }
     Ok(Vec::new())
-}
-
-/// The page `limit` (default [`DEFAULT_PAGE_SIZE`]) and `cursor` select in list `kind` of
-/// `name`. Cursors come from [`next_cursor`] and must belong to the same list, name and import.
-pub(crate) fn requested_page(
-    conn: &Connection,
-    kind: &str,
-    name: &str,
-    limit: Option<u32>,
-    cursor: Option<&str>,
-) -> QueryResult<Page> {
-    let limit = limit.unwrap_or(DEFAULT_PAGE_SIZE);
-    if limit == 0 {
-        return Err(QueryError::invalid_with(
-            "Invalid limit: 0 (must be at least 1)",
-            json!({"field": "limit", "minimum": 1}),
-        ));
-    }
-    let offset = match cursor.map(str::trim).filter(|c| !c.is_empty()) {
-        None => 0,
-        Some(token) => {
-            let cursor = Cursor::decode(conn, token, kind)?;
-            if cursor.query != name {
-                return Err(QueryError::invalid_with(
-                    format!(
-                        "Cursor does not match this query: it was issued for name '{}'. Repeat the query without cursor, or pass the cursor with the same name.",
-                        cursor.query
-                    ),
-                    json!({"field": "cursor"}),
-                ));
-            }
-            cursor.offset
-        }
-    };
-    Ok(Page { offset, limit })
-}
-
-/// Whether a list of `len` items continues past `page`.
-pub(crate) fn continues(page: Page, len: usize) -> bool {
-    len as u64 > page.offset.saturating_add(u64::from(page.limit))
-}
-
-/// The items of `items` that `page` covers.
-pub(crate) fn page_of<T>(page: Page, items: Vec<T>) -> Vec<T> {
-    items
-        .into_iter()
-        .skip(usize::try_from(page.offset).unwrap_or(usize::MAX))
-        .take(page.limit as usize)
-        .collect()
-}
-
-/// The cursor of the page after `page` in list `kind` of `name`.
-pub(crate) fn next_cursor(
-    conn: &Connection,
-    kind: &str,
-    name: &str,
-    page: Page,
-) -> QueryResult<String> {
-    let next = page.offset.saturating_add(u64::from(page.limit));
-    Ok(Cursor::new(conn, kind, name, None, next)?.encode())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pages_cut_long_lists() {
-        let page = Page {
-            offset: 0,
-            limit: 2,
-        };
-        assert!(continues(page, 3));
-        assert!(!continues(page, 2));
-        assert_eq!(page_of(page, vec![1, 2, 3]), [1, 2]);
-        let next = Page {
-            offset: 2,
-            limit: 2,
-        };
-        assert_eq!(page_of(next, vec![1, 2, 3]), [3]);
-        assert!(!continues(next, 3));
-    }
 }
