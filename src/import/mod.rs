@@ -32,7 +32,6 @@ use crate::cache::{normalize_lock_level, LOCK_LEVELS};
 use crate::db;
 use crate::freshness::mtime_text;
 use crate::project::Project;
-use crate::query::cursor::CURSOR_SECRET_KEY;
 use graph::CallGraph;
 
 mod graph;
@@ -258,7 +257,7 @@ fn build(
             "imported_at",
             chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         ),
-        (CURSOR_SECRET_KEY, crate::query::cursor::new_secret()),
+        (db::CURSOR_SECRET_KEY, db::new_secret()),
     ];
     if let Some((vars_path, outcome)) = &vars_outcome {
         let vars_meta = fs::metadata(vars_path)?;

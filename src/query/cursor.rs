@@ -16,9 +16,7 @@ use sha2::{Digest, Sha256};
 
 use super::graph::MAX_DEPTH;
 use super::{QueryError, QueryResult};
-
-/// The `meta` key of the secret that authenticates cursors.
-pub const CURSOR_SECRET_KEY: &str = "cursor_secret";
+use crate::db::CURSOR_SECRET_KEY;
 
 /// Page size of the reference tools' long lists (a symbol's callers and callees, a domain's
 /// files) when the caller gives no `limit`.
@@ -266,28 +264,6 @@ pub fn import_stamp(conn: &Connection) -> QueryResult<String> {
     })
 }
 
-/// A new random secret for a database's cursors, hex.
-pub fn new_secret() -> String {
-    let mut bytes = [0u8; 32];
-    let from_os = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .is_ok();
-    if !from_os {
-        // Each RandomState is seeded from the operating system's randomness.
-        use std::hash::{BuildHasher, Hasher};
-        for chunk in bytes.chunks_mut(8) {
-            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-            hasher.write_u128(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos()),
-            );
-            chunk.copy_from_slice(&hasher.finish().to_le_bytes()[..chunk.len()]);
-        }
-    }
-    hex(&bytes)
-}
-
 /// The key of this database's cursors: from its secret, or (for a database imported before
 /// secrets were kept) from its import stamp.
 fn cursor_key(conn: &Connection) -> QueryResult<[u8; 32]> {
@@ -413,7 +389,7 @@ mod tests {
         let conn = conn();
         conn.execute(
             "INSERT INTO meta VALUES (?1, ?2)",
-            [CURSOR_SECRET_KEY, new_secret().as_str()],
+            [CURSOR_SECRET_KEY, crate::db::new_secret().as_str()],
         )
         .unwrap();
         let token = Cursor::new(&conn, "callers", "f", Some(1), 20)
@@ -430,7 +406,7 @@ mod tests {
         assert!(Cursor::decode(&conn, &forged_token, "callers").is_err());
         conn.execute(
             "UPDATE meta SET value = ?2 WHERE key = ?1",
-            [CURSOR_SECRET_KEY, new_secret().as_str()],
+            [CURSOR_SECRET_KEY, crate::db::new_secret().as_str()],
         )
         .unwrap();
         assert!(Cursor::decode(&conn, &token, "callers").is_err());

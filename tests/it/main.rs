@@ -13,3 +13,4 @@ mod journal;
 mod mcp;
 mod queries;
 mod reference_parity;
+mod tidy;
