@@ -18,7 +18,6 @@
 //! ([`run`] prints a note on stderr). The SQL text must hold exactly one statement: a string
 //! with several is refused before anything runs, so a script never half-executes.
 
-use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,17 +25,21 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use rusqlite::fallible_iterator::FallibleIterator;
-use rusqlite::hooks::{AuthAction, AuthContext, Authorization, TransactionOperation};
+use rusqlite::hooks::{AuthContext, Authorization};
 use rusqlite::limits::Limit;
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Batch, Connection};
-use serde::Serialize;
 
 use crate::db;
 use crate::project::Project;
 
-/// Table cells longer than this many characters are cut and end in `…`.
-pub const TABLE_CELL_WIDTH: usize = 60;
+mod authorizer;
+mod output;
+
+use authorizer::refusal;
+pub use authorizer::{authorize, Verdict};
+use output::{clip, write_csv, write_json, write_table, ResultSet};
+pub use output::{OutputFormat, TABLE_CELL_WIDTH};
 
 /// Largest string or blob one expression may build (SQLite's `SQLITE_LIMIT_LENGTH`), so a
 /// single function call such as `randomblob(1e9)` can neither run long nor take gigabytes.
@@ -45,66 +48,6 @@ pub const MAX_VALUE_BYTES: i32 = 64 << 20;
 /// Most memory SQLite may hold in the `acpdb sql` process; a query needing more fails with
 /// "out of memory" instead of growing without bound.
 pub const MAX_HEAP_BYTES: i64 = 1 << 30;
-
-/// Pragmas that only report on the schema, the file or the connection; an argument names an
-/// object (`PRAGMA table_info(symbols)`) or a limit and never changes anything. SQLite itself
-/// runs some of them inside other statements (FTS5 reads `data_version` on every query).
-const INSPECTION_PRAGMAS: &[&str] = &[
-    "collation_list",
-    "compile_options",
-    "data_version",
-    "database_list",
-    "foreign_key_check",
-    "foreign_key_list",
-    "freelist_count",
-    "function_list",
-    "index_info",
-    "index_list",
-    "index_xinfo",
-    "integrity_check",
-    "module_list",
-    "page_count",
-    "pragma_list",
-    "quick_check",
-    "table_info",
-    "table_list",
-    "table_xinfo",
-];
-
-/// Setting pragmas that may be read (no argument) but not assigned.
-const READABLE_SETTING_PRAGMAS: &[&str] = &[
-    "analysis_limit",
-    "application_id",
-    "auto_vacuum",
-    "automatic_index",
-    "busy_timeout",
-    "cache_size",
-    "cache_spill",
-    "cell_size_check",
-    "defer_foreign_keys",
-    "encoding",
-    "foreign_keys",
-    "hard_heap_limit",
-    "ignore_check_constraints",
-    "journal_size_limit",
-    "legacy_alter_table",
-    "locking_mode",
-    "max_page_count",
-    "mmap_size",
-    "page_size",
-    "query_only",
-    "recursive_triggers",
-    "reverse_unordered_selects",
-    "schema_version",
-    "secure_delete",
-    "soft_heap_limit",
-    "synchronous",
-    "temp_store",
-    "threads",
-    "trusted_schema",
-    "user_version",
-    "wal_autocheckpoint",
-];
 
 /// Arguments of `acpdb sql`.
 #[derive(Debug, clap::Args)]
@@ -149,25 +92,6 @@ impl SqlArgs {
             max_rows: self.max_rows,
         })
     }
-}
-
-/// How a result is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputFormat {
-    /// An aligned text table drawn with box-drawing borders (`┌─┬─┐`, `│`, `├─┼─┤`, `└─┴─┘`):
-    /// the header, then one line per row. `NULL` prints as `NULL`, numbers are right-aligned,
-    /// a backslash, the border `│` and control characters in text show escaped (`\\`,
-    /// `\u{2502}`, `\n`, …), and cells longer than [`TABLE_CELL_WIDTH`] characters are cut. No
-    /// output when the statement has no columns.
-    Table,
-    /// One line holding `{"columns": [name…], "rows": [[value…]…], "truncated": bool,
-    /// "row_count": N}`, where `row_count` is the number of rows in `rows` and `truncated`
-    /// says the row cap stopped the output. INTEGER and REAL are numbers (a non-finite REAL is
-    /// the string `inf`, `-inf` or `NaN`), TEXT a string, NULL `null`, BLOB a string `x'0a1b…'`.
-    Json,
-    /// CSV per RFC 4180: a header row, CRLF line ends, fields holding a comma, quote, CR or LF
-    /// quoted with inner quotes doubled. NULL is an empty field, BLOB is `x'0a1b…'`.
-    Csv,
 }
 
 /// What to run a query with.
@@ -256,160 +180,6 @@ pub fn execute(
         truncated: result.truncated,
         elapsed,
     })
-}
-
-/// The console's verdict on one operation SQLite asks about while preparing a statement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// Reading: allowed.
-    Allow,
-    /// Refused at once; the text names the operation.
-    Refuse(String),
-    /// A write to the schema table. SQLite asks about it before the operation that needs it
-    /// (CREATE, DROP, ANALYZE), so preparing goes on until that operation is refused by name;
-    /// the statement is refused either way.
-    RefuseLater(String),
-}
-
-/// Decides whether the console may do `action`.
-pub fn authorize(action: &AuthAction<'_>) -> Verdict {
-    use AuthAction as A;
-    let refused = match *action {
-        A::Select | A::Read { .. } | A::Recursive => return Verdict::Allow,
-        A::Function { function_name } if !function_name.eq_ignore_ascii_case("load_extension") => {
-            return Verdict::Allow
-        }
-        A::Function { function_name } => format!("the function {function_name}()"),
-        A::Pragma {
-            pragma_name,
-            pragma_value,
-        } => {
-            let listed = |list: &[&str]| list.iter().any(|p| p.eq_ignore_ascii_case(pragma_name));
-            match pragma_value {
-                _ if listed(INSPECTION_PRAGMAS) => return Verdict::Allow,
-                None if listed(READABLE_SETTING_PRAGMAS) => return Verdict::Allow,
-                None => format!("PRAGMA {pragma_name}"),
-                Some(value) => format!("PRAGMA {pragma_name} = {value}"),
-            }
-        }
-        A::Insert { table_name } => format!("INSERT into {table_name}"),
-        A::Update {
-            table_name,
-            column_name,
-        } => format!("UPDATE of {table_name}.{column_name}"),
-        A::Delete { table_name } => format!("DELETE from {table_name}"),
-        A::CreateTable { table_name } => format!("CREATE TABLE {table_name}"),
-        A::CreateTempTable { table_name } => format!("CREATE TEMP TABLE {table_name}"),
-        A::CreateIndex {
-            index_name,
-            table_name,
-        } => {
-            format!("CREATE INDEX {index_name} on {table_name}")
-        }
-        A::CreateTempIndex {
-            index_name,
-            table_name,
-        } => {
-            format!("CREATE TEMP INDEX {index_name} on {table_name}")
-        }
-        A::CreateView { view_name } => format!("CREATE VIEW {view_name}"),
-        A::CreateTempView { view_name } => format!("CREATE TEMP VIEW {view_name}"),
-        A::CreateTrigger {
-            trigger_name,
-            table_name,
-        } => {
-            format!("CREATE TRIGGER {trigger_name} on {table_name}")
-        }
-        A::CreateTempTrigger {
-            trigger_name,
-            table_name,
-        } => {
-            format!("CREATE TEMP TRIGGER {trigger_name} on {table_name}")
-        }
-        A::CreateVtable {
-            table_name,
-            module_name,
-        } => {
-            format!("CREATE VIRTUAL TABLE {table_name} USING {module_name}")
-        }
-        A::DropTable { table_name } => format!("DROP TABLE {table_name}"),
-        A::DropTempTable { table_name } => format!("DROP TEMP TABLE {table_name}"),
-        A::DropIndex { index_name, .. } => format!("DROP INDEX {index_name}"),
-        A::DropTempIndex { index_name, .. } => format!("DROP TEMP INDEX {index_name}"),
-        A::DropView { view_name } => format!("DROP VIEW {view_name}"),
-        A::DropTempView { view_name } => format!("DROP TEMP VIEW {view_name}"),
-        A::DropTrigger { trigger_name, .. } => format!("DROP TRIGGER {trigger_name}"),
-        A::DropTempTrigger { trigger_name, .. } => format!("DROP TEMP TRIGGER {trigger_name}"),
-        A::DropVtable { table_name, .. } => format!("DROP VIRTUAL TABLE {table_name}"),
-        A::AlterTable { table_name, .. } => format!("ALTER TABLE {table_name}"),
-        A::Attach { filename } => format!("ATTACH '{filename}'"),
-        A::Detach { database_name } => format!("DETACH {database_name}"),
-        A::Reindex { index_name } => format!("REINDEX {index_name}"),
-        A::Analyze { table_name } => format!("ANALYZE {table_name}"),
-        A::Transaction { operation } => {
-            format!("{} (transaction control)", operation_name(operation))
-        }
-        A::Savepoint {
-            operation,
-            savepoint_name,
-        } => match operation {
-            TransactionOperation::Begin => format!("SAVEPOINT {savepoint_name}"),
-            other => format!(
-                "{} {savepoint_name} (transaction control)",
-                operation_name(other)
-            ),
-        },
-        A::Unknown {
-            code: rusqlite::ffi::SQLITE_ATTACH,
-            ..
-        } => "ATTACH".to_owned(),
-        A::Unknown {
-            code: rusqlite::ffi::SQLITE_DETACH,
-            ..
-        } => "DETACH".to_owned(),
-        A::Unknown { code, .. } => {
-            format!("an operation SQLite reports with authorizer code {code}")
-        }
-        _ => format!("{action:?}"),
-    };
-    match *action {
-        A::Insert { table_name } | A::Update { table_name, .. } | A::Delete { table_name }
-            if is_schema_table(table_name) =>
-        {
-            Verdict::RefuseLater(refused)
-        }
-        _ => Verdict::Refuse(refused),
-    }
-}
-
-/// Whether `name` is the schema table (`sqlite_master` or one of its aliases).
-fn is_schema_table(name: &str) -> bool {
-    [
-        "sqlite_master",
-        "sqlite_schema",
-        "sqlite_temp_master",
-        "sqlite_temp_schema",
-    ]
-    .iter()
-    .any(|schema| schema.eq_ignore_ascii_case(name))
-}
-
-/// The statement keyword of a transaction operation.
-fn operation_name(operation: TransactionOperation) -> &'static str {
-    match operation {
-        TransactionOperation::Begin => "BEGIN",
-        TransactionOperation::Rollback => "ROLLBACK",
-        TransactionOperation::Release => "RELEASE",
-        _ => "COMMIT",
-    }
-}
-
-/// The error for a refused operation.
-fn refusal(what: &str) -> anyhow::Error {
-    anyhow!(
-        "refused: acpdb sql is read-only ({what} is not allowed); use `acpdb import` to rebuild \
-         the index"
-    )
 }
 
 /// The authorizer and progress handler of one [`execute`] call; removed on drop.
@@ -562,13 +332,6 @@ struct Refused {
     inside: Option<String>,
 }
 
-/// A fetched result.
-struct ResultSet {
-    columns: Vec<String>,
-    rows: Vec<Vec<Value>>,
-    truncated: bool,
-}
-
 /// A statement's text on one line, shortened for an error message.
 fn statement_excerpt(sql: Option<String>) -> String {
     let sql = sql.unwrap_or_default();
@@ -587,188 +350,10 @@ fn owned_value(value: ValueRef<'_>) -> Value {
     }
 }
 
-/// `x'…'` with the bytes in lowercase hex.
-fn blob_literal(bytes: &[u8]) -> String {
-    let mut text = String::with_capacity(bytes.len() * 2 + 3);
-    text.push_str("x'");
-    for byte in bytes {
-        let _ = write!(text, "{byte:02x}");
-    }
-    text.push('\'');
-    text
-}
-
-/// A REAL as text, keeping `.0` on whole numbers so it reads as a REAL.
-fn real_text(value: f64) -> String {
-    format!("{value:?}")
-}
-
-/// `text` cut to at most `width` characters, ending in `…` when cut.
-fn clip(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
-/// Text as a table cell (before clipping): a backslash, the column border `│` and control
-/// characters are escaped (`\\`, `\u{2502}`, `\n`, `\t`, …), so text never reads as a border
-/// or a line break.
-fn escape_cell(text: &str) -> String {
-    let mut cell = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\\' => cell.push_str("\\\\"),
-            BORDER => cell.push_str("\\u{2502}"),
-            c if c.is_control() => cell.extend(c.escape_debug()),
-            c => cell.push(c),
-        }
-    }
-    cell
-}
-
-/// A value as a table cell (before clipping).
-fn table_cell(value: &Value) -> String {
-    match value {
-        Value::Null => "NULL".to_owned(),
-        Value::Integer(i) => i.to_string(),
-        Value::Real(r) => real_text(*r),
-        Value::Text(t) => escape_cell(t),
-        Value::Blob(b) => blob_literal(b),
-    }
-}
-
-/// The vertical border between and around table cells.
-const BORDER: char = '│';
-
-/// One horizontal rule of the table: `left`, `─` runs as wide as the columns (plus their
-/// padding) joined by `join`, then `right`.
-fn table_rule(widths: &[usize], (left, join, right): (char, char, char)) -> String {
-    let runs: Vec<String> = widths.iter().map(|w| "─".repeat(w + 2)).collect();
-    format!("{left}{}{right}", runs.join(&join.to_string()))
-}
-
-fn write_table(out: &mut dyn Write, result: &ResultSet) -> io::Result<()> {
-    if result.columns.is_empty() {
-        return Ok(());
-    }
-    let header: Vec<(String, bool)> = result
-        .columns
-        .iter()
-        .map(|c| (clip(&escape_cell(c), TABLE_CELL_WIDTH), false))
-        .collect();
-    let body: Vec<Vec<(String, bool)>> = result
-        .rows
-        .iter()
-        .map(|row| {
-            row.iter()
-                .map(|v| {
-                    let numeric = matches!(v, Value::Integer(_) | Value::Real(_));
-                    (clip(&table_cell(v), TABLE_CELL_WIDTH), numeric)
-                })
-                .collect()
-        })
-        .collect();
-    let mut widths: Vec<usize> = header.iter().map(|(h, _)| h.chars().count()).collect();
-    for row in &body {
-        for (width, (cell, _)) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let write_row = |out: &mut dyn Write, cells: &[(String, bool)]| {
-        let mut line = String::new();
-        line.push(BORDER);
-        for ((cell, numeric), width) in cells.iter().zip(&widths) {
-            let _ = if *numeric {
-                write!(line, " {cell:>width$} {BORDER}")
-            } else {
-                write!(line, " {cell:<width$} {BORDER}")
-            };
-        }
-        writeln!(out, "{line}")
-    };
-    writeln!(out, "{}", table_rule(&widths, ('┌', '┬', '┐')))?;
-    write_row(out, &header)?;
-    writeln!(out, "{}", table_rule(&widths, ('├', '┼', '┤')))?;
-    for row in &body {
-        write_row(out, row)?;
-    }
-    writeln!(out, "{}", table_rule(&widths, ('└', '┴', '┘')))
-}
-
-/// The `--json` document; see [`OutputFormat::Json`].
-#[derive(Serialize)]
-struct JsonResult<'a> {
-    columns: &'a [String],
-    rows: Vec<Vec<serde_json::Value>>,
-    truncated: bool,
-    row_count: usize,
-}
-
-fn json_value(value: &Value) -> serde_json::Value {
-    match value {
-        Value::Null => serde_json::Value::Null,
-        Value::Integer(i) => (*i).into(),
-        Value::Real(r) => serde_json::Number::from_f64(*r)
-            .map_or_else(|| real_text(*r).into(), serde_json::Value::Number),
-        Value::Text(t) => t.as_str().into(),
-        Value::Blob(b) => blob_literal(b).into(),
-    }
-}
-
-fn write_json(out: &mut dyn Write, result: &ResultSet) -> io::Result<()> {
-    let document = JsonResult {
-        columns: &result.columns,
-        rows: result
-            .rows
-            .iter()
-            .map(|row| row.iter().map(json_value).collect())
-            .collect(),
-        truncated: result.truncated,
-        row_count: result.rows.len(),
-    };
-    serde_json::to_writer(&mut *out, &document)?;
-    writeln!(out)
-}
-
-/// A CSV field, quoted when RFC 4180 requires it.
-fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\r', '\n']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_owned()
-    }
-}
-
-fn csv_text(value: &Value) -> String {
-    match value {
-        Value::Null => String::new(),
-        Value::Integer(i) => i.to_string(),
-        Value::Real(r) => real_text(*r),
-        Value::Text(t) => t.clone(),
-        Value::Blob(b) => blob_literal(b),
-    }
-}
-
-/// Writes one CSV record ending in CRLF.
-fn write_csv_record<S: AsRef<str>>(out: &mut dyn Write, fields: &[S]) -> io::Result<()> {
-    let fields: Vec<String> = fields.iter().map(|f| csv_field(f.as_ref())).collect();
-    write!(out, "{}\r\n", fields.join(","))
-}
-
-fn write_csv(out: &mut dyn Write, result: &ResultSet) -> io::Result<()> {
-    write_csv_record(out, &result.columns)?;
-    for row in &result.rows {
-        write_csv_record(out, &row.iter().map(csv_text).collect::<Vec<_>>())?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rusqlite::hooks::{AuthAction, TransactionOperation};
 
     fn verdict(action: AuthAction<'_>) -> Verdict {
         authorize(&action)
