@@ -46,7 +46,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Removes the temporary files of `path` that writers killed halfway left behind: those whose
-/// writer process is gone, and those untouched for [`STALE_AFTER`].
+/// writer process is gone, and those untouched for five minutes.
 pub fn sweep(path: &Path) {
     let Ok(entries) = fs::read_dir(parent_dir(path)) else {
         return;

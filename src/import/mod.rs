@@ -5,7 +5,7 @@
 //! file next to the target and renames it over the target only after everything committed, so a
 //! reader never sees a half-import and a failure leaves the previous database as it was. Memory
 //! is bounded by the largest entry, a fixed call-graph edge buffer (sorted runs spill to
-//! temporary files) and a fixed-size record per call-graph node name (see [`graph`]).
+//! temporary files) and a fixed-size record per call-graph node name (see `graph.rs`).
 
 use std::collections::HashSet;
 use std::fs;

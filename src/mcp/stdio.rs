@@ -250,7 +250,7 @@ impl Rejection {
 
 /// The error the server answers at once for one line of its input, or `None` when the line
 /// goes on to the protocol (or is skipped: blank lines, invalid notifications). For fuzzing
-/// and tests of the framing; [`StdioTransport`] uses the same check.
+/// and tests of the framing; the stdio transport uses the same check.
 pub fn answer_for_line(line: &[u8]) -> Option<Value> {
     match check(line) {
         Err(Some(rejection)) => Some(rejection.answer()),
