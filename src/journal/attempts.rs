@@ -284,7 +284,7 @@ struct Parsed {
 fn parse(bytes: &[u8]) -> Result<Parsed, String> {
     let mut value: Value =
         serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
-    strip_nulls(&mut value);
+    strip_nulls_everywhere(&mut value);
     let Value::Object(mut root) = value else {
         return Err("the document is not a JSON object".to_owned());
     };
@@ -470,15 +470,15 @@ fn version_shaped(version: &str) -> bool {
 }
 
 /// Removes `null` members and elements, which the format never allows.
-fn strip_nulls(value: &mut Value) {
+fn strip_nulls_everywhere(value: &mut Value) {
     match value {
         Value::Object(map) => {
             map.retain(|_, v| !v.is_null());
-            map.values_mut().for_each(strip_nulls);
+            map.values_mut().for_each(strip_nulls_everywhere);
         }
         Value::Array(items) => {
             items.retain(|v| !v.is_null());
-            items.iter_mut().for_each(strip_nulls);
+            items.iter_mut().for_each(strip_nulls_everywhere);
         }
         _ => {}
     }

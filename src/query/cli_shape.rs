@@ -308,7 +308,7 @@ fn nest(value: Value, nested: Nested) -> Ordered {
                 .collect(),
         )),
         (_, mut value) => {
-            strip_nulls(&mut value);
+            strip_null_members(&mut value);
             Ordered::Plain(value)
         }
     }
@@ -332,13 +332,13 @@ fn bridge_is_empty(bridge: &Value) -> bool {
 }
 
 /// Drops `null` members of nested objects (acp-cli omits absent optionals).
-fn strip_nulls(value: &mut Value) {
+fn strip_null_members(value: &mut Value) {
     match value {
         Value::Object(members) => {
             members.retain(|_, v| !v.is_null());
-            members.values_mut().for_each(strip_nulls);
+            members.values_mut().for_each(strip_null_members);
         }
-        Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+        Value::Array(items) => items.iter_mut().for_each(strip_null_members),
         _ => {}
     }
 }
