@@ -39,6 +39,25 @@ before changing a file, and acp_generate_primer or acp_context for a ready-made 
 Record debugging with acp_debug and temporary code with acp_hack. Long lists come in pages: \
 pass the returned next_cursor back as cursor.";
 
+/// How long a read query may take, which decides where it runs (see `AcpServer::answer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Weight {
+    /// A point lookup or an overview: microseconds.
+    Light,
+    /// A call-graph walk or a search: milliseconds to seconds.
+    Heavy,
+}
+
+impl Weight {
+    fn heavy_if(heavy: bool) -> Weight {
+        if heavy {
+            Weight::Heavy
+        } else {
+            Weight::Light
+        }
+    }
+}
+
 /// The acpdb MCP server.
 #[derive(Clone)]
 pub struct AcpServer {
@@ -62,15 +81,22 @@ impl AcpServer {
 
     /// Runs `query` on a pooled connection under the time limit and renders its answer.
     ///
-    /// Most read queries take micro- to milliseconds, but a deep traversal can take seconds: the
-    /// query runs in `block_in_place`, so the runtime hands this worker's other tasks to another
-    /// thread and cheap calls (and `ping`) keep being answered while heavy ones run.
-    async fn answer<F>(&self, query: F) -> Result<CallToolResult, ErrorData>
+    /// Point lookups and overviews take micro- to a few hundred microseconds and run on the
+    /// worker that received the call. A query that may walk or scan ([`Weight::Heavy`]: call-graph walks,
+    /// search) runs in `block_in_place`, so the runtime hands this worker's other tasks to
+    /// another thread and cheap calls (and `ping`) keep being answered while it runs; the
+    /// hand-off costs tens of microseconds, which only heavy queries pay.
+    async fn answer<F>(&self, weight: Weight, query: F) -> Result<CallToolResult, ErrorData>
     where
         F: FnOnce(&Connection) -> QueryResult<String>,
     {
         let pool = self.state.pool().map_err(errors::unavailable)?;
-        let text = tokio::task::block_in_place(|| limited(&pool, self.time_limit, query))?;
+        let run = || limited(&pool, self.time_limit, query);
+        let text = if weight == Weight::Heavy {
+            tokio::task::block_in_place(run)?
+        } else {
+            run()?
+        };
         self.respond(text)
     }
 
@@ -209,7 +235,10 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<QueryParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| answer::query(conn, &params)).await
+        self.answer(Weight::heavy_if(params.may_be_slow()), move |conn| {
+            answer::query(conn, &params)
+        })
+        .await
     }
 
     #[tool(
@@ -226,7 +255,8 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<ExpandParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| answer::expand(conn, &params)).await
+        self.answer(Weight::Light, move |conn| answer::expand(conn, &params))
+            .await
     }
 
     #[tool(
@@ -243,8 +273,10 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<ExpandVariableParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| answer::expand_variable(conn, &params))
-            .await
+        self.answer(Weight::Light, move |conn| {
+            answer::expand_variable(conn, &params)
+        })
+        .await
     }
 
     #[tool(
@@ -261,8 +293,10 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<ConstraintsParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| answer::constraints(conn, &params))
-            .await
+        self.answer(Weight::Light, move |conn| {
+            answer::constraints(conn, &params)
+        })
+        .await
     }
 
     #[tool(
@@ -276,7 +310,7 @@ impl AcpServer {
         description = "Get an overview of the codebase architecture including domains, files, symbols, and structure. Use this first to understand the project layout. For counts and search, use acp_query (type stats or search)."
     )]
     async fn acp_get_architecture(&self) -> Result<CallToolResult, ErrorData> {
-        self.answer(answer::architecture).await
+        self.answer(Weight::Light, answer::architecture).await
     }
 
     #[tool(
@@ -293,8 +327,10 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<GetFileContextParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| answer::file_context(conn, &params))
-            .await
+        self.answer(Weight::Light, move |conn| {
+            answer::file_context(conn, &params)
+        })
+        .await
     }
 
     #[tool(
@@ -311,8 +347,10 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<GetSymbolContextParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| answer::symbol_context(conn, &params))
-            .await
+        self.answer(Weight::Light, move |conn| {
+            answer::symbol_context(conn, &params)
+        })
+        .await
     }
 
     #[tool(
@@ -329,8 +367,10 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<GetDomainFilesParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| answer::domain_files(conn, &params))
-            .await
+        self.answer(Weight::Light, move |conn| {
+            answer::domain_files(conn, &params)
+        })
+        .await
     }
 
     #[tool(
@@ -347,8 +387,10 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<CheckConstraintsParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| answer::check_constraints(conn, &params))
-            .await
+        self.answer(Weight::Light, move |conn| {
+            answer::check_constraints(conn, &params)
+        })
+        .await
     }
 
     #[tool(
@@ -362,7 +404,7 @@ impl AcpServer {
         description = "Get the most frequently called symbols in the codebase - the 'hotpaths' that are critical to understand. For who calls one particular symbol, use acp_query type callers."
     )]
     async fn acp_get_hotpaths(&self) -> Result<CallToolResult, ErrorData> {
-        self.answer(answer::hotpaths).await
+        self.answer(Weight::Light, answer::hotpaths).await
     }
 
     #[tool(
@@ -379,7 +421,8 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<GeneratePrimerParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| answer::primer(conn, &params)).await
+        self.answer(Weight::Light, move |conn| answer::primer(conn, &params))
+            .await
     }
 
     #[tool(
@@ -396,7 +439,7 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<GetContextParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(move |conn| answer::context(conn, &params))
+        self.answer(Weight::Light, move |conn| answer::context(conn, &params))
             .await
     }
     #[tool(

@@ -53,6 +53,17 @@ pub struct QueryParams {
     pub cursor: Option<String>,
 }
 
+impl QueryParams {
+    /// Whether the query may walk the call graph or scan names (callers, callees, search):
+    /// milliseconds to seconds, where the other types are point lookups.
+    pub fn may_be_slow(&self) -> bool {
+        matches!(
+            self.query_type.as_deref(),
+            Some("callers" | "callees" | "search")
+        )
+    }
+}
+
 /// Answer of `acp_query`, shaped by its type.
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
