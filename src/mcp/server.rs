@@ -91,11 +91,16 @@ impl AcpServer {
         F: FnOnce(&Connection) -> QueryResult<String>,
     {
         let pool = self.state.pool().map_err(errors::unavailable)?;
-        let run = || limited(&pool, self.time_limit, query);
-        let text = if weight == Weight::Heavy {
-            tokio::task::block_in_place(run)?
-        } else {
-            run()?
+        let text = match weight {
+            // A light query runs here only when a connection is free at once: waiting for one
+            // (every connection busy with heavy queries) must not hold up this worker either.
+            Weight::Light => match pool.try_get() {
+                Some(conn) => limited(&conn, self.time_limit, query)?,
+                None => tokio::task::block_in_place(|| on_pool(&pool, self.time_limit, query))?,
+            },
+            Weight::Heavy => {
+                tokio::task::block_in_place(|| on_pool(&pool, self.time_limit, query))?
+            }
         };
         self.respond(text)
     }
@@ -201,18 +206,33 @@ impl AcpServer {
     }
 }
 
-/// Runs `query` on a connection of `pool`, interrupted after `time_limit`.
-fn limited<T>(
+/// A connection of `pool`, waiting for one to be free.
+fn connection(
+    pool: &crate::db::ReadPool,
+) -> Result<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>, ErrorData> {
+    pool.get()
+        .map_err(|e| errors::internal(format!("database connection: {e}")))
+}
+
+/// Runs `query` on a connection of `pool` (waiting for one), interrupted after `time_limit`.
+fn on_pool<T>(
     pool: &crate::db::ReadPool,
     time_limit: Duration,
     query: impl FnOnce(&Connection) -> QueryResult<T>,
 ) -> Result<T, ErrorData> {
-    let conn = pool
-        .get()
-        .map_err(|e| errors::internal(format!("database connection: {e}")))?;
-    let limit = crate::db::TimeLimit::install(&conn, time_limit)
+    let conn = connection(pool)?;
+    limited(&conn, time_limit, query)
+}
+
+/// Runs `query` on `conn`, interrupted after `time_limit`.
+fn limited<T>(
+    conn: &Connection,
+    time_limit: Duration,
+    query: impl FnOnce(&Connection) -> QueryResult<T>,
+) -> Result<T, ErrorData> {
+    let limit = crate::db::TimeLimit::install(conn, time_limit)
         .map_err(|e| errors::internal(format!("{e:#}")))?;
-    match query(&conn) {
+    match query(conn) {
         Ok(answer) => Ok(answer),
         Err(_) if limit.expired() => Err(errors::time_limit(time_limit.as_secs_f64())),
         Err(err) => Err(errors::query(err)),
@@ -547,7 +567,7 @@ impl ServerHandler for AcpServer {
     ) -> Result<ListResourcesResult, ErrorData> {
         let pool = self.state.pool().map_err(errors::unavailable)?;
         let resources = tokio::task::block_in_place(|| {
-            limited(&pool, self.time_limit, |conn| {
+            on_pool(&pool, self.time_limit, |conn| {
                 Ok(super::resources::list(conn))
             })
         })?;
@@ -571,7 +591,7 @@ impl ServerHandler for AcpServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let pool = self.state.pool().map_err(errors::unavailable)?;
         let contents = tokio::task::block_in_place(|| {
-            limited(&pool, self.time_limit, |conn| {
+            on_pool(&pool, self.time_limit, |conn| {
                 Ok(super::resources::read(conn, &request.uri))
             })
         })??;
