@@ -543,6 +543,112 @@ fn fixtures_round_trip() {
 }
 
 #[test]
+fn graph_lists_round_trip_with_duplicates_disorder_and_unknown_names() {
+    let cache = json!({
+        "version": "0.7.0", "generated_at": "2026-01-01T00:00:00Z",
+        "project": {"name": "p", "root": "."},
+        "stats": {"files": 1, "symbols": 2, "lines": 1}, "source_files": {},
+        "files": {"a.ts": {"path": "a.ts", "lines": 1, "language": "typescript", "exports": [], "imports": []}},
+        "symbols": {
+            "f": {"name": "f", "qualified_name": "a.ts:f", "type": "function", "file": "a.ts", "lines": [1, 1], "exported": true},
+            "g": {"name": "g", "qualified_name": "a.ts:g", "type": "function", "file": "a.ts", "lines": [2, 2], "exported": true}
+        },
+        "graph": {
+            "x_before": 1,
+            "forward": {
+                "zeta": ["g", "f", "g", "g", "absent", "f", "zeta"],
+                "f": ["g", "g", "g"],
+                "nobody": [],
+                "mixed": ["f", 7, null, "g", {"name": "f"}],
+                "odd": "not a list",
+                "absent": ["absent", "absent"]
+            },
+            "reverse": {
+                "g": ["zeta", "f", "f", "zeta", "zeta", "f"],
+                "empty": [],
+                "f": ["mixed", "zeta", "zeta"],
+                "absent": ["zeta", "absent", "absent"],
+                "zeta": ["zeta"]
+            }
+        }
+    });
+    let project = assert_round_trip(&cache.to_string(), None);
+    let conn = db(&project);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM graph_lists WHERE typeof(items) = 'text'"
+        ),
+        2,
+        "only the lists that are not lists of names are stored as JSON text"
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT reverse_len FROM graph_nodes WHERE name = 'g'"
+        ),
+        6
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM call_graph WHERE caller = 'zeta' AND callee = 'g'"
+        ),
+        1
+    );
+    assert_eq!(
+        count(&conn, "SELECT count FROM call_edges e JOIN graph_nodes a ON a.id = e.caller_id JOIN graph_nodes b ON b.id = e.callee_id WHERE a.name = 'zeta' AND b.name = 'g'"),
+        3
+    );
+    let no_violations: i64 = conn
+        .prepare("PRAGMA foreign_key_check")
+        .unwrap()
+        .query_map([], |_| Ok(()))
+        .unwrap()
+        .count() as i64;
+    assert_eq!(no_violations, 0, "a foreign key points nowhere");
+}
+
+#[test]
+fn file_overview_shows_the_strictest_lock_level() {
+    let cache = json!({
+        "version": "0.7.0", "generated_at": "2026-01-01T00:00:00Z",
+        "project": {"name": "p", "root": "."},
+        "stats": {"files": 2, "symbols": 0, "lines": 2}, "source_files": {},
+        "files": {
+            "a.ts": {"path": "a.ts", "lines": 1, "language": "typescript", "exports": [], "imports": []},
+            "b.ts": {"path": "b.ts", "lines": 1, "language": "typescript", "exports": [], "imports": []}
+        },
+        "symbols": {},
+        "constraints": {"by_file": {
+            "a.ts": {"lock_level": "experimental"},
+            "./a.ts": {"lock_level": "frozen"},
+            "a.ts/": {"lock_level": "review-required"},
+            "b.ts": {"lock_level": "made-up"}
+        }}
+    });
+    let project = assert_round_trip(&cache.to_string(), None);
+    let conn = db(&project);
+    let level = |path: &str| -> String {
+        conn.query_row(
+            "SELECT lock_level FROM file_overview WHERE path = ?1",
+            [path],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(level("a.ts"), "frozen");
+    assert_eq!(level("b.ts"), "normal");
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT files FROM file_lock_levels WHERE lock_level = 'frozen'"
+        ),
+        1
+    );
+}
+
+#[test]
 fn duplicate_keys_keep_the_first_entry_with_a_warning() {
     let cache = r#"{"version": "0.7.0", "generated_at": "2026-01-01T00:00:00Z", "project": {"name": "p", "root": "."},
         "stats": {"files": 1, "symbols": 1, "lines": 1}, "source_files": {},

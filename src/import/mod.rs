@@ -576,7 +576,7 @@ impl<'c> Loader<'c> {
                 "key, path, lock_level, lock_reason, directive, style, behavior, quality_json, raw_json",
                 true,
             ))?,
-            insert_graph_list: conn.prepare(&insert_sql("graph_lists", "direction, key, items_json", false))?,
+            insert_graph_list: conn.prepare(&insert_sql("graph_lists", "node_id, reverse, items", false))?,
             insert_var: conn.prepare(&insert_sql("vars", "name, type, value, description, refs_json, source, lines_json, extra", true))?,
             insert_warning: conn.prepare("INSERT INTO import_warnings(path, message) VALUES (?1, ?2)")?,
             graph: CallGraph::new(conn, spill_dir)?,
@@ -909,17 +909,6 @@ impl<'c> Loader<'c> {
     /// Whether `key` was already inserted in `section` (an exact check in SQL confirms a hash
     /// match, so distinct keys are never taken for duplicates).
     fn is_duplicate(&mut self, section: u8, table: &str, key: &str) -> Result<bool> {
-        self.is_duplicate_where(section, table, key, "1")
-    }
-
-    /// [`Loader::is_duplicate`] among the rows matching the SQL condition `filter`.
-    fn is_duplicate_where(
-        &mut self,
-        section: u8,
-        table: &str,
-        key: &str,
-        filter: &str,
-    ) -> Result<bool> {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         key.hash(&mut hasher);
         if self.seen_keys.insert((section, hasher.finish())) {
@@ -928,7 +917,7 @@ impl<'c> Loader<'c> {
         let found: Option<i64> = self
             .conn
             .query_row(
-                &format!("SELECT 1 FROM {table} WHERE key = ?1 AND {filter} LIMIT 1"),
+                &format!("SELECT 1 FROM {table} WHERE key = ?1 LIMIT 1"),
                 [key],
                 |r| r.get(0),
             )
@@ -938,18 +927,16 @@ impl<'c> Loader<'c> {
 
     fn graph_list(&mut self, section: Section, key: String, value: Value) -> Result<()> {
         let forward = section == Section::GraphForward;
-        let direction = if forward { "forward" } else { "reverse" };
-        let filter = format!("direction = '{direction}'");
-        if self.is_duplicate_where(if forward { 3 } else { 4 }, "graph_lists", &key, &filter)? {
+        let key_id = self.graph.node(&key)?;
+        if !self.graph.claim_list(key_id, !forward) {
             return self.warn(
                 format!("{}[{key:?}]", section.path()),
                 "duplicate key; the first entry is kept",
             );
         }
-        self.insert_graph_list
-            .execute(params![direction, key, value.to_string()])?;
-        let key_id = self.graph.node(&key)?;
         let Value::Array(items) = &value else {
+            self.insert_graph_list
+                .execute(params![key_id, !forward, value.to_string()])?;
             return self.warn(
                 format!("{}[{key:?}]", section.path()),
                 "expected a list of names; kept verbatim but not added to the call graph",
@@ -958,14 +945,26 @@ impl<'c> Loader<'c> {
         if !forward {
             self.graph.add_reverse_len(key_id, items.len());
         }
+        let mut ids = Vec::with_capacity(items.len());
         for other in items.iter().filter_map(Value::as_str) {
             let other_id = self.graph.node(other)?;
+            ids.push(other_id);
             let (caller, callee) = if forward {
                 (key_id, other_id)
             } else {
                 (other_id, key_id)
             };
             self.graph.push_edge(caller, callee, forward)?;
+        }
+        if ids.len() == items.len() {
+            self.insert_graph_list.execute(params![
+                key_id,
+                !forward,
+                db::encode_graph_items(&ids)
+            ])?;
+        } else {
+            self.insert_graph_list
+                .execute(params![key_id, !forward, value.to_string()])?;
         }
         Ok(())
     }
