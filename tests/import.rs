@@ -460,10 +460,12 @@ fn database_opens_in_the_sqlite3_shell() {
 
 #[test]
 fn killed_import_leaves_previous_database() {
+    use std::io::BufRead;
+
     let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
     project.import();
     let before = fs::read(project.db()).unwrap();
-    // A bigger cache so that the import is still running when it is killed.
+    // A bigger cache so that every phase of the import lasts long enough to be killed in.
     let out = acpdb()
         .args([
             "gen-fixture",
@@ -477,34 +479,51 @@ fn killed_import_leaves_previous_database() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    for delay_ms in [20u64, 80, 200] {
+    let phases = [
+        "reading the cache",
+        "linking the call graph",
+        "building indexes and full-text search",
+    ];
+    let mut killed_in = Vec::new();
+    for phase in phases {
         let mut child = acpdb()
             .arg("-C")
             .arg(project.root())
-            .arg("import")
+            .args(["import", "--progress-interval", "0.005"])
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-        child.kill().unwrap();
+        let lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        for line in lines.map_while(Result::ok) {
+            if line.starts_with(&format!("import: {phase}, ")) {
+                child.kill().unwrap();
+                killed_in.push(phase);
+                break;
+            }
+        }
         child.wait().unwrap();
-        let now = fs::read(project.db()).unwrap();
-        if now != before {
-            // The import finished before the kill: the new database must be complete.
-            let conn = db(&project);
+        let conn = db(&project);
+        if fs::read(project.db()).unwrap() != before {
+            // The import finished before the phase was seen: the new database must be complete.
             assert_eq!(count(&conn, "SELECT count(*) FROM symbols"), 30_000);
             return;
         }
-        let conn = db(&project);
-        assert_eq!(count(&conn, "SELECT count(*) FROM symbols"), 4);
+        assert_eq!(
+            count(&conn, "SELECT count(*) FROM symbols"),
+            4,
+            "killed in {phase}"
+        );
     }
+    assert_eq!(killed_in, phases, "an import was not killed in every phase");
     // The next import cleans up what the killed ones left and succeeds.
     project.import();
-    let leftovers = fs::read_dir(project.root().join(".acp"))
+    let leftovers: Vec<_> = fs::read_dir(project.root().join(".acp"))
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains("importing"))
-        .count();
-    assert_eq!(leftovers, 0);
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".tmp") || name.contains("importing"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 #[test]

@@ -29,21 +29,8 @@ CREATE INDEX files_imported_by_count
 CREATE INDEX symbols_lower_name ON symbols(lower(name));
 CREATE INDEX symbols_lower_qualified_name ON symbols(lower(coalesce(qualified_name, key)));
 
--- Word and prefix search (`validate`, `validate*`) over symbols.
-CREATE VIRTUAL TABLE symbols_fts USING fts5(
-    name, qualified_name, signature, purpose, summary,
-    content = 'symbols', content_rowid = 'id',
-    tokenize = "unicode61 remove_diacritics 2 tokenchars '_'"
-);
-INSERT INTO symbols_fts(symbols_fts) VALUES ('rebuild');
-
--- Substring search (`essionVal`) over symbol names.
-CREATE VIRTUAL TABLE symbols_trigram USING fts5(
-    name, qualified_name,
-    content = 'symbols', content_rowid = 'id',
-    tokenize = 'trigram case_sensitive 0'
-);
-INSERT INTO symbols_trigram(symbols_trigram) VALUES ('rebuild');
+-- symbols_fts and symbols_trigram, the symbols' full-text indexes, are defined in
+-- src/import/symbols_fts.sql: the importer builds them on a second thread while it loads.
 
 -- Word search over files.
 CREATE VIRTUAL TABLE files_fts USING fts5(
