@@ -99,7 +99,7 @@ impl FtsBuilder {
             Connection::open(&path).with_context(|| format!("cannot create {}", path.display()))?;
         conn.execute_batch(
             "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;
-             PRAGMA cache_size = -16384;",
+             PRAGMA cache_size = -4096;",
         )?;
         conn.execute_batch(SYMBOLS_FTS_SQL)?;
         let (tx, rx) = sync_channel::<Batch>(8);
