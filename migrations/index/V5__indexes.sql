@@ -1,13 +1,12 @@
 -- acpdb index schema, part 2 of 2: secondary indexes, full-text indexes, summaries and views.
 -- The importer applies this after the bulk load, so indexes are built once over sorted data
--- instead of row by row. docs/schema.md lists every index with the queries it serves.
-
+-- instead of row by row. docs/schema.md lists every index with the queries it serves; an index
+-- no query reads is not built (the unique ones also state that a key is unique).
 CREATE UNIQUE INDEX files_key ON files(key);
 CREATE UNIQUE INDEX symbols_key ON symbols(key);
 CREATE UNIQUE INDEX source_files_key ON source_files(key);
 CREATE UNIQUE INDEX graph_lists_node ON graph_lists(node_id, reverse);
 CREATE INDEX files_path ON files(path);
-CREATE INDEX source_files_path ON source_files(path);
 CREATE INDEX symbols_qualified_name ON symbols(qualified_name);
 CREATE INDEX symbols_name ON symbols(name);
 CREATE INDEX symbols_file_path ON symbols(file_path, line_start);
@@ -17,9 +16,6 @@ CREATE INDEX graph_nodes_reverse_len ON graph_nodes(reverse_len DESC, name);
 CREATE INDEX call_edges_callee ON call_edges(callee_id, caller_id);
 CREATE INDEX domain_files_path ON domain_files(path);
 CREATE INDEX constraints_path ON constraints(path);
-CREATE INDEX constraints_lock_level ON constraints(lock_level);
-CREATE INDEX inline_annotations_file ON inline_annotations(file_id, ord);
-CREATE INDEX cache_hacks_path ON cache_hacks(path);
 
 -- Most-imported files first (explore's key files).
 CREATE INDEX files_imported_by_count
