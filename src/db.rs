@@ -6,14 +6,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
+use serde_json::Value;
 
 mod embedded {
     refinery::embed_migrations!("migrations/index");
 }
 
 /// Schema version of the bulk-loaded tables (before secondary indexes and FTS).
-pub const LOAD_SCHEMA_VERSION: i32 = 1;
+pub const LOAD_SCHEMA_VERSION: i32 = 4;
 
 /// Applies index migrations up to `target` (all when `None`).
 pub fn migrate(conn: &mut Connection, target: Option<i32>) -> Result<()> {
@@ -174,4 +176,98 @@ pub fn new_secret() -> String {
         }
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Encodes a `graph_lists.items` blob: each `graph_nodes` id as a LEB128 varint, in order.
+pub fn encode_graph_items(ids: &[u32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ids.len() * 3);
+    for &id in ids {
+        let mut rest = id;
+        while rest >= 0x80 {
+            out.push((rest as u8 & 0x7f) | 0x80);
+            rest >>= 7;
+        }
+        out.push(rest as u8);
+    }
+    out
+}
+
+/// Decodes a `graph_lists.items` blob (`None` when it is malformed).
+pub fn decode_graph_items(blob: &[u8]) -> Option<Vec<u32>> {
+    let mut ids = Vec::with_capacity(blob.len());
+    let mut id = 0u32;
+    let mut shift = 0u32;
+    for &byte in blob {
+        if shift == 28 && byte & 0x70 != 0 {
+            return None;
+        }
+        id |= u32::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            ids.push(id);
+            id = 0;
+            shift = 0;
+        } else {
+            shift += 7;
+            if shift > 28 {
+                return None;
+            }
+        }
+    }
+    (shift == 0).then_some(ids)
+}
+
+/// The `graph.forward` (or, with `reverse`, `graph.reverse`) list stored under `name`, exactly
+/// as the cache wrote it; `None` when the cache has no such list.
+pub fn graph_list(conn: &Connection, reverse: bool, name: &str) -> rusqlite::Result<Option<Value>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT l.items FROM graph_nodes n JOIN graph_lists l ON l.node_id = n.id AND l.reverse = ?1
+         WHERE n.name = ?2",
+    )?;
+    let mut rows = stmt.query(rusqlite::params![reverse, name])?;
+    match rows.next()? {
+        Some(row) => graph_list_value(conn, row.get_ref(0)?).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The JSON value of a `graph_lists.items` cell: the list of names a blob encodes, or the text
+/// as JSON.
+pub fn graph_list_value(conn: &Connection, items: ValueRef<'_>) -> rusqlite::Result<Value> {
+    let malformed = |e: Box<dyn std::error::Error + Send + Sync>| {
+        rusqlite::Error::FromSqlConversionFailure(0, items.data_type(), e)
+    };
+    match items {
+        ValueRef::Blob(blob) => {
+            let ids = decode_graph_items(blob)
+                .ok_or_else(|| malformed("malformed graph_lists.items blob".into()))?;
+            let mut name = conn.prepare_cached("SELECT name FROM graph_nodes WHERE id = ?1")?;
+            let names = ids
+                .into_iter()
+                .map(|id| {
+                    name.query_row([id], |r| r.get::<_, String>(0))
+                        .map(Value::String)
+                })
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(Value::Array(names))
+        }
+        ValueRef::Text(text) => serde_json::from_slice(text).map_err(|e| malformed(e.into())),
+        _ => Err(malformed(
+            "graph_lists.items is neither a blob nor text".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graph_items_round_trip() {
+        let ids = [1, 127, 128, 300, 16_384, u32::MAX, 1, 1];
+        let blob = encode_graph_items(&ids);
+        assert_eq!(decode_graph_items(&blob).unwrap(), ids);
+        assert_eq!(decode_graph_items(&[]).unwrap(), Vec::<u32>::new());
+        assert!(decode_graph_items(&[0x80]).is_none());
+        assert!(decode_graph_items(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).is_none());
+    }
 }

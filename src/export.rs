@@ -199,18 +199,32 @@ fn write_raw_list(conn: &Connection, out: &mut dyn Write, sql: &str) -> Result<(
 
 fn write_graph(conn: &Connection, out: &mut dyn Write) -> Result<()> {
     write_scope(conn, out, "graph_root", |conn, out, key| match key {
-        "forward" => write_raw_map(
-            conn,
-            out,
-            "SELECT key, items_json FROM graph_lists WHERE direction = 'forward'",
-        ),
-        "reverse" => write_raw_map(
-            conn,
-            out,
-            "SELECT key, items_json FROM graph_lists WHERE direction = 'reverse'",
-        ),
+        "forward" => write_graph_lists(conn, out, false),
+        "reverse" => write_graph_lists(conn, out, true),
         other => anyhow::bail!("the database has no content for graph.{other}"),
     })
+}
+
+/// Writes `graph.forward` (or `graph.reverse`) in document order, each list rebuilt exactly.
+fn write_graph_lists(conn: &Connection, out: &mut dyn Write, reverse: bool) -> Result<()> {
+    let mut stmt = conn.prepare(
+        "SELECT n.name, l.items FROM graph_lists l JOIN graph_nodes n ON n.id = l.node_id
+         WHERE l.reverse = ?1 ORDER BY l.id",
+    )?;
+    let mut rows = stmt.query([reverse])?;
+    out.write_all(b"{")?;
+    let mut first = true;
+    while let Some(row) = rows.next()? {
+        if !first {
+            out.write_all(b",")?;
+        }
+        first = false;
+        let key: String = row.get(0)?;
+        write_key(out, &key)?;
+        serde_json::to_writer(&mut *out, &db::graph_list_value(conn, row.get_ref(1)?)?)?;
+    }
+    out.write_all(b"}")?;
+    Ok(())
 }
 
 fn write_constraints(conn: &Connection, out: &mut dyn Write) -> Result<()> {

@@ -26,6 +26,8 @@ pub(super) struct CallGraph<'c> {
     insert_node: Statement<'c>,
     /// Length of `graph.reverse[name]` (duplicates counted), by node id - 1.
     reverse_len: Vec<u32>,
+    /// Which lists were stored under each node's name (bit 0 forward, bit 1 reverse), by id - 1.
+    lists: Vec<u8>,
     /// Edges seen in `graph.forward` and symbols' `calls`.
     forward: EdgeLog,
     /// Edges seen in `graph.reverse` and symbols' `called_by`.
@@ -39,6 +41,7 @@ impl<'c> CallGraph<'c> {
             ids: HashMap::new(),
             insert_node: conn.prepare("INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)")?,
             reverse_len: Vec::new(),
+            lists: Vec::new(),
             forward: EdgeLog::new(spill_dir),
             reverse: EdgeLog::new(spill_dir),
         })
@@ -54,7 +57,17 @@ impl<'c> CallGraph<'c> {
         self.insert_node.execute(params![id, name])?;
         self.ids.insert(hash, id);
         self.reverse_len.push(0);
+        self.lists.push(0);
         Ok(id)
+    }
+
+    /// Records that node `id` has a forward (or reverse) list; false when it already had one.
+    pub(super) fn claim_list(&mut self, id: u32, reverse: bool) -> bool {
+        let bit = if reverse { 2 } else { 1 };
+        let slot = &mut self.lists[id as usize - 1];
+        let fresh = *slot & bit == 0;
+        *slot |= bit;
+        fresh
     }
 
     /// Adds `n` to the recorded length of node `id`'s reverse list.

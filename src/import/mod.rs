@@ -32,8 +32,10 @@ use crate::cache::{normalize_lock_level, LOCK_LEVELS};
 use crate::db;
 use crate::freshness::mtime_text;
 use crate::project::Project;
+use fts::FtsBuilder;
 use graph::CallGraph;
 
+mod fts;
 mod graph;
 
 /// Options of `acpdb import`.
@@ -77,6 +79,8 @@ pub struct ImportSummary {
     pub warnings: u64,
     /// Bytes of JSON read (cache and vars).
     pub bytes: u64,
+    /// Size of the database written, in bytes.
+    pub db_bytes: u64,
     /// Wall-clock time of the whole import.
     pub elapsed: Duration,
 }
@@ -87,7 +91,7 @@ impl ImportSummary {
         let mb = self.bytes as f64 / 1e6;
         let secs = self.elapsed.as_secs_f64().max(1e-6);
         format!(
-            "imported {} files, {} symbols, {} call edges, {} domains ({} warnings) from {:.1} MB in {:.2} s ({:.1} MB/s) into {}",
+            "imported {} files, {} symbols, {} call edges, {} domains ({} warnings) from {:.1} MB in {:.2} s ({:.1} MB/s) into {} ({:.1} MB, {:.2}x the JSON)",
             self.files,
             self.symbols,
             self.edges,
@@ -96,7 +100,9 @@ impl ImportSummary {
             mb,
             secs,
             mb / secs,
-            self.db.display()
+            self.db.display(),
+            self.db_bytes as f64 / 1e6,
+            self.db_bytes as f64 / self.bytes.max(1) as f64
         )
     }
 }
@@ -147,6 +153,7 @@ pub fn import_with_progress(
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     crate::replace::sweep(&project.db);
+    crate::replace::sweep(&fts::fts_target(&project.db));
     let tmp = crate::replace::temp_path(&project.db);
     let result = build(
         project,
@@ -201,7 +208,8 @@ fn build(
 
     conn.execute_batch("BEGIN")?;
     let spill_dir = tmp.parent().unwrap_or(Path::new("."));
-    let mut loader = Loader::new(&conn, spill_dir)?;
+    let fts = FtsBuilder::start(fts::temp_path(&project.db))?;
+    let mut loader = Loader::new(&conn, spill_dir, fts)?;
     let cache_outcome = stream(
         cache_path,
         DocumentKind::Cache,
@@ -224,19 +232,24 @@ fn build(
             )?,
         ));
     }
-    reporter.phase("linking the call graph");
+    reporter.phase(Phase::Linking);
     tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
-    let counts = loader.finish()?;
+    let (counts, fts) = loader.finish()?;
     tracing::debug!(
         "built the call graph at {:.2} s",
         started.elapsed().as_secs_f64()
     );
     conn.execute_batch("COMMIT")?;
 
-    reporter.phase("building indexes and full-text search");
+    reporter.phase(Phase::Indexing);
     db::migrate(&mut conn, None)?;
     tracing::debug!(
-        "built indexes and full-text search at {:.2} s",
+        "built indexes and the files' full-text search at {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+    fts.finish(&conn)?;
+    tracing::debug!(
+        "added the symbols' full-text search at {:.2} s",
         started.elapsed().as_secs_f64()
     );
     resolve_graph_nodes(&conn)?;
@@ -276,6 +289,9 @@ fn build(
     }
     conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE; PRAGMA journal_mode = DELETE;")?;
     drop(conn);
+    let db_bytes = fs::metadata(tmp)
+        .with_context(|| format!("cannot read {}", tmp.display()))?
+        .len();
 
     let warnings = counts.warnings;
     if warnings > 0 {
@@ -291,16 +307,56 @@ fn build(
         domains: counts.domains,
         warnings,
         bytes,
+        db_bytes,
         elapsed: started.elapsed(),
     })
 }
 
-/// How an import shows its progress on stderr: a bar on a terminal, otherwise a line when it
-/// starts and one per interval (phase, percent of the cache read, MB/s), in the units of the
-/// summary line (MB = 10^6 bytes). Stops when dropped.
+/// The phases of an import, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Reading,
+    Linking,
+    Indexing,
+}
+
+impl Phase {
+    /// The phase's name in the progress bar and lines.
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Reading => "reading the cache",
+            Phase::Linking => "linking the call graph",
+            Phase::Indexing => "building indexes and full-text search",
+        }
+    }
+
+    /// Where the phase starts on the progress bar, in units of the cache's size: reading covers
+    /// 0..1, and the later phases the share of the time they took after reading at 100K and 1M
+    /// symbols (docs/benchmarks.md), so that the bar's ETA covers the whole import.
+    fn start(self) -> f64 {
+        match self {
+            Phase::Reading => 0.0,
+            Phase::Linking => 1.0,
+            Phase::Indexing => 1.0 + LINKING_SHARE,
+        }
+    }
+}
+
+/// Time of the linking and the indexing phases relative to the reading phase.
+const LINKING_SHARE: f64 = 0.25;
+const INDEXING_SHARE: f64 = 0.75;
+
+/// How an import shows its progress on stderr: a bar with the phase and an ETA on a terminal,
+/// otherwise a line when it starts and one per interval (phase, percent of the cache read,
+/// MB/s), in the units of the summary line (MB = 10^6 bytes). Stops when dropped.
 enum Reporter {
     Quiet,
-    Bar(indicatif::ProgressBar, Arc<Progress>),
+    Bar {
+        bar: indicatif::ProgressBar,
+        progress: Arc<Progress>,
+        /// Size of the cache: the length of the reading phase on the bar.
+        total: u64,
+    },
     Lines {
         phase: Arc<Mutex<&'static str>>,
         /// Dropping it stops the printing thread.
@@ -321,17 +377,24 @@ impl Reporter {
             return Ok(Reporter::Quiet);
         }
         if std::io::stderr().is_terminal() {
+            let end = Phase::Indexing.start() + INDEXING_SHARE;
             let bar = indicatif::ProgressBar::with_draw_target(
-                Some(total),
+                Some((total as f64 * end) as u64),
                 indicatif::ProgressDrawTarget::stderr(),
             );
             bar.set_style(
                 indicatif::ProgressStyle::with_template(
-                    "{bar:40} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} {msg}",
+                    "{msg:38} {bar:30} {percent:>3}% {elapsed_precise} ETA {eta}",
                 )
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
-            return Ok(Reporter::Bar(bar, Arc::clone(progress)));
+            bar.set_message(Phase::Reading.name());
+            bar.enable_steady_tick(Duration::from_millis(250));
+            return Ok(Reporter::Bar {
+                bar,
+                progress: Arc::clone(progress),
+                total,
+            });
         }
         let interval = Duration::try_from_secs_f64(args.progress_interval)
             .ok()
@@ -347,7 +410,7 @@ impl Reporter {
             cache.display(),
             total as f64 / 1e6
         );
-        let phase = Arc::new(Mutex::new("reading the cache"));
+        let phase = Arc::new(Mutex::new(Phase::Reading.name()));
         let (stop, stopped) = mpsc::channel::<()>();
         let (shown, progress) = (Arc::clone(&phase), Arc::clone(progress));
         let thread = std::thread::Builder::new()
@@ -373,18 +436,21 @@ impl Reporter {
 
     /// Shows the bytes of the cache read so far.
     fn tick(&self) {
-        if let Reporter::Bar(bar, progress) = self {
+        if let Reporter::Bar { bar, progress, .. } = self {
             bar.set_position(progress.bytes.load(Ordering::Relaxed));
         }
     }
 
     /// Names the phase the import has reached.
-    fn phase(&self, name: &'static str) {
+    fn phase(&self, phase: Phase) {
         match self {
             Reporter::Quiet => {}
-            Reporter::Bar(bar, _) => bar.set_message(name),
-            Reporter::Lines { phase, .. } => {
-                *phase.lock().unwrap_or_else(|e| e.into_inner()) = name;
+            Reporter::Bar { bar, total, .. } => {
+                bar.set_message(phase.name());
+                bar.set_position((*total as f64 * phase.start()) as u64);
+            }
+            Reporter::Lines { phase: shown, .. } => {
+                *shown.lock().unwrap_or_else(|e| e.into_inner()) = phase.name();
             }
         }
     }
@@ -394,7 +460,7 @@ impl Drop for Reporter {
     fn drop(&mut self) {
         match self {
             Reporter::Quiet => {}
-            Reporter::Bar(bar, _) => bar.finish_and_clear(),
+            Reporter::Bar { bar, .. } => bar.finish_and_clear(),
             Reporter::Lines { stop, thread, .. } => {
                 drop(stop.take());
                 if let Some(thread) = thread.take() {
@@ -531,6 +597,7 @@ struct Loader<'c> {
     insert_var: Statement<'c>,
     insert_warning: Statement<'c>,
     graph: CallGraph<'c>,
+    fts: FtsBuilder,
     /// Hashes of the keys inserted so far, per section, to spot duplicates.
     seen_keys: HashSet<(u8, u64)>,
     root: Option<String>,
@@ -546,7 +613,7 @@ struct Loader<'c> {
 }
 
 impl<'c> Loader<'c> {
-    fn new(conn: &'c Connection, spill_dir: &Path) -> Result<Loader<'c>> {
+    fn new(conn: &'c Connection, spill_dir: &Path, fts: FtsBuilder) -> Result<Loader<'c>> {
         let file_cols = "key, path, path_field, lines, language, module, summary, purpose, owner, layer, stability, exports_json, imports_json, imported_by_json, domains_json, inline_json, extra";
         let symbol_cols = "key, file_path, name, qualified_name, type, file, line_start, line_end, exported, signature, summary, purpose, async, visibility, calls_json, called_by_json, constraints_json, extra";
         Ok(Loader {
@@ -567,10 +634,11 @@ impl<'c> Loader<'c> {
                 "key, path, lock_level, lock_reason, directive, style, behavior, quality_json, raw_json",
                 true,
             ))?,
-            insert_graph_list: conn.prepare(&insert_sql("graph_lists", "direction, key, items_json", false))?,
+            insert_graph_list: conn.prepare(&insert_sql("graph_lists", "node_id, reverse, items", false))?,
             insert_var: conn.prepare(&insert_sql("vars", "name, type, value, description, refs_json, source, lines_json, extra", true))?,
             insert_warning: conn.prepare("INSERT INTO import_warnings(path, message) VALUES (?1, ?2)")?,
             graph: CallGraph::new(conn, spill_dir)?,
+            fts,
             seen_keys: HashSet::new(),
             root: None,
             root_ord: 0,
@@ -879,6 +947,11 @@ impl<'c> Loader<'c> {
         }
         self.insert_symbol.execute(values.as_slice())?;
         self.counts.symbols += 1;
+        // name, qualified_name, signature, purpose, summary: the columns of `symbols_fts`.
+        self.fts.push(
+            self.conn.last_insert_rowid(),
+            [0, 1, 7, 9, 8].map(|i| &cells[i]),
+        )?;
         let own_name = cells[1].as_str().unwrap_or(&key);
         for (column, forward) in [(12usize, true), (13usize, false)] {
             let Some(list) = cells[column].as_str() else {
@@ -900,17 +973,6 @@ impl<'c> Loader<'c> {
     /// Whether `key` was already inserted in `section` (an exact check in SQL confirms a hash
     /// match, so distinct keys are never taken for duplicates).
     fn is_duplicate(&mut self, section: u8, table: &str, key: &str) -> Result<bool> {
-        self.is_duplicate_where(section, table, key, "1")
-    }
-
-    /// [`Loader::is_duplicate`] among the rows matching the SQL condition `filter`.
-    fn is_duplicate_where(
-        &mut self,
-        section: u8,
-        table: &str,
-        key: &str,
-        filter: &str,
-    ) -> Result<bool> {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         key.hash(&mut hasher);
         if self.seen_keys.insert((section, hasher.finish())) {
@@ -919,7 +981,7 @@ impl<'c> Loader<'c> {
         let found: Option<i64> = self
             .conn
             .query_row(
-                &format!("SELECT 1 FROM {table} WHERE key = ?1 AND {filter} LIMIT 1"),
+                &format!("SELECT 1 FROM {table} WHERE key = ?1 LIMIT 1"),
                 [key],
                 |r| r.get(0),
             )
@@ -929,18 +991,16 @@ impl<'c> Loader<'c> {
 
     fn graph_list(&mut self, section: Section, key: String, value: Value) -> Result<()> {
         let forward = section == Section::GraphForward;
-        let direction = if forward { "forward" } else { "reverse" };
-        let filter = format!("direction = '{direction}'");
-        if self.is_duplicate_where(if forward { 3 } else { 4 }, "graph_lists", &key, &filter)? {
+        let key_id = self.graph.node(&key)?;
+        if !self.graph.claim_list(key_id, !forward) {
             return self.warn(
                 format!("{}[{key:?}]", section.path()),
                 "duplicate key; the first entry is kept",
             );
         }
-        self.insert_graph_list
-            .execute(params![direction, key, value.to_string()])?;
-        let key_id = self.graph.node(&key)?;
         let Value::Array(items) = &value else {
+            self.insert_graph_list
+                .execute(params![key_id, !forward, value.to_string()])?;
             return self.warn(
                 format!("{}[{key:?}]", section.path()),
                 "expected a list of names; kept verbatim but not added to the call graph",
@@ -949,14 +1009,26 @@ impl<'c> Loader<'c> {
         if !forward {
             self.graph.add_reverse_len(key_id, items.len());
         }
+        let mut ids = Vec::with_capacity(items.len());
         for other in items.iter().filter_map(Value::as_str) {
             let other_id = self.graph.node(other)?;
+            ids.push(other_id);
             let (caller, callee) = if forward {
                 (key_id, other_id)
             } else {
                 (other_id, key_id)
             };
             self.graph.push_edge(caller, callee, forward)?;
+        }
+        if ids.len() == items.len() {
+            self.insert_graph_list.execute(params![
+                key_id,
+                !forward,
+                db::encode_graph_items(&ids)
+            ])?;
+        } else {
+            self.insert_graph_list
+                .execute(params![key_id, !forward, value.to_string()])?;
         }
         Ok(())
     }
@@ -1140,8 +1212,9 @@ impl<'c> Loader<'c> {
         Ok(())
     }
 
-    /// Builds the de-duplicated edge table and the node table; returns the final counts.
-    fn finish(mut self) -> Result<Counts> {
+    /// Builds the de-duplicated edge table and the node table; returns the final counts and
+    /// the full-text builder, to finish once the indexes are built.
+    fn finish(mut self) -> Result<(Counts, FtsBuilder)> {
         self.counts.edges = self.graph.finish(self.conn)?;
         if let Some(root) = self
             .root
@@ -1150,7 +1223,7 @@ impl<'c> Loader<'c> {
         {
             rebase_absolute_paths(self.conn, &root)?;
         }
-        Ok(std::mem::take(&mut self.counts))
+        Ok((std::mem::take(&mut self.counts), self.fts))
     }
 }
 

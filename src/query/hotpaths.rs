@@ -38,8 +38,8 @@ pub fn hotpaths(conn: &Connection) -> QueryResult<Vec<Hotpath>> {
     if slots.len() < HOTPATH_SLOTS {
         let empty: Vec<String> = conn
             .prepare_cached(
-                "SELECT key FROM graph_lists WHERE direction = 'reverse' AND items_json = '[]'
-                 ORDER BY key LIMIT ?1",
+                "SELECT n.name FROM graph_lists l JOIN graph_nodes n ON n.id = l.node_id
+                 WHERE l.reverse = 1 AND l.items = x'' ORDER BY n.name LIMIT ?1",
             )?
             .query_map([(HOTPATH_SLOTS - slots.len()) as i64], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;

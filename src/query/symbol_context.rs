@@ -5,7 +5,7 @@
 //! size are cut; the answer then says so with `truncated` and `next_cursor`. This module also
 //! holds the paging helpers shared with the domain tool.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -75,8 +75,8 @@ pub fn symbol_context(
     if symbol.qualified_name != symbol.key {
         graph_keys.push(symbol.qualified_name.as_str());
     }
-    let callers = graph_list(conn, "reverse", &graph_keys)?;
-    let callees = graph_list(conn, "forward", &graph_keys)?;
+    let callers = graph_list(conn, true, &graph_keys)?;
+    let callees = graph_list(conn, false, &graph_keys)?;
     let more = continues(page, callers.len()) || continues(page, callees.len());
     Ok(SymbolContext {
         symbol: cli_symbol_entry(entry),
@@ -91,16 +91,12 @@ pub fn symbol_context(
     })
 }
 
-/// The stored `graph.<direction>` list under the first of `keys` that has one (`[]` if none).
-fn graph_list(conn: &Connection, direction: &str, keys: &[&str]) -> QueryResult<Vec<Value>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT items_json FROM graph_lists WHERE direction = ?1 AND key = ?2")?;
+/// The stored `graph.forward` (or `graph.reverse`) list under the first of `keys` that has one
+/// (`[]` if none).
+fn graph_list(conn: &Connection, reverse: bool, keys: &[&str]) -> QueryResult<Vec<Value>> {
     for key in keys {
-        let items: Option<String> = stmt
-            .query_row(params![direction, key], |r| r.get(0))
-            .optional()?;
-        if let Some(items) = items {
-            return Ok(match serde_json::from_str(&items)? {
+        if let Some(items) = crate::db::graph_list(conn, reverse, key)? {
+            return Ok(match items {
                 Value::Array(items) => items,
                 _ => Vec::new(),
             });

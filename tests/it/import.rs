@@ -460,10 +460,12 @@ fn database_opens_in_the_sqlite3_shell() {
 
 #[test]
 fn killed_import_leaves_previous_database() {
+    use std::io::BufRead;
+
     let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
     project.import();
     let before = fs::read(project.db()).unwrap();
-    // A bigger cache so that the import is still running when it is killed.
+    // A bigger cache so that every phase of the import lasts long enough to be killed in.
     let out = acpdb()
         .args([
             "gen-fixture",
@@ -477,34 +479,51 @@ fn killed_import_leaves_previous_database() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    for delay_ms in [20u64, 80, 200] {
+    let phases = [
+        "reading the cache",
+        "linking the call graph",
+        "building indexes and full-text search",
+    ];
+    let mut killed_in = Vec::new();
+    for phase in phases {
         let mut child = acpdb()
             .arg("-C")
             .arg(project.root())
-            .arg("import")
+            .args(["import", "--progress-interval", "0.005"])
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-        child.kill().unwrap();
+        let lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        for line in lines.map_while(Result::ok) {
+            if line.starts_with(&format!("import: {phase}, ")) {
+                child.kill().unwrap();
+                killed_in.push(phase);
+                break;
+            }
+        }
         child.wait().unwrap();
-        let now = fs::read(project.db()).unwrap();
-        if now != before {
-            // The import finished before the kill: the new database must be complete.
-            let conn = db(&project);
+        let conn = db(&project);
+        if fs::read(project.db()).unwrap() != before {
+            // The import finished before the phase was seen: the new database must be complete.
             assert_eq!(count(&conn, "SELECT count(*) FROM symbols"), 30_000);
             return;
         }
-        let conn = db(&project);
-        assert_eq!(count(&conn, "SELECT count(*) FROM symbols"), 4);
+        assert_eq!(
+            count(&conn, "SELECT count(*) FROM symbols"),
+            4,
+            "killed in {phase}"
+        );
     }
+    assert_eq!(killed_in, phases, "an import was not killed in every phase");
     // The next import cleans up what the killed ones left and succeeds.
     project.import();
-    let leftovers = fs::read_dir(project.root().join(".acp"))
+    let leftovers: Vec<_> = fs::read_dir(project.root().join(".acp"))
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains("importing"))
-        .count();
-    assert_eq!(leftovers, 0);
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".tmp") || name.contains("importing"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 #[test]
@@ -540,6 +559,112 @@ fn fixtures_round_trip() {
         let exported: Value = serde_json::from_str(&fs::read_to_string(out_path).unwrap()).unwrap();
         assert_eq!(exported, vars, "{name}: vars do not round-trip");
     }
+}
+
+#[test]
+fn graph_lists_round_trip_with_duplicates_disorder_and_unknown_names() {
+    let cache = json!({
+        "version": "0.7.0", "generated_at": "2026-01-01T00:00:00Z",
+        "project": {"name": "p", "root": "."},
+        "stats": {"files": 1, "symbols": 2, "lines": 1}, "source_files": {},
+        "files": {"a.ts": {"path": "a.ts", "lines": 1, "language": "typescript", "exports": [], "imports": []}},
+        "symbols": {
+            "f": {"name": "f", "qualified_name": "a.ts:f", "type": "function", "file": "a.ts", "lines": [1, 1], "exported": true},
+            "g": {"name": "g", "qualified_name": "a.ts:g", "type": "function", "file": "a.ts", "lines": [2, 2], "exported": true}
+        },
+        "graph": {
+            "x_before": 1,
+            "forward": {
+                "zeta": ["g", "f", "g", "g", "absent", "f", "zeta"],
+                "f": ["g", "g", "g"],
+                "nobody": [],
+                "mixed": ["f", 7, null, "g", {"name": "f"}],
+                "odd": "not a list",
+                "absent": ["absent", "absent"]
+            },
+            "reverse": {
+                "g": ["zeta", "f", "f", "zeta", "zeta", "f"],
+                "empty": [],
+                "f": ["mixed", "zeta", "zeta"],
+                "absent": ["zeta", "absent", "absent"],
+                "zeta": ["zeta"]
+            }
+        }
+    });
+    let project = assert_round_trip(&cache.to_string(), None);
+    let conn = db(&project);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM graph_lists WHERE typeof(items) = 'text'"
+        ),
+        2,
+        "only the lists that are not lists of names are stored as JSON text"
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT reverse_len FROM graph_nodes WHERE name = 'g'"
+        ),
+        6
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM call_graph WHERE caller = 'zeta' AND callee = 'g'"
+        ),
+        1
+    );
+    assert_eq!(
+        count(&conn, "SELECT count FROM call_edges e JOIN graph_nodes a ON a.id = e.caller_id JOIN graph_nodes b ON b.id = e.callee_id WHERE a.name = 'zeta' AND b.name = 'g'"),
+        3
+    );
+    let no_violations: i64 = conn
+        .prepare("PRAGMA foreign_key_check")
+        .unwrap()
+        .query_map([], |_| Ok(()))
+        .unwrap()
+        .count() as i64;
+    assert_eq!(no_violations, 0, "a foreign key points nowhere");
+}
+
+#[test]
+fn file_overview_shows_the_strictest_lock_level() {
+    let cache = json!({
+        "version": "0.7.0", "generated_at": "2026-01-01T00:00:00Z",
+        "project": {"name": "p", "root": "."},
+        "stats": {"files": 2, "symbols": 0, "lines": 2}, "source_files": {},
+        "files": {
+            "a.ts": {"path": "a.ts", "lines": 1, "language": "typescript", "exports": [], "imports": []},
+            "b.ts": {"path": "b.ts", "lines": 1, "language": "typescript", "exports": [], "imports": []}
+        },
+        "symbols": {},
+        "constraints": {"by_file": {
+            "a.ts": {"lock_level": "experimental"},
+            "./a.ts": {"lock_level": "frozen"},
+            "a.ts/": {"lock_level": "review-required"},
+            "b.ts": {"lock_level": "made-up"}
+        }}
+    });
+    let project = assert_round_trip(&cache.to_string(), None);
+    let conn = db(&project);
+    let level = |path: &str| -> String {
+        conn.query_row(
+            "SELECT lock_level FROM file_overview WHERE path = ?1",
+            [path],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(level("a.ts"), "frozen");
+    assert_eq!(level("b.ts"), "normal");
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT files FROM file_lock_levels WHERE lock_level = 'frozen'"
+        ),
+        1
+    );
 }
 
 #[test]

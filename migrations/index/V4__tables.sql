@@ -1,6 +1,9 @@
--- acpdb index schema, version 1.
--- Everything here is rebuilt by `acpdb import`; the debug/hack journal lives in its own
--- database file (see migrations/journal) and is never touched by an import.
+-- acpdb index schema, part 1 of 2: the tables the importer loads (V5 adds indexes, full-text
+-- search, views and summaries after the load).
+-- Everything here is rebuilt by `acpdb import`, never migrated in place: a database of another
+-- schema version is rebuilt from the cache. Earlier versions (V1-V3) are therefore not kept.
+-- The debug/hack journal lives in its own database file (see migrations/journal) and is never
+-- touched by an import.
 --
 -- Conventions used by every entry table:
 --   * `key` is the entry's map key exactly as it appears in the cache.
@@ -81,11 +84,15 @@ CREATE TABLE symbols (
     extra            TEXT NOT NULL DEFAULT '{}'
 );
 
--- `graph.forward` / `graph.reverse` exactly as written (order and duplicates kept).
+-- `graph.forward` / `graph.reverse`, one row per list in document order. A list of strings is
+-- stored as the `graph_nodes` ids of its items (LEB128 varints, in order, duplicates kept; an
+-- empty blob for `[]`), from which `acpdb::db::graph_list` rebuilds it exactly; any other value
+-- is kept verbatim as JSON text.
 CREATE TABLE graph_lists (
-    direction  TEXT NOT NULL CHECK (direction IN ('forward', 'reverse')),
-    key        TEXT NOT NULL,      -- unique per direction
-    items_json TEXT NOT NULL
+    id      INTEGER PRIMARY KEY,
+    node_id INTEGER NOT NULL REFERENCES graph_nodes(id),  -- the list's key
+    reverse INTEGER NOT NULL CHECK (reverse IN (0, 1)),   -- 1 for graph.reverse; unique with node_id
+    items   NOT NULL                                      -- BLOB of ids, or TEXT (JSON)
 );
 
 -- Every distinct call-graph endpoint name, resolved to a symbol when possible
@@ -93,7 +100,7 @@ CREATE TABLE graph_lists (
 CREATE TABLE graph_nodes (
     id        INTEGER PRIMARY KEY,
     name      TEXT NOT NULL,          -- unique (index built after the load)
-    symbol_id INTEGER,                     -- NULL when dangling or ambiguous
+    symbol_id INTEGER REFERENCES symbols(id), -- NULL when dangling or ambiguous
     callers   INTEGER NOT NULL DEFAULT 0,  -- distinct callers
     callees   INTEGER NOT NULL DEFAULT 0,  -- distinct callees
     reverse_len INTEGER NOT NULL DEFAULT 0 -- length of graph.reverse[name], duplicates included
@@ -101,8 +108,8 @@ CREATE TABLE graph_nodes (
 
 -- The call graph: union of forward, reverse and symbol calls/called_by, de-duplicated.
 CREATE TABLE call_edges (
-    caller_id     INTEGER NOT NULL,   -- graph_nodes.id
-    callee_id     INTEGER NOT NULL,   -- graph_nodes.id
+    caller_id     INTEGER NOT NULL REFERENCES graph_nodes(id),
+    callee_id     INTEGER NOT NULL REFERENCES graph_nodes(id),
     count         INTEGER NOT NULL,   -- max multiplicity seen in any one source
     forward_count INTEGER NOT NULL,
     reverse_count INTEGER NOT NULL,
@@ -117,7 +124,9 @@ CREATE TABLE domains (
     description  TEXT,
     files_json   TEXT,
     symbols_json TEXT,
-    extra        TEXT NOT NULL DEFAULT '{}'
+    extra        TEXT NOT NULL DEFAULT '{}',
+    file_count   INTEGER NOT NULL DEFAULT 0,  -- length of the files list (set after the load)
+    symbol_count INTEGER NOT NULL DEFAULT 0   -- length of the symbols list (set after the load)
 );
 
 -- Domain membership, derived from domains[*].files/symbols and files[*].domains.
@@ -188,7 +197,7 @@ CREATE TABLE graph_root (
 -- Inline annotations, derived from files[*].inline.
 CREATE TABLE inline_annotations (
     id             INTEGER PRIMARY KEY,
-    file_id        INTEGER NOT NULL,
+    file_id        INTEGER NOT NULL REFERENCES files(id),
     ord            INTEGER NOT NULL,
     line           INTEGER,
     type           TEXT,
