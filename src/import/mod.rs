@@ -614,14 +614,20 @@ struct Loader<'c> {
 
 impl<'c> Loader<'c> {
     fn new(conn: &'c Connection, spill_dir: &Path, fts: FtsBuilder) -> Result<Loader<'c>> {
-        let file_cols = "key, path, path_field, lines, language, module, summary, purpose, owner, layer, stability, exports_json, imports_json, imported_by_json, domains_json, inline_json, extra";
-        let symbol_cols = "key, file_path, name, qualified_name, type, file, line_start, line_end, exported, signature, summary, purpose, async, visibility, calls_json, called_by_json, constraints_json, extra";
+        // The modelled columns come from `cache::fields`, in the order records hold their cells.
+        let file_cols = format!("key, path, {}", fields::select_list(fields::FILE_FIELDS));
+        let symbol_cols = format!(
+            "key, file_path, {}",
+            fields::select_list(fields::SYMBOL_FIELDS)
+        );
+        let domain_cols = format!("key, {}", fields::select_list(fields::DOMAIN_FIELDS));
+        let var_cols = format!("name, {}", fields::select_list(fields::VAR_FIELDS));
         Ok(Loader {
             conn,
-            insert_file: conn.prepare(&insert_sql("files", file_cols, false))?,
-            insert_symbol: conn.prepare(&insert_sql("symbols", symbol_cols, false))?,
+            insert_file: conn.prepare(&insert_sql("files", &file_cols, false))?,
+            insert_symbol: conn.prepare(&insert_sql("symbols", &symbol_cols, false))?,
             insert_source_file: conn.prepare(&insert_sql("source_files", "key, path, mtime, value_json", false))?,
-            insert_domain: conn.prepare(&insert_sql("domains", "key, name, description, files_json, symbols_json, extra", true))?,
+            insert_domain: conn.prepare(&insert_sql("domains", &domain_cols, true))?,
             insert_domain_file: conn.prepare(&insert_sql("domain_files", "domain, path, source", true))?,
             insert_domain_symbol: conn.prepare(&insert_sql("domain_symbols", "domain, symbol", true))?,
             insert_inline: conn.prepare(&insert_sql(
@@ -635,7 +641,7 @@ impl<'c> Loader<'c> {
                 true,
             ))?,
             insert_graph_list: conn.prepare(&insert_sql("graph_lists", "node_id, reverse, items", false))?,
-            insert_var: conn.prepare(&insert_sql("vars", "name, type, value, description, refs_json, source, lines_json, extra", true))?,
+            insert_var: conn.prepare(&insert_sql("vars", &var_cols, true))?,
             insert_warning: conn.prepare("INSERT INTO import_warnings(path, message) VALUES (?1, ?2)")?,
             graph: CallGraph::new(conn, spill_dir)?,
             fts,
