@@ -1,0 +1,795 @@
+//! The loader: the writing side of an import. Turns the reader's entries into rows of the
+//! index tables (one prepared statement per table), counts what it wrote, and records
+//! warnings for values it kept verbatim.
+
+use super::*;
+
+/// A cell as a SQL value.
+pub(super) struct Sql<'a>(&'a Cell);
+
+impl ToSql for Sql<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self.0 {
+            Cell::Null => ToSqlOutput::Borrowed(ValueRef::Null),
+            Cell::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+            Cell::Int(i) => ToSqlOutput::Borrowed(ValueRef::Integer(*i)),
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Counts {
+    pub(super) files: u64,
+    pub(super) symbols: u64,
+    pub(super) edges: u64,
+    pub(super) domains: u64,
+    pub(super) warnings: u64,
+}
+
+pub(super) const MAX_WARNING_ROWS: u64 = 10_000;
+
+pub(super) const KNOWN_LANGUAGES: &[&str] = &[
+    "typescript",
+    "javascript",
+    "python",
+    "rust",
+    "go",
+    "java",
+    "c-sharp",
+    "cpp",
+    "c",
+    "ruby",
+    "php",
+    "swift",
+    "kotlin",
+];
+pub(super) const KNOWN_SYMBOL_TYPES: &[&str] = &[
+    "function",
+    "method",
+    "class",
+    "interface",
+    "type",
+    "enum",
+    "struct",
+    "trait",
+    "const",
+];
+pub(super) const KNOWN_INLINE_TYPES: &[&str] = &["critical", "todo", "fixme", "perf", "hack"];
+pub(super) const KNOWN_VISIBILITY: &[&str] = &["public", "private", "protected"];
+
+pub(super) struct Loader<'c> {
+    pub(super) conn: &'c Connection,
+    pub(super) insert_file: Statement<'c>,
+    pub(super) insert_symbol: Statement<'c>,
+    pub(super) insert_source_file: Statement<'c>,
+    pub(super) insert_domain: Statement<'c>,
+    pub(super) insert_domain_file: Statement<'c>,
+    pub(super) insert_domain_symbol: Statement<'c>,
+    pub(super) insert_inline: Statement<'c>,
+    pub(super) insert_constraint: Statement<'c>,
+    pub(super) insert_graph_list: Statement<'c>,
+    pub(super) insert_var: Statement<'c>,
+    pub(super) insert_warning: Statement<'c>,
+    pub(super) graph: CallGraph<'c>,
+    pub(super) fts: FtsBuilder,
+    /// Hashes of the keys inserted so far, per section, to spot duplicates.
+    pub(super) seen_keys: HashSet<(u8, u64)>,
+    pub(super) root: Option<String>,
+    pub(super) root_ord: i64,
+    pub(super) graph_ord: i64,
+    pub(super) constraints_ord: i64,
+    pub(super) vars_ord: i64,
+    pub(super) hack_ord: i64,
+    pub(super) debug_ord: i64,
+    pub(super) saw_files: bool,
+    pub(super) saw_symbols: bool,
+    pub(super) counts: Counts,
+}
+
+impl<'c> Loader<'c> {
+    pub(super) fn new(
+        conn: &'c Connection,
+        spill_dir: &Path,
+        fts: FtsBuilder,
+    ) -> Result<Loader<'c>> {
+        // The modelled columns come from `cache::fields`, in the order records hold their cells.
+        let file_cols = format!("key, path, {}", fields::select_list(fields::FILE_FIELDS));
+        let symbol_cols = format!(
+            "key, file_path, {}",
+            fields::select_list(fields::SYMBOL_FIELDS)
+        );
+        let domain_cols = format!("key, {}", fields::select_list(fields::DOMAIN_FIELDS));
+        let var_cols = format!("name, {}", fields::select_list(fields::VAR_FIELDS));
+        Ok(Loader {
+            conn,
+            insert_file: conn.prepare(&insert_sql("files", &file_cols, false))?,
+            insert_symbol: conn.prepare(&insert_sql("symbols", &symbol_cols, false))?,
+            insert_source_file: conn.prepare(&insert_sql("source_files", "key, path, mtime, value_json", false))?,
+            insert_domain: conn.prepare(&insert_sql("domains", &domain_cols, true))?,
+            insert_domain_file: conn.prepare(&insert_sql("domain_files", "domain, path, source", true))?,
+            insert_domain_symbol: conn.prepare(&insert_sql("domain_symbols", "domain, symbol", true))?,
+            insert_inline: conn.prepare(&insert_sql(
+                "inline_annotations",
+                "file_id, ord, line, type, directive, value, ticket, expires, auto_generated",
+                false,
+            ))?,
+            insert_constraint: conn.prepare(&insert_sql(
+                "constraints",
+                "key, path, lock_level, lock_reason, directive, style, behavior, quality_json, raw_json",
+                true,
+            ))?,
+            insert_graph_list: conn.prepare(&insert_sql("graph_lists", "node_id, reverse, items", false))?,
+            insert_var: conn.prepare(&insert_sql("vars", &var_cols, true))?,
+            insert_warning: conn.prepare("INSERT INTO import_warnings(path, message) VALUES (?1, ?2)")?,
+            graph: CallGraph::new(conn, spill_dir)?,
+            fts,
+            seen_keys: HashSet::new(),
+            root: None,
+            root_ord: 0,
+            graph_ord: 0,
+            constraints_ord: 0,
+            vars_ord: 0,
+            hack_ord: 0,
+            debug_ord: 0,
+            saw_files: false,
+            saw_symbols: false,
+            counts: Counts::default(),
+        })
+    }
+
+    pub(super) fn warn(
+        &mut self,
+        path: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Result<()> {
+        self.counts.warnings += 1;
+        if self.counts.warnings <= MAX_WARNING_ROWS {
+            self.insert_warning
+                .execute(params![path.into(), message.into()])?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn check_enum(
+        &mut self,
+        path: impl FnOnce() -> String,
+        what: &str,
+        value: Option<&str>,
+        known: &[&str],
+    ) -> Result<()> {
+        if let Some(value) = value {
+            if !known.contains(&value) {
+                self.warn(
+                    path(),
+                    format!("unknown {what} `{value}` (kept as written)"),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn canonical(&self, raw: &str) -> String {
+        canonical_path(raw, self.root.as_deref())
+    }
+
+    pub(super) fn event(&mut self, kind: DocumentKind, event: Event) -> Result<()> {
+        match event {
+            Event::Member { scope, key, value } => self.member(kind, scope, key, value),
+            Event::File { key, record } => self.file(key, record),
+            Event::Symbol { key, record } => self.symbol(key, record),
+            Event::Entry {
+                section,
+                key,
+                value,
+            } => self.entry(section, key, value),
+            Event::Item { list, value } => self.item(list, value),
+        }
+    }
+
+    pub(super) fn member(
+        &mut self,
+        kind: DocumentKind,
+        scope: Scope,
+        key: String,
+        value: Option<Value>,
+    ) -> Result<()> {
+        let text = value.as_ref().map(Value::to_string);
+        if let Some(value) = &value {
+            let streamed = match (kind, scope) {
+                (DocumentKind::Vars, _) => key == "variables",
+                (DocumentKind::Cache, Scope::Root) => [
+                    "source_files",
+                    "files",
+                    "symbols",
+                    "domains",
+                    "graph",
+                    "constraints",
+                ]
+                .contains(&key.as_str()),
+                (DocumentKind::Cache, Scope::Graph) => {
+                    ["forward", "reverse"].contains(&key.as_str())
+                }
+                (DocumentKind::Cache, Scope::Constraints) => {
+                    ["by_file", "by_lock_level"].contains(&key.as_str())
+                }
+            };
+            if streamed && !value.is_null() {
+                let prefix = match scope {
+                    Scope::Root => "",
+                    Scope::Graph => "graph.",
+                    Scope::Constraints => "constraints.",
+                };
+                self.warn(
+                    format!("{prefix}{key}"),
+                    format!(
+                        "expected an object, found {}; kept verbatim, no entries imported from it",
+                        reader::json_type(value)
+                    ),
+                )?;
+            }
+        }
+        match (kind, scope) {
+            (DocumentKind::Vars, _) => {
+                self.vars_ord += 1;
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO vars_root(key, ord, value_json) VALUES (?1, ?2, ?3)",
+                    params![key, self.vars_ord, text],
+                )?;
+            }
+            (DocumentKind::Cache, Scope::Root) => {
+                self.root_ord += 1;
+                match key.as_str() {
+                    "files" => self.saw_files = true,
+                    "symbols" => self.saw_symbols = true,
+                    "project" => {
+                        self.root = value
+                            .as_ref()
+                            .and_then(|p| p.get("root"))
+                            .and_then(Value::as_str)
+                            .map(str::to_string);
+                    }
+                    "conventions" => {
+                        if let Some(conventions) = &value {
+                            self.conventions(conventions)?;
+                        }
+                    }
+                    _ => {}
+                }
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO cache_root(key, ord, value_json) VALUES (?1, ?2, ?3)",
+                    params![key, self.root_ord, text],
+                )?;
+            }
+            (DocumentKind::Cache, Scope::Graph) => {
+                self.graph_ord += 1;
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO graph_root(key, ord, value_json) VALUES (?1, ?2, ?3)",
+                    params![key, self.graph_ord, text],
+                )?;
+            }
+            (DocumentKind::Cache, Scope::Constraints) => {
+                self.constraints_ord += 1;
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO constraints_root(key, ord, value_json) VALUES (?1, ?2, ?3)",
+                    params![key, self.constraints_ord, text],
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn conventions(&mut self, conventions: &Value) -> Result<()> {
+        let naming = conventions
+            .get("fileNaming")
+            .or_else(|| conventions.get("file_naming"));
+        if let Some(Value::Array(rules)) = naming {
+            for rule in rules {
+                self.conn.execute(
+                    "INSERT INTO conventions(kind, directory, pattern, confidence, value_json) VALUES ('file_naming', ?1, ?2, ?3, ?4)",
+                    params![
+                        rule.get("directory").and_then(Value::as_str),
+                        rule.get("pattern").and_then(Value::as_str),
+                        rule.get("confidence").and_then(Value::as_f64),
+                        rule.to_string()
+                    ],
+                )?;
+            }
+        }
+        if let Some(imports) = conventions.get("imports").filter(|v| !v.is_null()) {
+            self.conn.execute(
+                "INSERT INTO conventions(kind, value_json) VALUES ('imports', ?1)",
+                params![imports.to_string()],
+            )?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn entry(&mut self, section: Section, key: String, value: Value) -> Result<()> {
+        match section {
+            Section::Files | Section::Symbols => {
+                unreachable!("the reader sends file and symbol entries as records")
+            }
+            Section::GraphForward | Section::GraphReverse => self.graph_list(section, key, value),
+            Section::SourceFiles => {
+                let path = self.canonical(&key);
+                let (mtime, raw) = match value {
+                    Value::String(s) => (Some(s), None),
+                    other => (None, Some(other.to_string())),
+                };
+                let duplicate = self.is_duplicate(0, "source_files", &key)?;
+                if !duplicate {
+                    self.insert_source_file
+                        .execute(params![key, path, mtime, raw])?;
+                }
+                if duplicate {
+                    self.warn(
+                        format!("source_files[{key:?}]"),
+                        "duplicate key; the first entry is kept",
+                    )?;
+                }
+                Ok(())
+            }
+            Section::Domains => self.domain(key, value),
+            Section::ByFile => self.constraint(key, value),
+            Section::ByLockLevel => {
+                let level = normalize_lock_level(&key);
+                if !LOCK_LEVELS.contains(&level.as_str()) {
+                    self.warn(
+                        format!("constraints.by_lock_level[{key:?}]"),
+                        format!("unknown lock level `{key}`"),
+                    )?;
+                }
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO lock_level_lists(key, lock_level, items_json) VALUES (?1, ?2, ?3)",
+                    params![key, level, value.to_string()],
+                )?;
+                Ok(())
+            }
+            Section::Variables => self.variable(key, value),
+        }
+    }
+
+    pub(super) fn file(&mut self, key: String, record: Record) -> Result<()> {
+        let path = self.canonical(&key);
+        let Record { cells, extra } = record;
+        let json_path = || format!("files[{key:?}]");
+        self.check_enum(json_path, "language", cells[2].as_str(), KNOWN_LANGUAGES)?;
+        let mut values: Vec<&dyn ToSql> = Vec::with_capacity(17);
+        values.push(&key);
+        values.push(&path);
+        let sql_cells: Vec<Sql> = cells.iter().map(Sql).collect();
+        for cell in &sql_cells {
+            values.push(cell);
+        }
+        values.push(&extra);
+        if self.is_duplicate(1, "files", &key)? {
+            return self.warn(json_path(), "duplicate key; the first entry is kept");
+        }
+        self.insert_file.execute(values.as_slice())?;
+        self.counts.files += 1;
+        let file_id = self.conn.last_insert_rowid();
+        if let Some(domains) = cells[12].as_str() {
+            if let Ok(Value::Array(domains)) = serde_json::from_str::<Value>(domains) {
+                for domain in domains.iter().filter_map(Value::as_str) {
+                    self.insert_domain_file
+                        .execute(params![domain, path, "file"])?;
+                }
+            }
+        }
+        if let Some(inline) = cells[13].as_str() {
+            if let Ok(Value::Array(items)) = serde_json::from_str::<Value>(inline) {
+                for (ord, item) in items.iter().enumerate() {
+                    let text = |k: &str| item.get(k).and_then(Value::as_str).map(str::to_string);
+                    let kind = text("type");
+                    self.check_enum(
+                        || format!("files[{key:?}].inline[{ord}]"),
+                        "inline annotation type",
+                        kind.as_deref(),
+                        KNOWN_INLINE_TYPES,
+                    )?;
+                    self.insert_inline.execute(params![
+                        file_id,
+                        ord as i64,
+                        item.get("line").and_then(Value::as_i64),
+                        kind,
+                        text("directive"),
+                        text("value"),
+                        text("ticket"),
+                        text("expires"),
+                        item.get("auto_generated")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
+                    ])?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn symbol(&mut self, key: String, record: Record) -> Result<()> {
+        let Record { cells, extra } = record;
+        let json_path = || format!("symbols[{key:?}]");
+        self.check_enum(
+            json_path,
+            "symbol type",
+            cells[2].as_str(),
+            KNOWN_SYMBOL_TYPES,
+        )?;
+        self.check_enum(
+            json_path,
+            "visibility",
+            cells[11].as_str(),
+            KNOWN_VISIBILITY,
+        )?;
+        let file_path = cells[3].as_str().map(|f| self.canonical(f));
+        let mut values: Vec<&dyn ToSql> = Vec::with_capacity(18);
+        values.push(&key);
+        values.push(&file_path);
+        let sql_cells: Vec<Sql> = cells.iter().map(Sql).collect();
+        for cell in &sql_cells {
+            values.push(cell);
+        }
+        values.push(&extra);
+        if self.is_duplicate(2, "symbols", &key)? {
+            return self.warn(json_path(), "duplicate key; the first entry is kept");
+        }
+        self.insert_symbol.execute(values.as_slice())?;
+        self.counts.symbols += 1;
+        // name, qualified_name, signature, purpose, summary: the columns of `symbols_fts`.
+        self.fts.push(
+            self.conn.last_insert_rowid(),
+            [0, 1, 7, 9, 8].map(|i| &cells[i]),
+        )?;
+        let own_name = cells[1].as_str().unwrap_or(&key);
+        for (column, forward) in [(12usize, true), (13usize, false)] {
+            let Some(list) = cells[column].as_str() else {
+                continue;
+            };
+            let Ok(Value::Array(items)) = serde_json::from_str::<Value>(list) else {
+                continue;
+            };
+            let me = self.graph.node(own_name)?;
+            for other in items.iter().filter_map(Value::as_str) {
+                let other = self.graph.node(other)?;
+                let (caller, callee) = if forward { (me, other) } else { (other, me) };
+                self.graph.push_edge(caller, callee, forward)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `key` was already inserted in `section` (an exact check in SQL confirms a hash
+    /// match, so distinct keys are never taken for duplicates).
+    pub(super) fn is_duplicate(&mut self, section: u8, table: &str, key: &str) -> Result<bool> {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut hasher);
+        if self.seen_keys.insert((section, hasher.finish())) {
+            return Ok(false);
+        }
+        let found: Option<i64> = self
+            .conn
+            .query_row(
+                &format!("SELECT 1 FROM {table} WHERE key = ?1 LIMIT 1"),
+                [key],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(found.is_some())
+    }
+
+    pub(super) fn graph_list(&mut self, section: Section, key: String, value: Value) -> Result<()> {
+        let forward = section == Section::GraphForward;
+        let key_id = self.graph.node(&key)?;
+        if !self.graph.claim_list(key_id, !forward) {
+            return self.warn(
+                format!("{}[{key:?}]", section.path()),
+                "duplicate key; the first entry is kept",
+            );
+        }
+        let Value::Array(items) = &value else {
+            self.insert_graph_list
+                .execute(params![key_id, !forward, value.to_string()])?;
+            return self.warn(
+                format!("{}[{key:?}]", section.path()),
+                "expected a list of names; kept verbatim but not added to the call graph",
+            );
+        };
+        if !forward {
+            self.graph.add_reverse_len(key_id, items.len());
+        }
+        let mut ids = Vec::with_capacity(items.len());
+        for other in items.iter().filter_map(Value::as_str) {
+            let other_id = self.graph.node(other)?;
+            ids.push(other_id);
+            let (caller, callee) = if forward {
+                (key_id, other_id)
+            } else {
+                (other_id, key_id)
+            };
+            self.graph.push_edge(caller, callee, forward)?;
+        }
+        if ids.len() == items.len() {
+            self.insert_graph_list.execute(params![
+                key_id,
+                !forward,
+                db::encode_graph_items(&ids)
+            ])?;
+        } else {
+            self.insert_graph_list
+                .execute(params![key_id, !forward, value.to_string()])?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn domain(&mut self, key: String, value: Value) -> Result<()> {
+        let Value::Object(map) = value else {
+            unreachable!("the reader only yields object entries")
+        };
+        let (cells, extra) = fields::split(map, fields::DOMAIN_FIELDS);
+        let extra_text = Value::Object(extra).to_string();
+        let inserted = self.insert_domain.execute(params![
+            key,
+            Sql(&cells[0]),
+            Sql(&cells[1]),
+            Sql(&cells[2]),
+            Sql(&cells[3]),
+            extra_text
+        ])?;
+        if inserted == 0 {
+            return self.warn(
+                format!("domains[{key:?}]"),
+                "duplicate key; the first entry is kept",
+            );
+        }
+        self.counts.domains += 1;
+        let name = cells[0].as_str().unwrap_or(&key).to_string();
+        if let Some(Ok(Value::Array(files))) = cells[2].as_str().map(serde_json::from_str::<Value>)
+        {
+            for file in files.iter().filter_map(Value::as_str) {
+                let path = self.canonical(file);
+                self.insert_domain_file
+                    .execute(params![name, path, "domain"])?;
+            }
+        }
+        if let Some(Ok(Value::Array(symbols))) =
+            cells[3].as_str().map(serde_json::from_str::<Value>)
+        {
+            for symbol in symbols.iter().filter_map(Value::as_str) {
+                self.insert_domain_symbol.execute(params![name, symbol])?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn constraint(&mut self, key: String, value: Value) -> Result<()> {
+        let path = self.canonical(&key);
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        let mutation = value.get("mutation");
+        let raw_level =
+            text(value.get("lock_level")).or_else(|| text(mutation.and_then(|m| m.get("level"))));
+        let lock_level = raw_level
+            .as_deref()
+            .map(normalize_lock_level)
+            .unwrap_or_else(|| "normal".into());
+        if !LOCK_LEVELS.contains(&lock_level.as_str()) {
+            self.warn(
+                format!("constraints.by_file[{key:?}]"),
+                format!("unknown lock level `{lock_level}` (kept as written)"),
+            )?;
+        }
+        let lock_reason =
+            text(value.get("lock_reason")).or_else(|| text(mutation.and_then(|m| m.get("reason"))));
+        let style = match value.get("style") {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(style) => text(style.get("guide")),
+            None => None,
+        };
+        let behavior = match value.get("behavior") {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(behavior) => text(behavior.get("approach")),
+            None => None,
+        };
+        let quality = quality_list(&value);
+        self.insert_constraint.execute(params![
+            key,
+            path,
+            lock_level,
+            lock_reason,
+            text(value.get("directive")),
+            style,
+            behavior,
+            Value::from(quality).to_string(),
+            value.to_string()
+        ])?;
+        Ok(())
+    }
+
+    pub(super) fn item(&mut self, list: List, value: Value) -> Result<()> {
+        match list {
+            List::Hacks => {
+                self.hack_ord += 1;
+                let file = value
+                    .get("file")
+                    .and_then(Value::as_str)
+                    .map(|f| self.canonical(f));
+                self.conn.execute(
+                    "INSERT INTO cache_hacks(ord, id, path, line, expires, raw_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![
+                        self.hack_ord,
+                        value.get("id").and_then(Value::as_str),
+                        file,
+                        value.get("line").and_then(Value::as_i64),
+                        value.get("expires").and_then(Value::as_str),
+                        value.to_string()
+                    ],
+                )?;
+            }
+            List::DebugSessions => {
+                self.debug_ord += 1;
+                self.conn.execute(
+                    "INSERT INTO cache_debug_sessions(ord, raw_json) VALUES (?1, ?2)",
+                    params![self.debug_ord, value.to_string()],
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn variable(&mut self, key: String, value: Value) -> Result<()> {
+        let Value::Object(map) = value else {
+            unreachable!("the reader only yields object entries")
+        };
+        let (cells, extra) = fields::split(map, fields::VAR_FIELDS);
+        self.check_enum(
+            || format!("variables[{key:?}]"),
+            "variable type",
+            cells[0].as_str(),
+            &["symbol", "file", "domain", "layer", "pattern", "context"],
+        )?;
+        let extra_text = Value::Object(extra).to_string();
+        let mut values: Vec<&dyn ToSql> = vec![&key];
+        let sql_cells: Vec<Sql> = cells.iter().map(Sql).collect();
+        for cell in &sql_cells {
+            values.push(cell);
+        }
+        values.push(&extra_text);
+        if self.insert_var.execute(values.as_slice())? == 0 {
+            self.warn(
+                format!("variables[{key:?}]"),
+                "duplicate key; the first entry is kept",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a document that has no `files` or `symbols` member (it is not an ACP cache) and
+    /// warns about other missing required members.
+    pub(super) fn check_cache_shape(&mut self, path: &Path) -> Result<()> {
+        let present: Vec<String> = {
+            let mut stmt = self.conn.prepare("SELECT key FROM cache_root")?;
+            let keys = stmt
+                .query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            keys
+        };
+        for required in [
+            "version",
+            "generated_at",
+            "project",
+            "stats",
+            "source_files",
+        ] {
+            if !present.iter().any(|k| k == required) {
+                self.warn(required, format!("required member `{required}` is missing"))?;
+            }
+        }
+        let mut missing = Vec::new();
+        if !self.saw_files {
+            missing.push("`files`");
+        }
+        if !self.saw_symbols {
+            missing.push("`symbols`");
+        }
+        if !missing.is_empty() {
+            bail!(
+                "{}: not an ACP cache: the top-level object has no {} member (run `acp index` to regenerate it)",
+                path.display(),
+                missing.join(" or ")
+            );
+        }
+        Ok(())
+    }
+
+    /// Builds the de-duplicated edge table and the node table; returns the final counts and
+    /// the full-text builder, to finish once the indexes are built.
+    pub(super) fn finish(mut self) -> Result<(Counts, FtsBuilder)> {
+        self.counts.edges = self.graph.finish(self.conn)?;
+        if let Some(root) = self
+            .root
+            .clone()
+            .filter(|r| r.starts_with('/') || r.contains(":\\") || r.contains(":/"))
+        {
+            rebase_absolute_paths(self.conn, &root)?;
+        }
+        Ok((std::mem::take(&mut self.counts), self.fts))
+    }
+}
+
+pub(super) fn insert_sql(table: &str, columns: &str, or_ignore: bool) -> String {
+    let n = columns.split(',').count();
+    let placeholders = (1..=n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let verb = if or_ignore {
+        "INSERT OR IGNORE"
+    } else {
+        "INSERT"
+    };
+    format!("{verb} INTO {table}({columns}) VALUES ({placeholders})")
+}
+
+/// The normalised quality list of a constraint entry in either shape.
+pub(super) fn quality_list(value: &Value) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    match value.get("quality") {
+        Some(Value::Array(items)) => {
+            out.extend(items.iter().filter_map(Value::as_str).map(str::to_string))
+        }
+        Some(Value::Object(q)) => {
+            if q.get("tests_required").and_then(Value::as_bool) == Some(true) {
+                out.push("tests-required".into());
+            }
+            if q.get("security_review").and_then(Value::as_bool) == Some(true) {
+                out.push("security-review".into());
+            }
+        }
+        _ => {}
+    }
+    if let Some(Value::Object(m)) = value.get("mutation") {
+        for (flag, name) in [
+            ("requires_tests", "tests-required"),
+            ("requires_docs", "docs-required"),
+            ("requires_approval", "approval-required"),
+        ] {
+            if m.get(flag).and_then(Value::as_bool) == Some(true) && !out.iter().any(|q| q == name)
+            {
+                out.push(name.into());
+            }
+        }
+    }
+    out
+}
+
+/// Recomputes canonical paths once an absolute `project.root` is known (it may come after the
+/// entries in the document).
+pub(super) fn rebase_absolute_paths(conn: &Connection, root: &str) -> Result<()> {
+    let root_pattern = format!("{}%", root.replace('\\', "/").trim_end_matches('/'));
+    for (table, raw, column) in [
+        ("files", "key", "path"),
+        ("source_files", "key", "path"),
+        ("symbols", "file", "file_path"),
+        ("constraints", "key", "path"),
+    ] {
+        conn.execute(
+            &format!("UPDATE {table} SET {column} = acpdb_canonical_path({raw}, ?1) WHERE {column} LIKE ?2"),
+            params![root, root_pattern],
+        )?;
+    }
+    Ok(())
+}
+
+/// Resolves call-graph node names to symbols: exact key, then qualified name, then a unique
+/// simple name.
+pub(super) fn resolve_graph_nodes(conn: &Connection) -> Result<()> {
+    conn.execute_batch(
+        "BEGIN;
+         UPDATE graph_nodes SET symbol_id = (SELECT s.id FROM symbols s WHERE s.key = graph_nodes.name);
+         UPDATE graph_nodes SET symbol_id = (SELECT min(s.id) FROM symbols s WHERE s.qualified_name = graph_nodes.name)
+          WHERE symbol_id IS NULL;
+         UPDATE graph_nodes SET symbol_id = (SELECT CASE WHEN count(*) = 1 THEN min(s.id) END FROM symbols s WHERE s.name = graph_nodes.name)
+          WHERE symbol_id IS NULL;
+         COMMIT;",
+    )?;
+    Ok(())
+}

@@ -1,0 +1,182 @@
+//! How an import shows its progress: the phases, a bar with an ETA on a terminal, periodic
+//! lines otherwise, and the wording the server's "index not ready" error shares.
+
+use super::*;
+
+/// How far reading a cache of `total` bytes has come, in percent.
+pub fn percent_read(read: u64, total: u64) -> f64 {
+    if total == 0 {
+        return 0.0;
+    }
+    (read as f64 * 100.0 / total as f64).min(100.0)
+}
+
+/// Progress in the words of the progress lines and the "index not ready" error:
+/// `42% of 930.0 MB read, 3.1 s elapsed`.
+pub fn progress_text(read: u64, total: u64, elapsed: Duration) -> String {
+    format!(
+        "{:.0}% of {:.1} MB read, {:.1} s elapsed",
+        percent_read(read, total),
+        total as f64 / 1e6,
+        elapsed.as_secs_f64()
+    )
+}
+
+/// The phases of an import, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    Reading,
+    Linking,
+    Indexing,
+}
+
+impl Phase {
+    /// The phase's name in the progress bar and lines.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Phase::Reading => "reading the cache",
+            Phase::Linking => "linking the call graph",
+            Phase::Indexing => "building indexes and full-text search",
+        }
+    }
+
+    /// Where the phase starts on the progress bar, in units of the cache's size: reading covers
+    /// 0..1, and the later phases the share of the time they took after reading at 100K and 1M
+    /// symbols (docs/benchmarks.md), so that the bar's ETA covers the whole import.
+    pub(super) fn start(self) -> f64 {
+        match self {
+            Phase::Reading => 0.0,
+            Phase::Linking => 1.0,
+            Phase::Indexing => 1.0 + LINKING_SHARE,
+        }
+    }
+}
+
+/// Time of the linking and the indexing phases relative to the reading phase.
+pub(super) const LINKING_SHARE: f64 = 0.25;
+pub(super) const INDEXING_SHARE: f64 = 0.75;
+
+/// How an import shows its progress on stderr: a bar with the phase and an ETA on a terminal,
+/// otherwise a line when it starts and one per interval (phase, percent of the cache read,
+/// MB/s), in the units of the summary line (MB = 10^6 bytes). Stops when dropped.
+pub(super) enum Reporter {
+    Quiet,
+    Bar {
+        bar: indicatif::ProgressBar,
+        progress: Arc<Progress>,
+        /// Size of the cache: the length of the reading phase on the bar.
+        total: u64,
+    },
+    Lines {
+        phase: Arc<Mutex<&'static str>>,
+        /// Dropping it stops the printing thread.
+        stop: Option<mpsc::Sender<()>>,
+        thread: Option<JoinHandle<()>>,
+    },
+}
+
+impl Reporter {
+    pub(super) fn start(
+        args: &ImportArgs,
+        cache: &Path,
+        total: u64,
+        progress: &Arc<Progress>,
+        started: Instant,
+    ) -> Result<Reporter> {
+        if args.no_progress {
+            return Ok(Reporter::Quiet);
+        }
+        if std::io::stderr().is_terminal() {
+            let end = Phase::Indexing.start() + INDEXING_SHARE;
+            let bar = indicatif::ProgressBar::with_draw_target(
+                Some((total as f64 * end) as u64),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg:38} {bar:30} {percent:>3}% {elapsed_precise} ETA {eta}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar.set_message(Phase::Reading.name());
+            bar.enable_steady_tick(Duration::from_millis(250));
+            return Ok(Reporter::Bar {
+                bar,
+                progress: Arc::clone(progress),
+                total,
+            });
+        }
+        let interval = Duration::try_from_secs_f64(args.progress_interval)
+            .ok()
+            .filter(|i| !i.is_zero())
+            .with_context(|| {
+                format!(
+                    "--progress-interval must be a positive number of seconds, got {}",
+                    args.progress_interval
+                )
+            })?;
+        eprintln!(
+            "import: reading {} ({:.1} MB)",
+            cache.display(),
+            total as f64 / 1e6
+        );
+        let phase = Arc::new(Mutex::new(Phase::Reading.name()));
+        let (stop, stopped) = mpsc::channel::<()>();
+        let (shown, progress) = (Arc::clone(&phase), Arc::clone(progress));
+        let thread = std::thread::Builder::new()
+            .name("acpdb-progress".into())
+            .spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
+                    let phase = *shown.lock().unwrap_or_else(|e| e.into_inner());
+                    let read = progress.bytes.load(Ordering::Relaxed);
+                    let elapsed = started.elapsed();
+                    let rate = read as f64 / 1e6 / elapsed.as_secs_f64().max(1e-6);
+                    eprintln!(
+                        "import: {phase}, {} ({rate:.1} MB/s)",
+                        progress_text(read, total, elapsed)
+                    );
+                }
+            })?;
+        Ok(Reporter::Lines {
+            phase,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Shows the bytes of the cache read so far.
+    pub(super) fn tick(&self) {
+        if let Reporter::Bar { bar, progress, .. } = self {
+            bar.set_position(progress.bytes.load(Ordering::Relaxed));
+        }
+    }
+
+    /// Names the phase the import has reached.
+    pub(super) fn phase(&self, phase: Phase) {
+        match self {
+            Reporter::Quiet => {}
+            Reporter::Bar { bar, total, .. } => {
+                bar.set_message(phase.name());
+                bar.set_position((*total as f64 * phase.start()) as u64);
+            }
+            Reporter::Lines { phase: shown, .. } => {
+                *shown.lock().unwrap_or_else(|e| e.into_inner()) = phase.name();
+            }
+        }
+    }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        match self {
+            Reporter::Quiet => {}
+            Reporter::Bar { bar, .. } => bar.finish_and_clear(),
+            Reporter::Lines { stop, thread, .. } => {
+                drop(stop.take());
+                if let Some(thread) = thread.take() {
+                    let _ = thread.join();
+                }
+            }
+        }
+    }
+}
