@@ -725,3 +725,19 @@ fn a_missing_cache_file_is_named() {
     );
     assert!(!dir.path().join(".acp/acp.db").exists());
 }
+
+/// The schema spells the lock levels' order for SQL (`lock_levels`); it must be the order the
+/// code ranks them in (`cache::LOCK_LEVELS`).
+#[test]
+fn the_schema_ranks_lock_levels_as_the_code_does() {
+    let mut conn = rusqlite::Connection::open_in_memory().unwrap();
+    acpdb::db::migrate(&mut conn, None).unwrap();
+    let levels: Vec<String> = conn
+        .prepare("SELECT lock_level FROM lock_levels ORDER BY rank")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert_eq!(levels, acpdb::cache::LOCK_LEVELS);
+}
