@@ -13,18 +13,7 @@ use common::{acpdb, fixture, stderr, stdout, TempProject};
 
 /// A generated project of 10,000 symbols, imported.
 fn generated() -> TempProject {
-    let project = TempProject {
-        dir: tempfile::tempdir().unwrap(),
-    };
-    let out = acpdb()
-        .args(["gen-fixture", "--files", "1000", "--symbols-per-file", "10"])
-        .arg("--out")
-        .arg(project.root())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    project.import();
-    project
+    TempProject::generated(1000)
 }
 
 /// `acpdb -C <root> <args>` with stdout and stderr piped.

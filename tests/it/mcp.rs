@@ -1138,22 +1138,7 @@ async fn resource_pages(client: &Client, uri: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn large_resources_come_in_bounded_pages_that_cover_everything_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = common::acpdb()
-        .args([
-            "gen-fixture",
-            "--files",
-            "300",
-            "--symbols-per-file",
-            "10",
-            "--out",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", common::stderr(&out));
-    let project = TempProject { dir };
-    project.import();
+    let project = TempProject::generated(300);
     let conn = rusqlite::Connection::open(project.db()).unwrap();
     let count =
         |sql: &str| -> usize { conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap() as usize };
@@ -1305,22 +1290,7 @@ fn every_request_gets_exactly_one_answer_with_its_id() {
 
 /// A generated project of 15,000 symbols and its most-called symbol.
 fn generated_with_hub() -> (TempProject, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = common::acpdb()
-        .args([
-            "gen-fixture",
-            "--files",
-            "1500",
-            "--symbols-per-file",
-            "10",
-            "--out",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", common::stderr(&out));
-    let project = TempProject { dir };
-    project.import();
+    let project = TempProject::generated(1500);
     let conn = rusqlite::Connection::open(project.db()).unwrap();
     let hub: String = conn
         .query_row(

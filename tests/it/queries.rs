@@ -85,25 +85,7 @@ fn no_vars() -> &'static TempProject {
 /// 300 files × 10 symbols from `acpdb gen-fixture`.
 fn generated() -> &'static TempProject {
     static PROJECT: OnceLock<TempProject> = OnceLock::new();
-    PROJECT.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let out = acpdb()
-            .args([
-                "gen-fixture",
-                "--files",
-                "300",
-                "--symbols-per-file",
-                "10",
-                "--out",
-            ])
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", common::stderr(&out));
-        let project = TempProject { dir };
-        project.import();
-        project
-    })
+    PROJECT.get_or_init(|| TempProject::generated(300))
 }
 
 fn query(conn: &Connection, args: Value) -> QueryResult<Value> {
