@@ -1,15 +1,15 @@
 //! Opaque pagination cursors.
 //!
 //! A cursor is the hex encoding of a small JSON object — the list it belongs to (query kind),
-//! the query's key (pattern or name), the walk depth, the offset of the next page and a stamp
-//! of the import it was issued for — followed by a 128-bit HMAC-SHA-256 tag keyed with a
-//! secret drawn at import and kept in the database (`meta.cursor_secret`). Lists are ordered
+//! the query's key (pattern or name), the walk depth and the offset of the next page —
+//! followed by a 128-bit HMAC-SHA-256 tag keyed with a secret drawn at import and kept in the
+//! database (`meta.cursor_secret`), so a cursor is valid for the import that issued it only. Lists are ordered
 //! totally (ties broken by row id), so offsets walk them without gaps or duplicates. A cursor
 //! from another list, another import, with a field beyond the limits the arguments have, or any
 //! string that was not issued by this database is refused with invalid params: a client cannot
 //! forge one to ask for more than its arguments could.
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -29,7 +29,7 @@ const MAX_OFFSET: u64 = 1 << 40;
 const TAG_BYTES: usize = 16;
 
 /// Format version written into every cursor.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// Longest cursor accepted, in characters.
 const MAX_CURSOR_LEN: usize = 8192;
@@ -52,9 +52,6 @@ pub struct Cursor {
     /// Offset of the first item of the next page.
     #[serde(rename = "o")]
     pub offset: u64,
-    /// Checksum of the import the cursor was issued for.
-    #[serde(rename = "s")]
-    stamp: String,
     /// The key its tag is made with (the database's, never written into the cursor).
     #[serde(skip)]
     key: [u8; 32],
@@ -69,14 +66,14 @@ impl Cursor {
         depth: Option<u32>,
         offset: u64,
     ) -> QueryResult<Cursor> {
+        let (_, key) = import_identity(conn)?;
         Ok(Cursor {
             version: VERSION,
             kind: kind.to_string(),
             query: query.to_string(),
             depth,
             offset,
-            stamp: import_stamp(conn)?,
-            key: cursor_key(conn)?,
+            key,
         })
     }
 
@@ -111,7 +108,7 @@ impl Cursor {
         }
         let bytes = hex_decode(token).ok_or_else(invalid)?;
         let (payload, tag) = bytes.split_at(bytes.len() - TAG_BYTES);
-        let key = cursor_key(conn)?;
+        let (_, key) = import_identity(conn)?;
         if !constant_time_eq(&hmac_sha256(&key, payload)[..TAG_BYTES], tag) {
             return Err(invalid());
         }
@@ -129,12 +126,6 @@ impl Cursor {
                     "Invalid cursor: it belongs to a '{}' query, not to a '{kind}' query",
                     cursor.kind
                 ),
-                serde_json::json!({"field": "cursor"}),
-            ));
-        }
-        if cursor.stamp != import_stamp(conn)? {
-            return Err(QueryError::invalid_with(
-                "Invalid cursor: the index was re-imported since it was issued; repeat the query without cursor",
                 serde_json::json!({"field": "cursor"}),
             ));
         }
@@ -251,32 +242,43 @@ pub(crate) fn next_cursor(
 /// A short checksum identifying the current import (empty when the database has no import
 /// bookkeeping).
 pub fn import_stamp(conn: &Connection) -> QueryResult<String> {
-    let imported: Option<String> = conn
-        .prepare_cached(
-            "SELECT group_concat(value, '|') FROM meta WHERE key IN ('imported_at', 'source_sha256')",
-        )?
-        .query_row([], |r| r.get(0))
-        .optional()?
-        .flatten();
-    Ok(match imported {
-        Some(text) => hex(&Sha256::digest(text.as_bytes())[..4]),
-        None => String::new(),
-    })
+    Ok(import_identity(conn)?.0)
 }
 
-/// The key of this database's cursors: from its secret, or (for a database imported before
-/// secrets were kept) from its import stamp.
-fn cursor_key(conn: &Connection) -> QueryResult<[u8; 32]> {
-    let secret: Option<String> = conn
-        .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
-        .query_row([CURSOR_SECRET_KEY], |r| r.get(0))
-        .optional()?;
-    let mut hasher = Sha256::new();
-    hasher.update(b"acpdb cursor key\0");
-    hasher.update(secret.unwrap_or_default().as_bytes());
-    hasher.update(b"\0");
-    hasher.update(import_stamp(conn)?.as_bytes());
-    Ok(hasher.finalize().into())
+/// The current import's stamp and the key of its cursors, from one read of `meta`. The key
+/// comes from the database's secret (for a database imported before secrets were kept, from
+/// the stamp alone).
+fn import_identity(conn: &Connection) -> QueryResult<(String, [u8; 32])> {
+    let mut imported = String::new();
+    let mut secret = String::new();
+    let mut stmt = conn.prepare_cached(
+        "SELECT key, value FROM meta WHERE key IN ('imported_at', 'source_sha256', ?1) ORDER BY key",
+    )?;
+    let mut rows = stmt.query([CURSOR_SECRET_KEY])?;
+    while let Some(row) = rows.next()? {
+        let (key, value): (String, String) = (row.get(0)?, row.get(1)?);
+        if key == CURSOR_SECRET_KEY {
+            secret = value;
+        } else {
+            if !imported.is_empty() {
+                imported.push('|');
+            }
+            imported.push_str(&value);
+        }
+    }
+    let stamp = if imported.is_empty() {
+        String::new()
+    } else {
+        hex(&Sha256::digest(imported.as_bytes())[..4])
+    };
+    let key = Sha256::new()
+        .chain_update(b"acpdb cursor key\0")
+        .chain_update(secret.as_bytes())
+        .chain_update(b"\0")
+        .chain_update(stamp.as_bytes())
+        .finalize()
+        .into();
+    Ok((stamp, key))
 }
 
 /// HMAC-SHA-256 (RFC 2104) of `message` under a 32-byte `key`.
