@@ -5,8 +5,9 @@
 //! Documents are pretty-printed JSON. `acp://cache` is a summary (counts, version, project),
 //! never the whole cache. `acp://vars`, `acp://constraints` and `acp://domain/{name}` come in
 //! pages of at most [`PAGE_ITEMS`] items per list, as the tools' lists do: a page that is not
-//! the last says `truncated: true`, the list's `total`, and carries `next_cursor` and
-//! `next_uri` (the same URI with `?cursor=…`) to read the next page. Template values are
+//! the last says `truncated: true` and carries `next_cursor` and `next_uri` (the same URI with
+//! `?cursor=…`) to read the next page; the first page of a document that has more also says
+//! its `total`, counted once. Template values are
 //! percent-decoded and take the whole remainder of the URI (up to a `?cursor=`), so qualified
 //! names keep their `/` and `:`.
 
@@ -265,13 +266,15 @@ fn finish_page(
     conn: &Connection,
     doc: &mut Entry,
     base: &str,
-    total: u64,
+    total: Option<u64>,
     next_offset: u64,
     more: bool,
 ) -> QueryResult<()> {
     let info = page_info(conn, CURSOR_KIND, base, None, next_offset, more)?;
     if let Some(token) = info.next_cursor {
-        doc.insert("total", Value::from(total));
+        if let Some(total) = total {
+            doc.insert("total", Value::from(total));
+        }
         doc.insert("truncated", Value::Bool(true));
         doc.insert("next_uri", Value::from(format!("{base}?cursor={token}")));
         doc.insert("next_cursor", Value::from(token));
@@ -301,7 +304,8 @@ fn domain_document(
     }
     entry.move_to_end("description");
     let next = page.offset + u64::from(page.limit);
-    finish_page(conn, &mut entry, base, longest, next, next < longest)?;
+    let total = (page.offset == 0).then_some(longest);
+    finish_page(conn, &mut entry, base, total, next, next < longest)?;
     Ok(entry)
 }
 
@@ -399,10 +403,11 @@ fn vars_document(conn: &Connection, base: &str, page: Page) -> QueryResult<Entry
     if let Some(variables) = variables {
         doc.insert("variables", variables);
     }
-    let total = if more || page.offset > 0 {
-        count(conn, "SELECT count(*) FROM vars")?
+    // The total is counted once, for the first page of a document that has more.
+    let total = if more && page.offset == 0 {
+        Some(count(conn, "SELECT count(*) FROM vars")?)
     } else {
-        0
+        None
     };
     let next = page.next_offset(names.len().min(page.limit as usize));
     finish_page(conn, &mut doc, base, total, next, more)?;
@@ -459,9 +464,9 @@ fn constraints_document(conn: &Connection, base: &str, page: Page) -> QueryResul
     doc.insert("by_lock_level", by_level);
     doc.insert("by_file", by_file);
     doc.insert("hacks", Value::from(hacks));
-    let paged = more || page.offset > 0;
-    let mut total = 0;
-    if paged {
+    // Totals are counted once, for the first page of a document that has more.
+    let mut total = None;
+    if more && page.offset == 0 {
         let mut totals = Entry::default();
         let mut counts = conn.prepare_cached(
             "SELECT lock_level, count(DISTINCT path) FROM constraints GROUP BY lock_level",
@@ -479,7 +484,7 @@ fn constraints_document(conn: &Connection, base: &str, page: Page) -> QueryResul
         totals.insert("files", Value::from(files_total));
         totals.insert("hacks", Value::from(hacks_total));
         doc.insert("totals", totals);
-        total = files_total.max(hacks_total);
+        total = Some(files_total.max(hacks_total));
     }
     let next = page.offset + u64::from(page.limit);
     finish_page(conn, &mut doc, base, total, next, more)?;
