@@ -298,15 +298,22 @@ enum DebugTarget {
 /// spellings, then symbol names; an ambiguous simple name lists its candidates, and an unknown
 /// target is an error with the closest files and symbols.
 fn debug_target(conn: &Connection, target: &str) -> QueryResult<DebugTarget> {
-    if let Some(file) = find_file(conn, target)?.filter(|f| f.key == target) {
+    let file = find_file(conn, target)?;
+    if let Some(file) = file.as_ref().filter(|f| f.key == target) {
+        return Ok(DebugTarget::File(file.key.clone()));
+    }
+    let symbol = find_symbol(conn, target)?;
+    if let Some((symbol, SymbolMatch::Key)) = &symbol {
+        return Ok(DebugTarget::Symbol(symbol.key.clone()));
+    }
+    if let Some(file) = file {
         return Ok(DebugTarget::File(file.key));
     }
-    if let Some((symbol, SymbolMatch::Key)) = find_symbol(conn, target)? {
+    if let Some((symbol, _)) = symbol {
         return Ok(DebugTarget::Symbol(symbol.key));
     }
-    if let Some(file) = find_file(conn, target)? {
-        return Ok(DebugTarget::File(file.key));
-    }
+    // Nothing by any name: an ambiguous simple name lists its candidates, anything else gets
+    // the closest files and symbols.
     match resolve_symbol(conn, target) {
         Ok((symbol, _)) => Ok(DebugTarget::Symbol(symbol.key)),
         Err(QueryError::InvalidParams { data, .. })
