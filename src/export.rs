@@ -118,35 +118,19 @@ fn write_entries(
     order: &str,
 ) -> Result<()> {
     let mut stmt = conn.prepare(&section.select(&format!("{key}, "), order))?;
-    let mut rows = stmt.query([])?;
-    out.write_all(b"{")?;
-    let mut first = true;
-    while let Some(row) = rows.next()? {
-        let key: String = row.get(0)?;
-        let entry = section.from_row(row, 1)?;
-        if !first {
-            out.write_all(b",")?;
-        }
-        first = false;
-        write_key(out, &key)?;
-        serde_json::to_writer(&mut *out, &entry)?;
-    }
-    out.write_all(b"}")?;
-    Ok(())
+    let rows = stmt.query([])?;
+    write_joined(out, Brackets::Object, rows, |out, row| {
+        write_key(out, &row.get::<_, String>(0)?)?;
+        serde_json::to_writer(&mut *out, &section.from_row(row, 1)?)?;
+        Ok(())
+    })
 }
 
 fn write_source_files(conn: &Connection, out: &mut dyn Write) -> Result<()> {
     let mut stmt = conn.prepare("SELECT key, mtime, value_json FROM source_files ORDER BY id")?;
-    let mut rows = stmt.query([])?;
-    out.write_all(b"{")?;
-    let mut first = true;
-    while let Some(row) = rows.next()? {
-        if !first {
-            out.write_all(b",")?;
-        }
-        first = false;
-        let key: String = row.get(0)?;
-        write_key(out, &key)?;
+    let rows = stmt.query([])?;
+    write_joined(out, Brackets::Object, rows, |out, row| {
+        write_key(out, &row.get::<_, String>(0)?)?;
         match (
             row.get::<_, Option<String>>(1)?,
             row.get::<_, Option<String>>(2)?,
@@ -155,45 +139,60 @@ fn write_source_files(conn: &Connection, out: &mut dyn Write) -> Result<()> {
             (None, Some(raw)) => out.write_all(raw.as_bytes())?,
             (None, None) => out.write_all(b"null")?,
         }
-    }
-    out.write_all(b"}")?;
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Writes `{key: raw, ...}` from a query returning `key, raw_json`.
 fn write_raw_map(conn: &Connection, out: &mut dyn Write, sql: &str) -> Result<()> {
     let mut stmt = conn.prepare(sql)?;
-    let mut rows = stmt.query([])?;
-    out.write_all(b"{")?;
-    let mut first = true;
-    while let Some(row) = rows.next()? {
-        if !first {
-            out.write_all(b",")?;
-        }
-        first = false;
-        let key: String = row.get(0)?;
-        let raw: String = row.get(1)?;
-        write_key(out, &key)?;
-        out.write_all(raw.as_bytes())?;
-    }
-    out.write_all(b"}")?;
-    Ok(())
+    let rows = stmt.query([])?;
+    write_joined(out, Brackets::Object, rows, |out, row| {
+        write_key(out, &row.get::<_, String>(0)?)?;
+        out.write_all(row.get::<_, String>(1)?.as_bytes())?;
+        Ok(())
+    })
 }
 
+/// Writes `[raw, ...]` from a query returning `raw_json`.
 fn write_raw_list(conn: &Connection, out: &mut dyn Write, sql: &str) -> Result<()> {
     let mut stmt = conn.prepare(sql)?;
-    let mut rows = stmt.query([])?;
-    out.write_all(b"[")?;
+    let rows = stmt.query([])?;
+    write_joined(out, Brackets::Array, rows, |out, row| {
+        out.write_all(row.get::<_, String>(0)?.as_bytes())?;
+        Ok(())
+    })
+}
+
+/// The brackets around a JSON collection.
+#[derive(Clone, Copy)]
+enum Brackets {
+    Object,
+    Array,
+}
+
+/// Writes a JSON object or array with one member per row of `rows`, comma-separated, each
+/// written by `member`.
+fn write_joined(
+    out: &mut dyn Write,
+    brackets: Brackets,
+    mut rows: rusqlite::Rows<'_>,
+    mut member: impl FnMut(&mut dyn Write, &rusqlite::Row<'_>) -> Result<()>,
+) -> Result<()> {
+    let (open, close) = match brackets {
+        Brackets::Object => (b"{", b"}"),
+        Brackets::Array => (b"[", b"]"),
+    };
+    out.write_all(open)?;
     let mut first = true;
     while let Some(row) = rows.next()? {
         if !first {
             out.write_all(b",")?;
         }
         first = false;
-        let raw: String = row.get(0)?;
-        out.write_all(raw.as_bytes())?;
+        member(out, row)?;
     }
-    out.write_all(b"]")?;
+    out.write_all(close)?;
     Ok(())
 }
 
@@ -211,20 +210,12 @@ fn write_graph_lists(conn: &Connection, out: &mut dyn Write, reverse: bool) -> R
         "SELECT n.name, l.items FROM graph_lists l JOIN graph_nodes n ON n.id = l.node_id
          WHERE l.reverse = ?1 ORDER BY l.id",
     )?;
-    let mut rows = stmt.query([reverse])?;
-    out.write_all(b"{")?;
-    let mut first = true;
-    while let Some(row) = rows.next()? {
-        if !first {
-            out.write_all(b",")?;
-        }
-        first = false;
-        let key: String = row.get(0)?;
-        write_key(out, &key)?;
+    let rows = stmt.query([reverse])?;
+    write_joined(out, Brackets::Object, rows, |out, row| {
+        write_key(out, &row.get::<_, String>(0)?)?;
         serde_json::to_writer(&mut *out, &db::graph_list_value(conn, row.get_ref(1)?)?)?;
-    }
-    out.write_all(b"}")?;
-    Ok(())
+        Ok(())
+    })
 }
 
 fn write_constraints(conn: &Connection, out: &mut dyn Write) -> Result<()> {
