@@ -466,19 +466,7 @@ fn killed_import_leaves_previous_database() {
     project.import();
     let before = fs::read(project.db()).unwrap();
     // A bigger cache so that every phase of the import lasts long enough to be killed in.
-    let out = acpdb()
-        .args([
-            "gen-fixture",
-            "--files",
-            "3000",
-            "--symbols-per-file",
-            "10",
-            "--out",
-        ])
-        .arg(project.root())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    project.generate(3000);
     let phases = [
         "reading the cache",
         "linking the call graph",

@@ -535,19 +535,7 @@ async fn resources_over_stdio() {
 #[tokio::test]
 async fn first_start_answers_at_once_and_builds_in_the_background() {
     let project = TempProject::with_cache("{}", None);
-    let out = common::acpdb()
-        .args([
-            "gen-fixture",
-            "--files",
-            "3000",
-            "--symbols-per-file",
-            "10",
-            "--out",
-        ])
-        .arg(project.root())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    project.generate(3000);
     let started = std::time::Instant::now();
     let client = Client::spawn(project.root(), &[]).await;
     assert!(
