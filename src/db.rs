@@ -156,26 +156,9 @@ impl Drop for TimeLimit<'_> {
 /// so cursors end with the import that issued them.
 pub const CURSOR_SECRET_KEY: &str = "cursor_secret";
 
-/// A new random secret for a database's cursors, hex.
-pub fn new_secret() -> String {
-    let mut bytes = [0u8; 32];
-    let from_os = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .is_ok();
-    if !from_os {
-        // Each RandomState is seeded from the operating system's randomness.
-        use std::hash::{BuildHasher, Hasher};
-        for chunk in bytes.chunks_mut(8) {
-            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-            hasher.write_u128(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos()),
-            );
-            chunk.copy_from_slice(&hasher.finish().to_le_bytes()[..chunk.len()]);
-        }
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// A new random secret for a database's cursors, hex, from SQLite's randomness.
+pub fn new_secret(conn: &Connection) -> rusqlite::Result<String> {
+    conn.query_row("SELECT lower(hex(randomblob(32)))", [], |r| r.get(0))
 }
 
 /// Encodes a `graph_lists.items` blob: each `graph_nodes` id as a LEB128 varint, in order.

@@ -257,7 +257,7 @@ fn build(
             "imported_at",
             chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         ),
-        (db::CURSOR_SECRET_KEY, db::new_secret()),
+        (db::CURSOR_SECRET_KEY, db::new_secret(&conn)?),
     ];
     if let Some((vars_path, outcome)) = &vars_outcome {
         let vars_meta = fs::metadata(vars_path)?;

@@ -9,7 +9,6 @@
 //! renamed over the target, and the directory synced.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::ErrorKind;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -225,7 +224,6 @@ pub(crate) fn sync_from_file(tx: &Transaction<'_>, path: &Path) -> Result<(), Jo
     let bytes = match files::read_regular(path) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(()),
-        Err(files::FileError::Io(err)) if err.kind() == ErrorKind::NotADirectory => return Ok(()),
         Err(err) => {
             return Err(JournalError::Internal(
                 err.describe(&path.display().to_string()),

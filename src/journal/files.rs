@@ -65,19 +65,25 @@ impl FileError {
     }
 }
 
+/// Whether an error says there is no file at the path (nothing there, or a component of the
+/// path that is a file, as in `a.ts/x`).
+fn is_absent(err: &io::Error) -> bool {
+    matches!(err.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory)
+}
+
 /// Opens `path` for reading if it is a regular file of at most [`FILE_LIMIT`] bytes; `None`
 /// when nothing is there. A final symbolic link is refused ([`FileError::Link`]), not followed.
 pub(crate) fn open_regular(path: &Path) -> Result<Option<File>, FileError> {
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
-        Err(err) if err.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(err) if is_absent(&err) => return Ok(None),
         Err(err) => return Err(err.into()),
     };
     // Checked before opening, so that opening has no side effects on special files…
     check_type(&meta)?;
     let file = match options().open(path) {
         Ok(file) => file,
-        Err(err) if err.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(err) if is_absent(&err) => return Ok(None),
         Err(err) if is_link_error(&err) => return Err(FileError::Link),
         Err(err) => return Err(err.into()),
     };

@@ -391,7 +391,10 @@ mod tests {
         let conn = conn();
         conn.execute(
             "INSERT INTO meta VALUES (?1, ?2)",
-            [CURSOR_SECRET_KEY, crate::db::new_secret().as_str()],
+            [
+                CURSOR_SECRET_KEY,
+                crate::db::new_secret(&conn).unwrap().as_str(),
+            ],
         )
         .unwrap();
         let token = Cursor::new(&conn, "callers", "f", Some(1), 20)
@@ -408,7 +411,10 @@ mod tests {
         assert!(Cursor::decode(&conn, &forged_token, "callers").is_err());
         conn.execute(
             "UPDATE meta SET value = ?2 WHERE key = ?1",
-            [CURSOR_SECRET_KEY, crate::db::new_secret().as_str()],
+            [
+                CURSOR_SECRET_KEY,
+                crate::db::new_secret(&conn).unwrap().as_str(),
+            ],
         )
         .unwrap();
         assert!(Cursor::decode(&conn, &token, "callers").is_err());
