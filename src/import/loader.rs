@@ -2,7 +2,23 @@
 //! index tables (one prepared statement per table), counts what it wrote, and records
 //! warnings for values it kept verbatim.
 
-use super::*;
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{params, Connection, OptionalExtension, Statement, ToSql};
+use serde_json::Value;
+
+use crate::cache::fields::{self, Cell, Record};
+use crate::cache::paths::canonical_path;
+use crate::cache::reader::{self, DocumentKind, Event, List, Scope, Section};
+use crate::cache::{normalize_lock_level, LOCK_LEVELS};
+use crate::db;
+
+use super::fts::FtsBuilder;
+use super::graph::CallGraph;
 
 /// A cell as a SQL value.
 pub(super) struct Sql<'a>(&'a Cell);
@@ -792,4 +808,33 @@ pub(super) fn resolve_graph_nodes(conn: &Connection) -> Result<()> {
          COMMIT;",
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn quality_from_both_shapes() {
+        assert_eq!(
+            quality_list(&json!({"quality": ["security-review"]})),
+            vec!["security-review"]
+        );
+        assert_eq!(
+            quality_list(
+                &json!({"quality": {"tests_required": true}, "mutation": {"requires_docs": true, "requires_tests": true}})
+            ),
+            vec!["tests-required", "docs-required"]
+        );
+        assert!(quality_list(&json!({})).is_empty());
+    }
+
+    #[test]
+    fn insert_sql_has_one_placeholder_per_column() {
+        assert_eq!(
+            insert_sql("t", "a, b", true),
+            "INSERT OR IGNORE INTO t(a, b) VALUES (?1, ?2)"
+        );
+    }
 }

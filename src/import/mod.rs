@@ -7,42 +7,30 @@
 //! is bounded by the largest entry, a fixed call-graph edge buffer (sorted runs spill to
 //! temporary files) and a fixed-size record per call-graph node name (see `graph.rs`).
 
-use std::collections::HashSet;
 use std::fs;
-use std::hash::{Hash, Hasher};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, sync_channel, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
-use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::{params, Connection, OptionalExtension, Statement, ToSql};
-use serde_json::Value;
+use anyhow::{Context, Result};
+use rusqlite::{params, Connection};
 
-use crate::cache::fields::{self, Cell, Record};
 use crate::cache::paths::canonical_path;
-use crate::cache::reader::{
-    self, DocumentKind, Event, Limits, List, Progress, ReadOutcome, Scope, Section,
-};
-use crate::cache::{normalize_lock_level, LOCK_LEVELS};
+use crate::cache::reader::{self, DocumentKind, Event, Limits, Progress, ReadOutcome};
 use crate::db;
 use crate::freshness::mtime_text;
 use crate::project::Project;
 use fts::FtsBuilder;
-use graph::CallGraph;
 
 mod fts;
 mod graph;
 mod loader;
 mod progress;
 
-use loader::*;
-use progress::*;
+use loader::{resolve_graph_nodes, Loader};
 pub use progress::{percent_read, progress_text};
+use progress::{Phase, Reporter};
 
 /// Options of `acpdb import`.
 #[derive(Debug, Clone, clap::Args)]
@@ -356,33 +344,4 @@ fn register_functions(conn: &Connection) -> Result<()> {
         },
     )?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn quality_from_both_shapes() {
-        assert_eq!(
-            quality_list(&json!({"quality": ["security-review"]})),
-            vec!["security-review"]
-        );
-        assert_eq!(
-            quality_list(
-                &json!({"quality": {"tests_required": true}, "mutation": {"requires_docs": true, "requires_tests": true}})
-            ),
-            vec!["tests-required", "docs-required"]
-        );
-        assert!(quality_list(&json!({})).is_empty());
-    }
-
-    #[test]
-    fn insert_sql_has_one_placeholder_per_column() {
-        assert_eq!(
-            insert_sql("t", "a, b", true),
-            "INSERT OR IGNORE INTO t(a, b) VALUES (?1, ?2)"
-        );
-    }
 }

@@ -1,7 +1,19 @@
 //! How an import shows its progress: the phases, a bar with an ETA on a terminal, periodic
 //! lines otherwise, and the wording the server's "index not ready" error shares.
 
-use super::*;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::cache::reader::Progress;
+
+use super::ImportArgs;
 
 /// How far reading a cache of `total` bytes has come, in percent.
 pub fn percent_read(read: u64, total: u64) -> f64 {
