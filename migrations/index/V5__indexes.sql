@@ -1,4 +1,6 @@
 -- acpdb index schema, part 2 of 2: secondary indexes, full-text indexes, summaries and views.
+-- The summary tables are filled by src/import/summaries.sql, which every import (full or delta)
+-- runs after this migration.
 -- The importer applies this after the bulk load, so indexes are built once over sorted data
 -- instead of row by row. docs/schema.md lists every index with the queries it serves; an index
 -- no query reads is not built (the unique ones also state that a key is unique).
@@ -57,27 +59,12 @@ CREATE TABLE index_summary (
                                           -- (main.rs, main.ts, main.py, index.ts, index.js,
                                           -- app.ts, app.py, mod.rs, or a .rs file under src/)
 );
-INSERT INTO index_summary
-SELECT 1,
-    (SELECT count(*) FROM files),
-    (SELECT count(*) FROM symbols),
-    (SELECT coalesce(sum(lines), 0) FROM files),
-    (SELECT count(*) FROM domains),
-    (SELECT count(DISTINCT layer) FROM files WHERE layer IS NOT NULL),
-    (SELECT count(*) FROM call_edges),
-    (SELECT count(*) FROM files WHERE
-        path_field LIKE '%main.rs' OR path_field LIKE '%main.ts' OR path_field LIKE '%main.py'
-        OR path_field LIKE '%index.ts' OR path_field LIKE '%index.js' OR path_field LIKE '%app.ts'
-        OR path_field LIKE '%app.py' OR path_field LIKE '%mod.rs'
-        OR (path_field LIKE '%/src/%' AND path_field LIKE '%.rs'));
 
 -- Files per language (the cache's language id, e.g. 'typescript').
 CREATE TABLE file_languages (
     language TEXT PRIMARY KEY,
     files    INTEGER NOT NULL
 ) WITHOUT ROWID;
-INSERT INTO file_languages
-SELECT language, count(*) FROM files WHERE language IS NOT NULL GROUP BY language;
 
 -- The spec's lock levels from most (0) to least (7) restrictive; a level outside this list
 -- counts as 'normal'. The one ranking both `file_lock_levels` and `file_overview` use.
@@ -97,13 +84,6 @@ CREATE TABLE file_lock_levels (
     lock_level TEXT NOT NULL,
     files      INTEGER NOT NULL
 );
-INSERT INTO file_lock_levels
-SELECT l.rank, l.lock_level, count(*)
-FROM files f
-JOIN lock_levels l ON l.rank = coalesce((SELECT min(coalesce(r.rank, 6)) FROM constraints c
-                                         LEFT JOIN lock_levels r ON r.lock_level = c.lock_level
-                                         WHERE c.path = f.path), 6)
-GROUP BY l.rank;
 
 -- `constraints.by_file` entries per acp-cli `mutation.level` as written (NULL: entries without a
 -- `mutation` object; 'normal' when the object has no level).
@@ -111,15 +91,7 @@ CREATE TABLE constraint_mutation_levels (
     level   TEXT,
     entries INTEGER NOT NULL
 );
-INSERT INTO constraint_mutation_levels
-SELECT CASE WHEN json_type(raw_json, '$.mutation') = 'object'
-            THEN CAST(coalesce(json_extract(raw_json, '$.mutation.level'), 'normal') AS TEXT) END,
-       count(*)
-FROM constraints GROUP BY 1;
 
--- Lengths of each domain's files and symbols lists.
-UPDATE domains SET file_count = coalesce(json_array_length(files_json), 0),
-                   symbol_count = coalesce(json_array_length(symbols_json), 0);
 
 -- Project metadata as one row (counts from the summary).
 CREATE VIEW project AS

@@ -135,7 +135,7 @@ impl<'c> CallGraph<'c> {
 
 /// A 128-bit hash of a node name: two independent 64-bit SipHashes, so that two distinct names
 /// sharing an id is out of reach (about 2^-128 per pair).
-fn name_hash(name: &str) -> u128 {
+pub(super) fn name_hash(name: &str) -> u128 {
     let half = |seed: u8| {
         let mut hasher = DefaultHasher::new();
         hasher.write_u8(seed);

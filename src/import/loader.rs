@@ -17,6 +17,7 @@ use crate::cache::reader::{self, DocumentKind, Event, List, Scope, Section};
 use crate::cache::{normalize_lock_level, LOCK_LEVELS};
 use crate::db;
 
+use super::delta::Delta;
 use super::fts::FtsBuilder;
 use super::graph::CallGraph;
 
@@ -25,11 +26,7 @@ pub(super) struct Sql<'a>(&'a Cell);
 
 impl ToSql for Sql<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(match self.0 {
-            Cell::Null => ToSqlOutput::Borrowed(ValueRef::Null),
-            Cell::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
-            Cell::Int(i) => ToSqlOutput::Borrowed(ValueRef::Integer(*i)),
-        })
+        Ok(ToSqlOutput::Borrowed(cell_value(self.0)))
     }
 }
 
@@ -86,8 +83,7 @@ pub(super) struct Loader<'c> {
     pub(super) insert_graph_list: Statement<'c>,
     pub(super) insert_var: Statement<'c>,
     pub(super) insert_warning: Statement<'c>,
-    pub(super) graph: CallGraph<'c>,
-    pub(super) fts: FtsBuilder,
+    pub(super) sink: Sink<'c>,
     /// Hashes of the keys inserted so far, per section, to spot duplicates.
     pub(super) seen_keys: HashSet<(u8, u64)>,
     pub(super) root: Option<String>,
@@ -102,18 +98,41 @@ pub(super) struct Loader<'c> {
     pub(super) counts: Counts,
 }
 
-impl<'c> Loader<'c> {
-    pub(super) fn new(
-        conn: &'c Connection,
-        spill_dir: &Path,
+/// Where files, symbols and call-graph lists go.
+pub(super) enum Sink<'c> {
+    /// A full import into empty tables: node ids and edges in memory and spilled runs, the
+    /// symbols' full-text rows to the builder thread.
+    Full {
+        graph: Box<CallGraph<'c>>,
         fts: FtsBuilder,
-    ) -> Result<Loader<'c>> {
+    },
+    /// A delta import: entries are compared with the stored rows and only differences written.
+    Delta(Box<Delta<'c>>),
+}
+
+/// The columns of `files` a file entry fills, in the order of its values: key, canonical path,
+/// the modelled columns from `cache::fields`, `extra`.
+pub(super) fn file_columns() -> String {
+    format!("key, path, {}", fields::select_list(fields::FILE_FIELDS))
+}
+
+/// The columns of `symbols` a symbol entry fills, in the order of its values.
+pub(super) fn symbol_columns() -> String {
+    format!(
+        "key, file_path, {}",
+        fields::select_list(fields::SYMBOL_FIELDS)
+    )
+}
+
+/// Indexes into a symbol record's cells (`cache::fields::SYMBOL_FIELDS`) of the columns of
+/// `symbols_fts`: name, qualified_name, signature, purpose, summary.
+pub(super) const SYMBOL_FTS_CELLS: [usize; 5] = [0, 1, 7, 9, 8];
+
+impl<'c> Loader<'c> {
+    pub(super) fn new(conn: &'c Connection, sink: Sink<'c>) -> Result<Loader<'c>> {
         // The modelled columns come from `cache::fields`, in the order records hold their cells.
-        let file_cols = format!("key, path, {}", fields::select_list(fields::FILE_FIELDS));
-        let symbol_cols = format!(
-            "key, file_path, {}",
-            fields::select_list(fields::SYMBOL_FIELDS)
-        );
+        let file_cols = file_columns();
+        let symbol_cols = symbol_columns();
         let domain_cols = format!("key, {}", fields::select_list(fields::DOMAIN_FIELDS));
         let var_cols = format!("name, {}", fields::select_list(fields::VAR_FIELDS));
         Ok(Loader {
@@ -137,8 +156,7 @@ impl<'c> Loader<'c> {
             insert_graph_list: conn.prepare(&insert_sql("graph_lists", "node_id, reverse, items", false))?,
             insert_var: conn.prepare(&insert_sql("vars", &var_cols, true))?,
             insert_warning: conn.prepare("INSERT INTO import_warnings(path, message) VALUES (?1, ?2)")?,
-            graph: CallGraph::new(conn, spill_dir)?,
-            fts,
+            sink,
             seen_keys: HashSet::new(),
             root: None,
             root_ord: 0,
@@ -368,23 +386,42 @@ impl<'c> Loader<'c> {
     pub(super) fn file(&mut self, key: String, record: Record) -> Result<()> {
         let path = self.canonical(&key);
         let Record { cells, extra } = record;
-        let json_path = || format!("files[{key:?}]");
-        self.check_enum(json_path, "language", cells[2].as_str(), KNOWN_LANGUAGES)?;
-        let mut values: Vec<&dyn ToSql> = Vec::with_capacity(17);
-        values.push(&key);
-        values.push(&path);
-        let sql_cells: Vec<Sql> = cells.iter().map(Sql).collect();
-        for cell in &sql_cells {
-            values.push(cell);
+        if matches!(self.sink, Sink::Delta(_)) {
+            return self.delta_file(key, path, cells, extra);
         }
-        values.push(&extra);
+        let json_path = || format!("files[{key:?}]");
         if self.is_duplicate(1, "files", &key)? {
             return self.warn(json_path(), "duplicate key; the first entry is kept");
         }
-        self.insert_file.execute(values.as_slice())?;
+        self.check_file(&key, &cells)?;
+        self.insert_file
+            .execute(sql_params(entry_values(&key, Some(&path), &cells, &extra)))?;
         self.counts.files += 1;
         let file_id = self.conn.last_insert_rowid();
-        if let Some(domains) = cells[12].as_str() {
+        self.file_rows(file_id, &key, &path, cells[12].as_str(), cells[13].as_str())
+    }
+
+    /// Warns about values of a file entry outside the spec's enums.
+    pub(super) fn check_file(&mut self, key: &str, cells: &[Cell]) -> Result<()> {
+        self.check_enum(
+            || format!("files[{key:?}]"),
+            "language",
+            cells[2].as_str(),
+            KNOWN_LANGUAGES,
+        )
+    }
+
+    /// The rows derived from a stored file entry: its domain memberships (from `domains`) and
+    /// its inline annotations (from `inline`).
+    pub(super) fn file_rows(
+        &mut self,
+        file_id: i64,
+        key: &str,
+        path: &str,
+        domains_json: Option<&str>,
+        inline_json: Option<&str>,
+    ) -> Result<()> {
+        if let Some(domains) = domains_json {
             if let Ok(Value::Array(domains)) = serde_json::from_str::<Value>(domains) {
                 for domain in domains.iter().filter_map(Value::as_str) {
                     self.insert_domain_file
@@ -392,7 +429,7 @@ impl<'c> Loader<'c> {
                 }
             }
         }
-        if let Some(inline) = cells[13].as_str() {
+        if let Some(inline) = inline_json {
             if let Ok(Value::Array(items)) = serde_json::from_str::<Value>(inline) {
                 for (ord, item) in items.iter().enumerate() {
                     let text = |k: &str| item.get(k).and_then(Value::as_str).map(str::to_string);
@@ -424,6 +461,38 @@ impl<'c> Loader<'c> {
 
     pub(super) fn symbol(&mut self, key: String, record: Record) -> Result<()> {
         let Record { cells, extra } = record;
+        let file_path = cells[3].as_str().map(|f| self.canonical(f));
+        if matches!(self.sink, Sink::Delta(_)) {
+            return self.delta_symbol(key, file_path, cells, extra);
+        }
+        if self.is_duplicate(2, "symbols", &key)? {
+            return self.warn(
+                format!("symbols[{key:?}]"),
+                "duplicate key; the first entry is kept",
+            );
+        }
+        self.check_symbol(&key, &cells)?;
+        self.insert_symbol
+            .execute(sql_params(entry_values(&key, file_path.as_deref(), &cells, &extra)))?;
+        self.counts.symbols += 1;
+        let id = self.conn.last_insert_rowid();
+        let Sink::Full { graph, fts } = &mut self.sink else {
+            unreachable!("a delta import returned above")
+        };
+        fts.push(id, SYMBOL_FTS_CELLS.map(|i| &cells[i]))?;
+        if let Some((own_name, calls)) = symbol_calls(&key, &cells) {
+            let me = graph.node(&own_name)?;
+            for (other, forward) in calls {
+                let other = graph.node(&other)?;
+                let (caller, callee) = if forward { (me, other) } else { (other, me) };
+                graph.push_edge(caller, callee, forward)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Warns about values of a symbol entry outside the spec's enums.
+    pub(super) fn check_symbol(&mut self, key: &str, cells: &[Cell]) -> Result<()> {
         let json_path = || format!("symbols[{key:?}]");
         self.check_enum(
             json_path,
@@ -436,42 +505,7 @@ impl<'c> Loader<'c> {
             "visibility",
             cells[11].as_str(),
             KNOWN_VISIBILITY,
-        )?;
-        let file_path = cells[3].as_str().map(|f| self.canonical(f));
-        let mut values: Vec<&dyn ToSql> = Vec::with_capacity(18);
-        values.push(&key);
-        values.push(&file_path);
-        let sql_cells: Vec<Sql> = cells.iter().map(Sql).collect();
-        for cell in &sql_cells {
-            values.push(cell);
-        }
-        values.push(&extra);
-        if self.is_duplicate(2, "symbols", &key)? {
-            return self.warn(json_path(), "duplicate key; the first entry is kept");
-        }
-        self.insert_symbol.execute(values.as_slice())?;
-        self.counts.symbols += 1;
-        // name, qualified_name, signature, purpose, summary: the columns of `symbols_fts`.
-        self.fts.push(
-            self.conn.last_insert_rowid(),
-            [0, 1, 7, 9, 8].map(|i| &cells[i]),
-        )?;
-        let own_name = cells[1].as_str().unwrap_or(&key);
-        for (column, forward) in [(12usize, true), (13usize, false)] {
-            let Some(list) = cells[column].as_str() else {
-                continue;
-            };
-            let Ok(Value::Array(items)) = serde_json::from_str::<Value>(list) else {
-                continue;
-            };
-            let me = self.graph.node(own_name)?;
-            for other in items.iter().filter_map(Value::as_str) {
-                let other = self.graph.node(other)?;
-                let (caller, callee) = if forward { (me, other) } else { (other, me) };
-                self.graph.push_edge(caller, callee, forward)?;
-            }
-        }
-        Ok(())
+        )
     }
 
     /// Whether `key` was already inserted in `section` (an exact check in SQL confirms a hash
@@ -494,9 +528,15 @@ impl<'c> Loader<'c> {
     }
 
     pub(super) fn graph_list(&mut self, section: Section, key: String, value: Value) -> Result<()> {
+        if matches!(self.sink, Sink::Delta(_)) {
+            return self.delta_graph_list(section, key, value);
+        }
         let forward = section == Section::GraphForward;
-        let key_id = self.graph.node(&key)?;
-        if !self.graph.claim_list(key_id, !forward) {
+        let Sink::Full { graph, .. } = &mut self.sink else {
+            unreachable!("a delta import returned above")
+        };
+        let key_id = graph.node(&key)?;
+        if !graph.claim_list(key_id, !forward) {
             return self.warn(
                 format!("{}[{key:?}]", section.path()),
                 "duplicate key; the first entry is kept",
@@ -505,36 +545,33 @@ impl<'c> Loader<'c> {
         let Value::Array(items) = &value else {
             self.insert_graph_list
                 .execute(params![key_id, !forward, value.to_string()])?;
-            return self.warn(
-                format!("{}[{key:?}]", section.path()),
-                "expected a list of names; kept verbatim but not added to the call graph",
-            );
+            return self.warn_list_not_names(section, &key);
         };
         if !forward {
-            self.graph.add_reverse_len(key_id, items.len());
+            graph.add_reverse_len(key_id, items.len());
         }
         let mut ids = Vec::with_capacity(items.len());
         for other in items.iter().filter_map(Value::as_str) {
-            let other_id = self.graph.node(other)?;
+            let other_id = graph.node(other)?;
             ids.push(other_id);
             let (caller, callee) = if forward {
                 (key_id, other_id)
             } else {
                 (other_id, key_id)
             };
-            self.graph.push_edge(caller, callee, forward)?;
+            graph.push_edge(caller, callee, forward)?;
         }
-        if ids.len() == items.len() {
-            self.insert_graph_list.execute(params![
-                key_id,
-                !forward,
-                db::encode_graph_items(&ids)
-            ])?;
-        } else {
-            self.insert_graph_list
-                .execute(params![key_id, !forward, value.to_string()])?;
-        }
+        self.insert_graph_list
+            .execute(params![key_id, !forward, list_items(items, &ids)])?;
         Ok(())
+    }
+
+    /// Warns that a call-graph list is not a list (it is kept verbatim, without edges).
+    pub(super) fn warn_list_not_names(&mut self, section: Section, key: &str) -> Result<()> {
+        self.warn(
+            format!("{}[{key:?}]", section.path()),
+            "expected a list of names; kept verbatim but not added to the call graph",
+        )
     }
 
     pub(super) fn domain(&mut self, key: String, value: Value) -> Result<()> {
@@ -719,7 +756,10 @@ impl<'c> Loader<'c> {
     /// Builds the de-duplicated edge table and the node table; returns the final counts and
     /// the full-text builder, to finish once the indexes are built.
     pub(super) fn finish(mut self) -> Result<(Counts, FtsBuilder)> {
-        self.counts.edges = self.graph.finish(self.conn)?;
+        let Sink::Full { graph, fts } = self.sink else {
+            unreachable!("a delta import finishes with `finish_delta`")
+        };
+        self.counts.edges = graph.finish(self.conn)?;
         if let Some(root) = self
             .root
             .clone()
@@ -727,7 +767,72 @@ impl<'c> Loader<'c> {
         {
             rebase_absolute_paths(self.conn, &root)?;
         }
-        Ok((std::mem::take(&mut self.counts), self.fts))
+        Ok((std::mem::take(&mut self.counts), fts))
+    }
+}
+
+/// The values of an entry's row, in the order of [`file_columns`] or [`symbol_columns`].
+pub(super) fn entry_values<'a>(
+    key: &'a str,
+    path: Option<&'a str>,
+    cells: &'a [Cell],
+    extra: &'a str,
+) -> impl Iterator<Item = ValueRef<'a>> + 'a {
+    let text = |s: &'a str| ValueRef::Text(s.as_bytes());
+    std::iter::once(text(key))
+        .chain(std::iter::once(path.map_or(ValueRef::Null, text)))
+        .chain(cells.iter().map(cell_value))
+        .chain(std::iter::once(text(extra)))
+}
+
+/// Values as statement parameters.
+pub(super) fn sql_params<'a, I: IntoIterator<Item = ValueRef<'a>>>(
+    values: I,
+) -> impl rusqlite::Params + use<'a, I> {
+    rusqlite::params_from_iter(values.into_iter().map(ToSqlOutput::Borrowed))
+}
+
+/// A cell as a SQL value.
+pub(super) fn cell_value(cell: &Cell) -> ValueRef<'_> {
+    match cell {
+        Cell::Null => ValueRef::Null,
+        Cell::Text(s) => ValueRef::Text(s.as_bytes()),
+        Cell::Int(i) => ValueRef::Integer(*i),
+    }
+}
+
+/// A symbol's own call-graph node name (its qualified name, else its key) and the names in its
+/// `calls` (forward) and `called_by` lists, when either is a list.
+pub(super) fn symbol_calls(key: &str, cells: &[Cell]) -> Option<(String, Vec<(String, bool)>)> {
+    let mut calls = Vec::new();
+    let mut any_list = false;
+    for (column, forward) in [(12usize, true), (13usize, false)] {
+        let Some(list) = cells[column].as_str() else {
+            continue;
+        };
+        let Ok(Value::Array(items)) = serde_json::from_str::<Value>(list) else {
+            continue;
+        };
+        any_list = true;
+        calls.extend(
+            items
+                .into_iter()
+                .filter_map(|v| match v {
+                    Value::String(s) => Some((s, forward)),
+                    _ => None,
+                }),
+        );
+    }
+    any_list.then(|| (cells[1].as_str().unwrap_or(key).to_string(), calls))
+}
+
+/// How a call-graph list is stored: the node ids of its items when every item is a name (see
+/// `db::encode_graph_items`), otherwise the list verbatim as JSON text.
+pub(super) fn list_items(items: &[Value], ids: &[u32]) -> rusqlite::types::Value {
+    if ids.len() == items.len() {
+        rusqlite::types::Value::Blob(db::encode_graph_items(ids))
+    } else {
+        rusqlite::types::Value::Text(Value::Array(items.to_vec()).to_string())
     }
 }
 
@@ -795,18 +900,25 @@ pub(super) fn rebase_absolute_paths(conn: &Connection, root: &str) -> Result<()>
     Ok(())
 }
 
-/// Resolves call-graph node names to symbols: exact key, then qualified name, then a unique
-/// simple name.
+/// Resolves call-graph nodes to symbols: by exact key, then by qualified name (the first such
+/// symbol in id order), then by a simple name that only one symbol has; NULL otherwise.
+const RESOLVE_NODES: &str = "UPDATE graph_nodes SET symbol_id = coalesce(
+    (SELECT s.id FROM symbols s WHERE s.key = graph_nodes.name),
+    (SELECT min(s.id) FROM symbols s WHERE s.qualified_name = graph_nodes.name),
+    (SELECT CASE WHEN count(*) = 1 THEN min(s.id) END FROM symbols s WHERE s.name = graph_nodes.name))";
+
+/// Resolves every call-graph node name to a symbol.
 pub(super) fn resolve_graph_nodes(conn: &Connection) -> Result<()> {
-    conn.execute_batch(
-        "BEGIN;
-         UPDATE graph_nodes SET symbol_id = (SELECT s.id FROM symbols s WHERE s.key = graph_nodes.name);
-         UPDATE graph_nodes SET symbol_id = (SELECT min(s.id) FROM symbols s WHERE s.qualified_name = graph_nodes.name)
-          WHERE symbol_id IS NULL;
-         UPDATE graph_nodes SET symbol_id = (SELECT CASE WHEN count(*) = 1 THEN min(s.id) END FROM symbols s WHERE s.name = graph_nodes.name)
-          WHERE symbol_id IS NULL;
-         COMMIT;",
-    )?;
+    conn.execute(RESOLVE_NODES, [])?;
+    Ok(())
+}
+
+/// Resolves the call-graph nodes of these names again (those that exist).
+pub(super) fn resolve_graph_nodes_named(conn: &Connection, names: &[String]) -> Result<()> {
+    let mut resolve = conn.prepare(&format!("{RESOLVE_NODES} WHERE name = ?1"))?;
+    for name in names {
+        resolve.execute([name])?;
+    }
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::cache::paths::canonical_path;
 use crate::cache::reader::{self, DocumentKind, Event, Limits, Progress, ReadOutcome};
@@ -23,12 +23,17 @@ use crate::freshness::mtime_text;
 use crate::project::Project;
 use fts::FtsBuilder;
 
+mod delta;
 mod fts;
 mod graph;
 mod loader;
+mod lock;
 mod progress;
 
-use loader::{resolve_graph_nodes, Loader};
+pub use delta::DeltaCounts;
+use delta::Delta;
+use graph::CallGraph;
+use loader::{resolve_graph_nodes, Loader, Sink};
 pub use progress::{percent_read, progress_text};
 use progress::{Phase, Reporter};
 
@@ -41,6 +46,9 @@ pub struct ImportArgs {
     /// Show no progress: neither the bar on a terminal nor the progress lines otherwise.
     #[arg(long)]
     pub no_progress: bool,
+    /// Rebuild the database from the whole cache, even when only a few entries changed.
+    #[arg(long)]
+    pub full: bool,
     /// Seconds between progress lines when stderr is not a terminal.
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0, hide = true)]
     pub progress_interval: f64,
@@ -50,6 +58,7 @@ impl Default for ImportArgs {
     fn default() -> Self {
         ImportArgs {
             max_entry_mb: 256,
+            full: false,
             no_progress: true,
             progress_interval: 2.0,
         }
@@ -77,6 +86,10 @@ pub struct ImportSummary {
     pub db_bytes: u64,
     /// Wall-clock time of the whole import.
     pub elapsed: Duration,
+    /// What a delta import changed (`None` for a full import).
+    pub delta: Option<DeltaCounts>,
+    /// Why a full import ran where a delta was possible in principle (a database existed).
+    pub full_because: Option<String>,
 }
 
 impl ImportSummary {
@@ -84,8 +97,28 @@ impl ImportSummary {
     pub fn line(&self) -> String {
         let mb = self.bytes as f64 / 1e6;
         let secs = self.elapsed.as_secs_f64().max(1e-6);
+        if let Some(delta) = &self.delta {
+            return format!(
+                "delta: {} in {:.2} s (unchanged {} files and {} symbols skipped; {:.1} MB read at {:.1} MB/s) into {} ({:.1} MB, {:.2}x the JSON)",
+                delta.changes(),
+                secs,
+                delta.files_unchanged,
+                delta.symbols_unchanged,
+                mb,
+                mb / secs,
+                self.db.display(),
+                self.db_bytes as f64 / 1e6,
+                self.db_bytes as f64 / self.bytes.max(1) as f64
+            );
+        }
+        let because = self
+            .full_because
+            .as_deref()
+            .map(|why| format!("full import ({why}): "))
+            .unwrap_or_default();
         format!(
-            "imported {} files, {} symbols, {} call edges, {} domains ({} warnings) from {:.1} MB in {:.2} s ({:.1} MB/s) into {} ({:.1} MB, {:.2}x the JSON)",
+
+            "{because}imported {} files, {} symbols, {} call edges, {} domains ({} warnings) from {:.1} MB in {:.2} s ({:.1} MB/s) into {} ({:.1} MB, {:.2}x the JSON)",
             self.files,
             self.symbols,
             self.edges,
@@ -115,6 +148,11 @@ pub fn import(project: &Project, args: &ImportArgs) -> Result<ImportSummary> {
 }
 
 /// Like [`import`], reporting the bytes of the cache read so far through `progress`.
+///
+/// When a database of this schema, built from the same cache path, is already there (and
+/// `--full` is not given), only what changed is written (see `delta.rs`): into a copy of the
+/// database, swapped in like a full import's. Otherwise, or when the delta fails, the database
+/// is rebuilt from the whole cache, and the summary says why.
 pub fn import_with_progress(
     project: &Project,
     args: &ImportArgs,
@@ -122,23 +160,49 @@ pub fn import_with_progress(
 ) -> Result<ImportSummary> {
     let started = Instant::now();
     let cache_path = project.require_cache()?.to_path_buf();
-    let cache_meta = fs::metadata(&cache_path)
-        .with_context(|| format!("cannot read {}", cache_path.display()))?;
     if let Some(dir) = project.db.parent() {
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    let _lock = lock::ImportLock::acquire(&project.db)?;
+    let cache_meta = fs::metadata(&cache_path)
+        .with_context(|| format!("cannot read {}", cache_path.display()))?;
     crate::replace::sweep(&project.db);
     crate::replace::sweep(&fts::fts_target(&project.db));
     let tmp = crate::replace::temp_path(&project.db);
-    let result = build(
+    let source = Source {
         project,
         args,
-        &cache_path,
-        &cache_meta,
-        &tmp,
+        cache_path: &cache_path,
+        cache_meta: &cache_meta,
+        tmp: &tmp,
         started,
-        progress,
-    );
+    };
+    let mut full_because = None;
+    let mut result = match delta_refusal(project, &cache_path, args) {
+        Ok(()) => {
+            let result = source.delta(progress.clone());
+            if let Err(err) = &result {
+                // A cache that cannot be read fails a full import the same way.
+                if err.chain().any(|e| e.is::<reader::ReadError>()) {
+                    return result;
+                }
+                tracing::warn!("delta import failed ({err:#}); importing the whole cache");
+                full_because = Some(format!("the delta import failed: {err:#}"));
+            }
+            result
+        }
+        Err(why) => {
+            full_because = why;
+            Err(anyhow::anyhow!("no delta"))
+        }
+    };
+    if result.is_err() {
+        progress.bytes.store(0, std::sync::atomic::Ordering::Relaxed);
+        result = source.full(progress).map(|mut summary| {
+            summary.full_because = full_because;
+            summary
+        });
+    }
     match result {
         Ok(mut summary) => {
             crate::replace::replace(&tmp, &project.db).with_context(|| {
@@ -157,134 +221,279 @@ pub fn import_with_progress(
     }
 }
 
-fn build(
+/// Why a delta import cannot be tried: `Err(None)` when there is no database to compare with,
+/// `Err(Some(reason))` when there is one that cannot serve as a base.
+fn delta_refusal(
     project: &Project,
-    args: &ImportArgs,
     cache_path: &Path,
-    cache_meta: &fs::Metadata,
-    tmp: &Path,
-    started: Instant,
-    progress: Arc<Progress>,
-) -> Result<ImportSummary> {
-    let _ = fs::remove_file(tmp);
-    let mut conn =
-        Connection::open(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    conn.execute_batch(
-        "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;
-         PRAGMA cache_size = -65536; PRAGMA temp_store = FILE; PRAGMA threads = 2;",
-    )?;
-    db::migrate(&mut conn, Some(db::LOAD_SCHEMA_VERSION))?;
-    register_functions(&conn)?;
-
-    let limits = Limits {
-        max_entry_bytes: args.max_entry_mb.saturating_mul(1 << 20),
+    args: &ImportArgs,
+) -> std::result::Result<(), Option<String>> {
+    if args.full || !project.db.is_file() {
+        return Err(None);
+    }
+    let conn = db::open_read_only(&project.db)
+        .map_err(|err| Some(format!("the database cannot be opened: {err:#}")))?;
+    let damaged = |err: rusqlite::Error| Some(format!("the database cannot be read: {err}"));
+    let version = db::schema_version(&conn).map_err(|err| Some(format!("{err:#}")))?;
+    if version != Some(db::current_schema_version()) {
+        return Err(Some(format!(
+            "the database has schema version {}, this acpdb uses {}",
+            version.map_or("none".into(), |v| v.to_string()),
+            db::current_schema_version()
+        )));
+    }
+    let meta = |key: &str| -> rusqlite::Result<Option<String>> {
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
     };
-    let reporter = Reporter::start(args, cache_path, cache_meta.len(), &progress, started)?;
-
-    conn.execute_batch("BEGIN")?;
-    let spill_dir = tmp.parent().unwrap_or(Path::new("."));
-    let fts = FtsBuilder::start(fts::temp_path(&project.db))?;
-    let mut loader = Loader::new(&conn, spill_dir, fts)?;
-    let cache_outcome = stream(
-        cache_path,
-        DocumentKind::Cache,
-        limits,
-        &mut loader,
-        Some(&reporter),
-        progress,
-    )?;
-    let mut vars_outcome = None;
-    if let Some(vars_path) = &project.vars {
-        vars_outcome = Some((
-            vars_path.clone(),
-            stream(
-                vars_path,
-                DocumentKind::Vars,
-                limits,
-                &mut loader,
-                None,
-                Arc::new(Progress::default()),
-            )?,
-        ));
+    if meta("acpdb_version").map_err(damaged)?.as_deref() != Some(env!("CARGO_PKG_VERSION")) {
+        return Err(Some("the database was written by another acpdb version".into()));
     }
-    reporter.phase(Phase::Linking);
-    tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
-    let (counts, fts) = loader.finish()?;
-    tracing::debug!(
-        "built the call graph at {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
-    conn.execute_batch("COMMIT")?;
-
-    reporter.phase(Phase::Indexing);
-    db::migrate(&mut conn, None)?;
-    tracing::debug!(
-        "built indexes and the files' full-text search at {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
-    fts.finish(&conn)?;
-    tracing::debug!(
-        "added the symbols' full-text search at {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
-    resolve_graph_nodes(&conn)?;
-    tracing::debug!(
-        "resolved graph nodes at {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
-    drop(reporter);
-
-    let mut bytes = cache_outcome.bytes;
-    let mut meta: Vec<(&str, String)> = vec![
-        ("acpdb_version", env!("CARGO_PKG_VERSION").to_string()),
-        ("source_path", cache_path.display().to_string()),
-        ("source_size", cache_meta.len().to_string()),
-        ("source_mtime", mtime_text(cache_meta)),
-        ("source_sha256", cache_outcome.sha256.clone()),
-        (
-            "imported_at",
-            chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        ),
-        (db::CURSOR_SECRET_KEY, db::new_secret(&conn)?),
-    ];
-    if let Some((vars_path, outcome)) = &vars_outcome {
-        let vars_meta = fs::metadata(vars_path)?;
-        meta.push(("vars_path", vars_path.display().to_string()));
-        meta.push(("vars_size", vars_meta.len().to_string()));
-        meta.push(("vars_mtime", mtime_text(&vars_meta)));
-        meta.push(("vars_sha256", outcome.sha256.clone()));
-        bytes += outcome.bytes;
+    if meta("source_path").map_err(damaged)?.as_deref() != Some(&*cache_path.display().to_string()) {
+        return Err(Some("the database was imported from another cache".into()));
     }
-    meta.push(("import_ms", started.elapsed().as_millis().to_string()));
-    {
+    Ok(())
+}
+
+/// What an import reads and where it writes.
+struct Source<'a> {
+    project: &'a Project,
+    args: &'a ImportArgs,
+    cache_path: &'a Path,
+    cache_meta: &'a fs::Metadata,
+    tmp: &'a Path,
+    started: Instant,
+}
+
+/// Connection settings while an import writes its temporary file (nothing reads it, and a
+/// failed or killed import deletes it, so it needs no journal).
+const WRITE_PRAGMAS: &str =
+    "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;
+     PRAGMA cache_size = -65536; PRAGMA temp_store = FILE; PRAGMA threads = 2;";
+
+/// The summary tables, filled once the entries are final.
+const SUMMARIES_SQL: &str = include_str!("summaries.sql");
+
+/// What reading the cache and the vars gave.
+struct Read {
+    cache: ReadOutcome,
+    vars: Option<(PathBuf, ReadOutcome)>,
+}
+
+impl Source<'_> {
+    /// Builds a new database from the whole cache.
+    fn full(&self, progress: Arc<Progress>) -> Result<ImportSummary> {
+        let (project, tmp, started) = (self.project, self.tmp, self.started);
+        let _ = fs::remove_file(tmp);
+        let mut conn =
+            Connection::open(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        conn.execute_batch(WRITE_PRAGMAS)?;
+        db::migrate(&mut conn, Some(db::LOAD_SCHEMA_VERSION))?;
+        register_functions(&conn)?;
+        let reporter = Reporter::start(
+            self.args,
+            self.cache_path,
+            self.cache_meta.len(),
+            &progress,
+            started,
+        )?;
+
+        conn.execute_batch("BEGIN")?;
+        let spill_dir = tmp.parent().unwrap_or(Path::new("."));
+        let fts = FtsBuilder::start(fts::temp_path(&project.db))?;
+        let sink = Sink::Full {
+            graph: Box::new(CallGraph::new(&conn, spill_dir)?),
+            fts,
+        };
+        let mut loader = Loader::new(&conn, sink)?;
+        let read = self.read(&mut loader, &reporter, progress)?;
+        reporter.phase(Phase::Linking);
+        tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
+        let (counts, fts) = loader.finish()?;
+        tracing::debug!(
+            "built the call graph at {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+        conn.execute_batch("COMMIT")?;
+
+        reporter.phase(Phase::Indexing);
+        db::migrate(&mut conn, None)?;
+        conn.execute_batch(SUMMARIES_SQL)?;
+        tracing::debug!(
+            "built indexes, summaries and the files' full-text search at {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+        fts.finish(&conn)?;
+        tracing::debug!(
+            "added the symbols' full-text search at {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+        resolve_graph_nodes(&conn)?;
+        tracing::debug!(
+            "resolved graph nodes at {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+        drop(reporter);
+        let bytes = self.write_meta(&conn, &read)?;
+        conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE; PRAGMA journal_mode = DELETE;")?;
+        drop(conn);
+
+        let warnings = counts.warnings;
+        if warnings > 0 {
+            tracing::warn!(
+                "{warnings} import warnings; see `acpdb sql \"SELECT * FROM import_warnings\"`"
+            );
+        }
+        Ok(ImportSummary {
+            db: project.db.clone(),
+            files: counts.files,
+            symbols: counts.symbols,
+            edges: counts.edges,
+            domains: counts.domains,
+            warnings,
+            bytes,
+            db_bytes: file_size(tmp)?,
+            elapsed: started.elapsed(),
+            delta: None,
+            full_because: None,
+        })
+    }
+
+    /// Writes only what changed into a copy of the current database.
+    fn delta(&self, progress: Arc<Progress>) -> Result<ImportSummary> {
+        let (project, tmp, started) = (self.project, self.tmp, self.started);
+        let _ = fs::remove_file(tmp);
+        fs::copy(&project.db, tmp).with_context(|| {
+            format!(
+                "cannot copy {} to {}",
+                project.db.display(),
+                tmp.display()
+            )
+        })?;
+        tracing::debug!(
+            "copied the database in {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+        let conn =
+            Connection::open(tmp).with_context(|| format!("cannot open {}", tmp.display()))?;
+        conn.execute_batch(WRITE_PRAGMAS)?;
+        // Rows are removed before the rows that referred to them are brought up to date (node
+        // resolution, inline annotations); the end state is consistent, as a test checks.
+        conn.execute_batch("PRAGMA foreign_keys = OFF")?;
+        register_functions(&conn)?;
+        let reporter = Reporter::start(
+            self.args,
+            self.cache_path,
+            self.cache_meta.len(),
+            &progress,
+            started,
+        )?;
+        conn.execute_batch("BEGIN")?;
+        let delta = Delta::start(&conn)?;
+        let root = delta.root.clone();
+        let mut loader = Loader::new(&conn, Sink::Delta(Box::new(delta)))?;
+        loader.root = root;
+        let read = self.read(&mut loader, &reporter, progress)?;
+        tracing::debug!("compared entries in {:.2} s", started.elapsed().as_secs_f64());
+        reporter.phase(Phase::Linking);
+        let counts = loader.finish_delta()?;
+        reporter.phase(Phase::Indexing);
+        conn.execute_batch(SUMMARIES_SQL)?;
+        let bytes = self.write_meta(&conn, &read)?;
+        conn.execute_batch("COMMIT")?;
+        tracing::debug!("applied the changes at {:.2} s", started.elapsed().as_secs_f64());
+        drop(reporter);
+        let totals = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0).map(|n| n.max(0) as u64));
+        let summary = ImportSummary {
+            db: project.db.clone(),
+            files: totals("SELECT files FROM index_summary")?,
+            symbols: totals("SELECT symbols FROM index_summary")?,
+            edges: totals("SELECT call_edges FROM index_summary")?,
+            domains: totals("SELECT domains FROM index_summary")?,
+            warnings: totals("SELECT count(*) FROM import_warnings")?,
+            bytes,
+            db_bytes: 0,
+            elapsed: started.elapsed(),
+            delta: Some(counts),
+            full_because: None,
+        };
+        drop(conn);
+        Ok(ImportSummary {
+            db_bytes: file_size(tmp)?,
+            ..summary
+        })
+    }
+
+    /// Streams the cache, then the vars file, into `loader`.
+    fn read(&self, loader: &mut Loader<'_>, reporter: &Reporter, progress: Arc<Progress>) -> Result<Read> {
+        let limits = Limits {
+            max_entry_bytes: self.args.max_entry_mb.saturating_mul(1 << 20),
+        };
+        let cache = stream(
+            self.cache_path,
+            DocumentKind::Cache,
+            limits,
+            loader,
+            Some(reporter),
+            progress,
+        )?;
+        let mut vars = None;
+        if let Some(vars_path) = &self.project.vars {
+            vars = Some((
+                vars_path.clone(),
+                stream(
+                    vars_path,
+                    DocumentKind::Vars,
+                    limits,
+                    loader,
+                    None,
+                    Arc::new(Progress::default()),
+                )?,
+            ));
+        }
+        Ok(Read { cache, vars })
+    }
+
+    /// Records where the import came from (see `freshness`) and returns the bytes read.
+    fn write_meta(&self, conn: &Connection, read: &Read) -> Result<u64> {
+        let mut bytes = read.cache.bytes;
+        let mut meta: Vec<(&str, String)> = vec![
+            ("acpdb_version", env!("CARGO_PKG_VERSION").to_string()),
+            ("source_path", self.cache_path.display().to_string()),
+            ("source_size", self.cache_meta.len().to_string()),
+            ("source_mtime", mtime_text(self.cache_meta)),
+            ("source_sha256", read.cache.sha256.clone()),
+            (
+                "imported_at",
+                chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            ),
+            (db::CURSOR_SECRET_KEY, db::new_secret(conn)?),
+        ];
+        conn.execute(
+            "DELETE FROM meta WHERE key IN ('vars_path', 'vars_size', 'vars_mtime', 'vars_sha256')",
+            [],
+        )?;
+        if let Some((vars_path, outcome)) = &read.vars {
+            let vars_meta = fs::metadata(vars_path)?;
+            meta.push(("vars_path", vars_path.display().to_string()));
+            meta.push(("vars_size", vars_meta.len().to_string()));
+            meta.push(("vars_mtime", mtime_text(&vars_meta)));
+            meta.push(("vars_sha256", outcome.sha256.clone()));
+            bytes += outcome.bytes;
+        }
+        meta.push(("import_ms", self.started.elapsed().as_millis().to_string()));
         let mut insert = conn.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)")?;
         for (key, value) in &meta {
             insert.execute(params![key, value])?;
         }
+        Ok(bytes)
     }
-    conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE; PRAGMA journal_mode = DELETE;")?;
-    drop(conn);
-    let db_bytes = fs::metadata(tmp)
-        .with_context(|| format!("cannot read {}", tmp.display()))?
-        .len();
+}
 
-    let warnings = counts.warnings;
-    if warnings > 0 {
-        tracing::warn!(
-            "{warnings} import warnings; see `acpdb sql \"SELECT * FROM import_warnings\"`"
-        );
-    }
-    Ok(ImportSummary {
-        db: project.db.clone(),
-        files: counts.files,
-        symbols: counts.symbols,
-        edges: counts.edges,
-        domains: counts.domains,
-        warnings,
-        bytes,
-        db_bytes,
-        elapsed: started.elapsed(),
-    })
+fn file_size(path: &Path) -> Result<u64> {
+    Ok(fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len())
 }
 
 /// Reads one document on a separate thread while this thread writes its events.

@@ -106,7 +106,7 @@ fn a_closed_stdout_ends_commands_quietly() {
 #[test]
 fn import_prints_progress_lines_when_stderr_is_not_a_terminal() {
     let project = generated();
-    let out = project.run(&["import", "--progress-interval", "0.01"]);
+    let out = project.run(&["import", "--full", "--progress-interval", "0.01"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     let lines: Vec<&str> = err.lines().collect();

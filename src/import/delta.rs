@@ -1,0 +1,884 @@
+//! Delta import: a new cache applied to a copy of the previous database by writing only what
+//! changed.
+//!
+//! Files, symbols and call-graph lists (the bulk of a cache) are compared with their stored rows
+//! one by one, exactly (every column and `extra`), and only entries that differ are written:
+//! rows updated in place (keeping their ids) or inserted, full-text rows deleted with their old
+//! values and inserted with the new ones, call-edge counts adjusted by the difference between
+//! the old and the new lists. Entries of the previous import that the new cache no longer has
+//! are removed at the end. The small sections (the root members, source files, domains,
+//! constraints, hacks, debug sessions, conventions and the variables) are rewritten whole.
+//! Then what depends on many entries is brought up to date for the names and paths that
+//! changed: node resolution, unreferenced nodes, domain memberships from files, inline
+//! annotations and the summaries.
+//!
+//! Invariants: after a delta the database answers exactly as a full import of the same cache
+//! would, except that entries added since the full import come after the others in `id` order
+//! (the tie-breaker among entries sharing a path or a qualified name). Memory is bounded by the
+//! node-name map (a fixed record per node, as in a full import), one bit per stored entry, and
+//! the changes themselves.
+
+use std::collections::{HashMap, HashSet};
+
+use anyhow::{bail, Context, Result};
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use rusqlite::{params, Connection, OptionalExtension, Statement};
+use serde_json::Value;
+
+use crate::cache::fields::Cell;
+use crate::cache::reader::Section;
+use crate::db;
+
+use super::graph::name_hash;
+use super::loader::{
+    cell_value, entry_values, file_columns, sql_params, list_items, resolve_graph_nodes_named,
+    symbol_calls, symbol_columns, Loader, Sink, SYMBOL_FTS_CELLS,
+};
+
+/// Tables of the sections a delta rewrites whole (cleared before the new cache is read).
+/// `domain_files` rows that come from `domains` go with them; those from files are kept.
+const REWRITTEN_TABLES: &[&str] = &[
+    "cache_root",
+    "graph_root",
+    "constraints_root",
+    "source_files",
+    "domains",
+    "domain_symbols",
+    "constraints",
+    "lock_level_lists",
+    "cache_hacks",
+    "cache_debug_sessions",
+    "conventions",
+    "vars",
+    "vars_root",
+];
+
+/// Prefixes of the warning paths of entries a delta compares one by one; other warnings belong
+/// to the rewritten sections and are cleared with them.
+const COMPARED_WARNING_PREFIXES: &[&str] = &["files[", "symbols[", "graph.forward[", "graph.reverse["];
+
+/// What a delta changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeltaCounts {
+    /// File entries added, changed, removed and left as they were.
+    pub files_added: u64,
+    /// File entries whose content changed.
+    pub files_changed: u64,
+    /// File entries the new cache no longer has.
+    pub files_removed: u64,
+    /// File entries identical to the stored ones.
+    pub files_unchanged: u64,
+    /// Symbol entries added.
+    pub symbols_added: u64,
+    /// Symbol entries whose content changed.
+    pub symbols_changed: u64,
+    /// Symbol entries the new cache no longer has.
+    pub symbols_removed: u64,
+    /// Symbol entries identical to the stored ones.
+    pub symbols_unchanged: u64,
+    /// Call-graph lists added, changed or removed.
+    pub lists_changed: u64,
+    /// Distinct call edges that appeared.
+    pub edges_added: u64,
+    /// Distinct call edges that disappeared.
+    pub edges_removed: u64,
+}
+
+impl DeltaCounts {
+    /// `+12 files ~40 symbols -3 symbols +180 edges -95 edges`, leaving out zeros.
+    pub fn changes(&self) -> String {
+        let parts: Vec<String> = [
+            ('+', self.files_added, "files"),
+            ('~', self.files_changed, "files"),
+            ('-', self.files_removed, "files"),
+            ('+', self.symbols_added, "symbols"),
+            ('~', self.symbols_changed, "symbols"),
+            ('-', self.symbols_removed, "symbols"),
+            ('~', self.lists_changed, "call-graph lists"),
+            ('+', self.edges_added, "edges"),
+            ('-', self.edges_removed, "edges"),
+        ]
+        .iter()
+        .filter(|(_, n, _)| *n > 0)
+        .map(|(sign, n, what)| format!("{sign}{n} {what}"))
+        .collect();
+        if parts.is_empty() {
+            "no entry changed".into()
+        } else {
+            parts.join(" ")
+        }
+    }
+}
+
+/// `project.root` as stored in `cache_root`.
+fn project_root(conn: &Connection) -> Result<Option<String>> {
+    Ok(conn
+        .query_row(
+            "SELECT CASE WHEN json_type(value_json, '$.root') = 'text'
+                         THEN json_extract(value_json, '$.root') END
+             FROM cache_root WHERE key = 'project'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?
+        .flatten())
+}
+
+/// One bit per row id.
+#[derive(Default)]
+struct IdSet(Vec<u64>);
+
+impl IdSet {
+    /// Adds `id`; false when it was already there.
+    fn insert(&mut self, id: i64) -> bool {
+        let id = usize::try_from(id).unwrap_or(0);
+        let (word, bit) = (id / 64, 1u64 << (id % 64));
+        if word >= self.0.len() {
+            self.0.resize(word + 1, 0);
+        }
+        let fresh = self.0[word] & bit == 0;
+        self.0[word] |= bit;
+        fresh
+    }
+
+    fn contains(&self, id: i64) -> bool {
+        let id = usize::try_from(id).unwrap_or(0);
+        self.0
+            .get(id / 64)
+            .is_some_and(|word| word & (1u64 << (id % 64)) != 0)
+    }
+}
+
+/// A stored entry row: its id and its values in the order of the section's columns.
+struct StoredRow {
+    id: i64,
+    values: Vec<SqlValue>,
+}
+
+impl StoredRow {
+    fn read(row: &rusqlite::Row<'_>, columns: usize) -> rusqlite::Result<StoredRow> {
+        let id = row.get(0)?;
+        let values = (1..=columns)
+            .map(|i| row.get::<_, SqlValue>(i))
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(StoredRow { id, values })
+    }
+
+    /// Whether the row holds exactly these values.
+    fn equals(&self, key: &str, path: Option<&str>, cells: &[Cell], extra: &str) -> bool {
+        let expected = entry_values(key, path, cells, extra);
+        self.values.len() == cells.len() + 3
+            && self
+                .values
+                .iter()
+                .zip(expected)
+                .all(|(stored, new)| ValueRef::from(stored) == new)
+    }
+
+    fn text(&self, i: usize) -> Option<&str> {
+        match &self.values[i] {
+            SqlValue::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The row's modelled columns as cells (the values after key and path, before `extra`).
+    fn cells(&self) -> Vec<Cell> {
+        self.values[2..self.values.len() - 1]
+            .iter()
+            .map(|v| match v {
+                SqlValue::Text(s) => Cell::Text(s.clone()),
+                SqlValue::Integer(i) => Cell::Int(*i),
+                _ => Cell::Null,
+            })
+            .collect()
+    }
+}
+
+/// The state of a delta import.
+pub(super) struct Delta<'c> {
+    conn: &'c Connection,
+    file_columns: usize,
+    symbol_columns: usize,
+    file_by_key: Statement<'c>,
+    file_by_id: Statement<'c>,
+    update_file: Statement<'c>,
+    symbol_by_key: Statement<'c>,
+    symbol_by_id: Statement<'c>,
+    update_symbol: Statement<'c>,
+    list_by_node: Statement<'c>,
+    symbols_fts: [Statement<'c>; 2],
+    symbols_trigram: [Statement<'c>; 2],
+    files_fts: [Statement<'c>; 2],
+    files_trigram: [Statement<'c>; 2],
+    insert_node: Statement<'c>,
+    /// Node ids by a 128-bit hash of their names (see `graph::name_hash`).
+    nodes: HashMap<u128, u32>,
+    next_node: u32,
+    seen_files: IdSet,
+    seen_symbols: IdSet,
+    seen_lists: IdSet,
+    /// Changes of forward and reverse occurrences per packed edge (`caller << 32 | callee`).
+    edge_changes: HashMap<u64, (i64, i64)>,
+    /// Nodes whose counts, lists or symbol may have changed (checked for removal at the end).
+    touched_nodes: HashSet<u32>,
+    /// New lengths of reverse lists, by node.
+    reverse_len: HashMap<u32, i64>,
+    /// Names whose node resolution may have changed.
+    names: HashSet<String>,
+    /// Ids of files added or changed, whose derived rows are rewritten at the end.
+    files_to_derive: Vec<i64>,
+    /// Ids of files changed or removed, whose inline annotations are removed at the end.
+    files_to_clear: Vec<i64>,
+    /// Canonical paths whose domain memberships from files are recomputed at the end.
+    paths: HashSet<String>,
+    /// Whether `import_warnings` held rows of compared entries (then a changed entry's old
+    /// warnings are removed).
+    entry_warnings: bool,
+    /// The project root the stored canonical paths were computed with.
+    pub(super) root: Option<String>,
+    pub(super) counts: DeltaCounts,
+}
+
+/// The four statements of an external-content FTS5 table: delete a row by its old values, and
+/// insert a row.
+fn fts_statements<'c>(
+    conn: &'c Connection,
+    table: &str,
+    columns: &str,
+) -> Result<[Statement<'c>; 2]> {
+    let n = columns.split(',').count();
+    let placeholders = (2..=n + 1)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok([
+        conn.prepare(&format!(
+            "INSERT INTO {table}({table}, rowid, {columns}) VALUES ('delete', ?1, {placeholders})"
+        ))?,
+        conn.prepare(&format!(
+            "INSERT INTO {table}(rowid, {columns}) VALUES (?1, {placeholders})"
+        ))?,
+    ])
+}
+
+/// `UPDATE table SET (columns) = (?1, ...) WHERE id = ?N`.
+fn update_sql(table: &str, columns: &str) -> (String, usize) {
+    let n = columns.split(',').count();
+    let placeholders = (1..=n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (
+        format!(
+            "UPDATE {table} SET ({columns}) = ({placeholders}) WHERE id = ?{}",
+            n + 1
+        ),
+        n,
+    )
+}
+
+impl<'c> Delta<'c> {
+    /// Prepares a delta on `conn` (a copy of the previous database), clears the sections that are
+    /// rewritten whole and loads the node names.
+    pub(super) fn start(conn: &'c Connection) -> Result<Delta<'c>> {
+        let files = file_columns();
+        let symbols = symbol_columns();
+        let (update_file, file_columns) = update_sql("files", &files);
+        let (update_symbol, symbol_columns) = update_sql("symbols", &symbols);
+        let root = project_root(conn)?;
+        for table in REWRITTEN_TABLES {
+            conn.execute(&format!("DELETE FROM {table}"), [])?;
+        }
+        conn.execute("DELETE FROM domain_files WHERE source = 'domain'", [])?;
+        let kept = COMPARED_WARNING_PREFIXES
+            .iter()
+            .map(|p| format!("substr(path, 1, {}) = '{p}'", p.len()))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        conn.execute(&format!("DELETE FROM import_warnings WHERE NOT ({kept})"), [])?;
+        let entry_warnings = conn
+            .query_row("SELECT EXISTS (SELECT 1 FROM import_warnings)", [], |r| {
+                r.get(0)
+            })?;
+
+        let mut nodes = HashMap::new();
+        let mut next_node = 1;
+        {
+            let mut stmt = conn.prepare("SELECT id, name FROM graph_nodes")?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let id: u32 = row.get(0)?;
+                let name: String = row.get(1)?;
+                nodes.insert(name_hash(&name), id);
+                next_node = next_node.max(id + 1);
+            }
+        }
+        Ok(Delta {
+            conn,
+            file_columns,
+            symbol_columns,
+            file_by_key: conn.prepare(&format!("SELECT id, {files} FROM files WHERE key = ?1"))?,
+            file_by_id: conn.prepare(&format!("SELECT id, {files} FROM files WHERE id = ?1"))?,
+            update_file: conn.prepare(&update_file)?,
+            symbol_by_key: conn
+                .prepare(&format!("SELECT id, {symbols} FROM symbols WHERE key = ?1"))?,
+            symbol_by_id: conn.prepare(&format!("SELECT id, {symbols} FROM symbols WHERE id = ?1"))?,
+            update_symbol: conn.prepare(&update_symbol)?,
+            list_by_node: conn
+                .prepare("SELECT id, items FROM graph_lists WHERE node_id = ?1 AND reverse = ?2")?,
+            symbols_fts: fts_statements(
+                conn,
+                "symbols_fts",
+                "name, qualified_name, signature, purpose, summary",
+            )?,
+            symbols_trigram: fts_statements(conn, "symbols_trigram", "name, qualified_name")?,
+            files_fts: fts_statements(conn, "files_fts", "path, module, summary, purpose")?,
+            files_trigram: fts_statements(conn, "files_trigram", "path")?,
+            insert_node: conn.prepare("INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)")?,
+            nodes,
+            next_node,
+            seen_files: IdSet::default(),
+            seen_symbols: IdSet::default(),
+            seen_lists: IdSet::default(),
+            edge_changes: HashMap::new(),
+            touched_nodes: HashSet::new(),
+            reverse_len: HashMap::new(),
+            names: HashSet::new(),
+            files_to_derive: Vec::new(),
+            files_to_clear: Vec::new(),
+            paths: HashSet::new(),
+            entry_warnings,
+            root,
+            counts: DeltaCounts::default(),
+        })
+    }
+
+    /// The id of the node called `name`, created when new.
+    fn node(&mut self, name: &str) -> Result<u32> {
+        let hash = name_hash(name);
+        if let Some(&id) = self.nodes.get(&hash) {
+            return Ok(id);
+        }
+        let id = self.next_node;
+        self.next_node = id.checked_add(1).context("more than 4 billion graph nodes")?;
+        self.insert_node.execute(params![id, name])?;
+        self.nodes.insert(hash, id);
+        self.names.insert(name.to_string());
+        Ok(id)
+    }
+
+    /// Counts `sign` occurrences of `caller → callee` from a forward or a reverse source.
+    fn edge(&mut self, caller: u32, callee: u32, forward: bool, sign: i64) {
+        let change = self
+            .edge_changes
+            .entry((u64::from(caller) << 32) | u64::from(callee))
+            .or_default();
+        if forward {
+            change.0 += sign;
+        } else {
+            change.1 += sign;
+        }
+    }
+
+    /// Adds (`sign` 1) or takes away (-1) the edges of a symbol's `calls` and `called_by`.
+    fn symbol_edges(&mut self, key: &str, cells: &[Cell], sign: i64) -> Result<()> {
+        let Some((own_name, calls)) = symbol_calls(key, cells) else {
+            return Ok(());
+        };
+        let me = self.node(&own_name)?;
+        self.touched_nodes.insert(me);
+        for (other, forward) in calls {
+            let other = self.node(&other)?;
+            let (caller, callee) = if forward { (me, other) } else { (other, me) };
+            self.edge(caller, callee, forward, sign);
+            self.touched_nodes.insert(other);
+        }
+        Ok(())
+    }
+
+    /// Adds or takes away the edges of a stored call-graph list of node `key_id`.
+    fn list_edges(&mut self, key_id: u32, reverse: bool, items: &[u32], sign: i64) {
+        for &other in items {
+            let (caller, callee) = if reverse { (other, key_id) } else { (key_id, other) };
+            self.edge(caller, callee, !reverse, sign);
+            self.touched_nodes.insert(other);
+        }
+    }
+
+    /// The node ids of a stored list's name items (a blob of ids, or JSON text whose string items
+    /// are names), and its length when it is a list.
+    fn stored_list(&mut self, items: &SqlValue) -> Result<(Vec<u32>, Option<usize>)> {
+        match items {
+            SqlValue::Blob(blob) => {
+                let ids = db::decode_graph_items(blob).context("a damaged call-graph list")?;
+                let len = ids.len();
+                Ok((ids, Some(len)))
+            }
+            SqlValue::Text(text) => match serde_json::from_str::<Value>(text) {
+                Ok(Value::Array(items)) => {
+                    let mut ids = Vec::new();
+                    for name in items.iter().filter_map(Value::as_str) {
+                        ids.push(self.node(name)?);
+                    }
+                    Ok((ids, Some(items.len())))
+                }
+                _ => Ok((Vec::new(), None)),
+            },
+            _ => Ok((Vec::new(), None)),
+        }
+    }
+
+    /// Removes a symbol's full-text rows and edges, given its stored row.
+    fn unlink_symbol(&mut self, row: &StoredRow) -> Result<()> {
+        let key = row.text(0).unwrap_or_default().to_string();
+        let cells = row.cells();
+        self.fts_symbol(0, row.id, &cells)?;
+        self.symbol_edges(&key, &cells, -1)?;
+        self.symbol_names(&key, &cells);
+        Ok(())
+    }
+
+    /// Deletes (`op` 0) or inserts (1) a symbol's full-text rows.
+    fn fts_symbol(&mut self, op: usize, id: i64, cells: &[Cell]) -> Result<()> {
+        let [name, qualified, signature, purpose, summary] =
+            SYMBOL_FTS_CELLS.map(|i| cell_value(&cells[i]));
+        let id = ValueRef::Integer(id);
+        self.symbols_fts[op].execute(sql_params([id, name, qualified, signature, purpose, summary]))?;
+        self.symbols_trigram[op].execute(sql_params([id, name, qualified]))?;
+        Ok(())
+    }
+
+    /// Records the names a symbol can resolve a node by (key, qualified name, simple name).
+    fn symbol_names(&mut self, key: &str, cells: &[Cell]) {
+        self.names.insert(key.to_string());
+        for cell in &cells[..2] {
+            if let Some(name) = cell.as_str() {
+                self.names.insert(name.to_string());
+            }
+        }
+    }
+
+    /// Deletes (`op` 0) or inserts (1) a file's full-text rows, given its stored row.
+    fn fts_file(&mut self, op: usize, row: &StoredRow) -> Result<()> {
+        // Values: key, path, then FILE_FIELDS' columns: path_field, lines, language, module,
+        // summary, purpose, ...
+        let value = |i: usize| ValueRef::from(&row.values[i]);
+        let (path, module, summary, purpose) = (value(1), value(5), value(6), value(7));
+        let id = ValueRef::Integer(row.id);
+        self.files_fts[op].execute(sql_params([id, path, module, summary, purpose]))?;
+        self.files_trigram[op].execute(sql_params([id, path]))?;
+        Ok(())
+    }
+}
+
+impl<'c> Loader<'c> {
+    fn delta(&mut self) -> &mut Delta<'c> {
+        match &mut self.sink {
+            Sink::Delta(delta) => delta,
+            Sink::Full { .. } => unreachable!("called only in a delta import"),
+        }
+    }
+
+    /// Removes the warnings of an entry that changed (they are raised again if still due).
+    fn clear_warnings(&mut self, json_path: &str) -> Result<()> {
+        if self.delta().entry_warnings {
+            self.conn.execute(
+                "DELETE FROM import_warnings WHERE path = ?1 OR (substr(path, 1, length(?1) + 1) IN (?1 || '.', ?1 || '['))",
+                [json_path],
+            )?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn delta_file(
+        &mut self,
+        key: String,
+        path: String,
+        cells: Vec<Cell>,
+        extra: String,
+    ) -> Result<()> {
+        let json_path = format!("files[{key:?}]");
+        let columns = self.delta().file_columns;
+        let stored = self
+            .delta()
+            .file_by_key
+            .query_row([&key], |r| StoredRow::read(r, columns))
+            .optional()?;
+        let id = match stored {
+            Some(row) => {
+                if !self.delta().seen_files.insert(row.id) {
+                    return self.warn(json_path, "duplicate key; the first entry is kept");
+                }
+                if row.equals(&key, Some(&path), &cells, &extra) {
+                    self.delta().counts.files_unchanged += 1;
+                    return Ok(());
+                }
+                self.clear_warnings(&json_path)?;
+                let delta = self.delta();
+                delta.fts_file(0, &row)?;
+                if let Some(old_path) = row.text(1) {
+                    delta.paths.insert(old_path.to_string());
+                }
+                delta.files_to_clear.push(row.id);
+                delta.counts.files_changed += 1;
+                let values = entry_values(&key, Some(&path), &cells, &extra)
+                    .chain([ValueRef::Integer(row.id)]);
+                delta.update_file.execute(sql_params(values))?;
+                row.id
+            }
+            None => {
+                self.insert_file
+                    .execute(sql_params(entry_values(&key, Some(&path), &cells, &extra)))?;
+                let id = self.conn.last_insert_rowid();
+                let delta = self.delta();
+                delta.seen_files.insert(id);
+                delta.counts.files_added += 1;
+                id
+            }
+        };
+        self.check_file(&key, &cells)?;
+        let delta = self.delta();
+        let row = delta.file_by_id.query_row([id], |r| StoredRow::read(r, columns))?;
+        delta.fts_file(1, &row)?;
+        delta.paths.insert(path);
+        delta.files_to_derive.push(id);
+        Ok(())
+    }
+
+    pub(super) fn delta_symbol(
+        &mut self,
+        key: String,
+        file_path: Option<String>,
+        cells: Vec<Cell>,
+        extra: String,
+    ) -> Result<()> {
+        let json_path = format!("symbols[{key:?}]");
+        let columns = self.delta().symbol_columns;
+        let stored = self
+            .delta()
+            .symbol_by_key
+            .query_row([&key], |r| StoredRow::read(r, columns))
+            .optional()?;
+        let id = match stored {
+            Some(row) => {
+                if !self.delta().seen_symbols.insert(row.id) {
+                    return self.warn(json_path, "duplicate key; the first entry is kept");
+                }
+                if row.equals(&key, file_path.as_deref(), &cells, &extra) {
+                    self.delta().counts.symbols_unchanged += 1;
+                    return Ok(());
+                }
+                self.clear_warnings(&json_path)?;
+                let delta = self.delta();
+                delta.unlink_symbol(&row)?;
+                delta.counts.symbols_changed += 1;
+                let values = entry_values(&key, file_path.as_deref(), &cells, &extra)
+                    .chain([ValueRef::Integer(row.id)]);
+                delta.update_symbol.execute(sql_params(values))?;
+                row.id
+            }
+            None => {
+                self.insert_symbol.execute(sql_params(entry_values(
+                    &key,
+                    file_path.as_deref(),
+                    &cells,
+                    &extra,
+                )))?;
+                let id = self.conn.last_insert_rowid();
+                let delta = self.delta();
+                delta.seen_symbols.insert(id);
+                delta.counts.symbols_added += 1;
+                id
+            }
+        };
+        self.check_symbol(&key, &cells)?;
+        let delta = self.delta();
+        delta.fts_symbol(1, id, &cells)?;
+        delta.symbol_edges(&key, &cells, 1)?;
+        delta.symbol_names(&key, &cells);
+        Ok(())
+    }
+
+    pub(super) fn delta_graph_list(
+        &mut self,
+        section: Section,
+        key: String,
+        value: Value,
+    ) -> Result<()> {
+        let reverse = section == Section::GraphReverse;
+        let json_path = format!("{}[{key:?}]", section.path());
+        let delta = self.delta();
+        let key_id = delta.node(&key)?;
+        let stored: Option<(i64, SqlValue)> = delta
+            .list_by_node
+            .query_row(params![key_id, reverse], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((id, _)) = &stored {
+            if !delta.seen_lists.insert(*id) {
+                return self.warn(json_path, "duplicate key; the first entry is kept");
+            }
+        }
+        let (items, ids) = match &value {
+            Value::Array(items) => {
+                let mut ids = Vec::with_capacity(items.len());
+                for name in items.iter().filter_map(Value::as_str) {
+                    ids.push(delta.node(name)?);
+                }
+                (list_items(items, &ids), ids)
+            }
+            other => (SqlValue::Text(other.to_string()), Vec::new()),
+        };
+        if let Some((id, old)) = &stored {
+            if *old == items {
+                return Ok(());
+            }
+            let (old_ids, _) = delta.stored_list(old)?;
+            delta.list_edges(key_id, reverse, &old_ids, -1);
+            self.clear_warnings(&json_path)?;
+            let delta = self.delta();
+            delta
+                .conn
+                .execute("UPDATE graph_lists SET items = ?2 WHERE id = ?1", params![id, items])?;
+        } else {
+            self.insert_graph_list.execute(params![key_id, reverse, items])?;
+            let id = self.conn.last_insert_rowid();
+            self.delta().seen_lists.insert(id);
+        }
+        let delta = self.delta();
+        delta.counts.lists_changed += 1;
+        delta.touched_nodes.insert(key_id);
+        delta.list_edges(key_id, reverse, &ids, 1);
+        if reverse {
+            let len = value.as_array().map_or(0, Vec::len);
+            delta.reverse_len.insert(key_id, len as i64);
+        }
+        if !value.is_array() {
+            self.warn_list_not_names(section, &key)?;
+        }
+        Ok(())
+    }
+
+    /// Removes what the new cache no longer has, brings every derived table up to date and
+    /// returns what changed.
+    pub(super) fn finish_delta(mut self) -> Result<DeltaCounts> {
+        let root = project_root(self.conn)?;
+        if root != self.delta().root {
+            bail!("the project root changed, so every stored path must be computed again");
+        }
+        self.remove_unseen()?;
+        let conn = self.conn;
+
+        // Inline annotations of changed files, then of added and changed files.
+        let cleared: HashSet<i64> = self.delta().files_to_clear.drain(..).collect();
+        if !cleared.is_empty() {
+            let mut stmt = conn.prepare("SELECT DISTINCT file_id FROM inline_annotations")?;
+            let present: Vec<i64> = stmt
+                .query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut clear = conn.prepare("DELETE FROM inline_annotations WHERE file_id = ?1")?;
+            for id in present.into_iter().filter(|id| cleared.contains(id)) {
+                clear.execute([id])?;
+            }
+        }
+        let derive = std::mem::take(&mut self.delta().files_to_derive);
+        {
+            let mut stmt = conn.prepare("SELECT key, path, inline_json FROM files WHERE id = ?1")?;
+            for id in derive {
+                let (key, path, inline): (String, String, Option<String>) =
+                    stmt.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+                // Domain memberships are recomputed per path below.
+                self.file_rows(id, &key, &path, None, inline.as_deref())?;
+            }
+        }
+
+        let Sink::Delta(mut delta) = self.sink else {
+            unreachable!("called only in a delta import")
+        };
+        {
+            let mut clear =
+                conn.prepare("DELETE FROM domain_files WHERE path = ?1 AND source = 'file'")?;
+            let mut fill = conn.prepare(
+                "INSERT OR IGNORE INTO domain_files(domain, path, source)
+                 SELECT j.value, f.path, 'file' FROM files f, json_each(f.domains_json) j
+                 WHERE f.path = ?1 AND json_type(f.domains_json) = 'array' AND j.type = 'text'",
+            )?;
+            for path in &delta.paths {
+                clear.execute([path])?;
+                fill.execute([path])?;
+            }
+        }
+        delta.apply_edges()?;
+        delta.remove_unreferenced_nodes()?;
+        let names: Vec<String> = delta.names.drain().collect();
+        resolve_graph_nodes_named(conn, &names)?;
+        Ok(std::mem::take(&mut delta.counts))
+    }
+
+    /// Removes the files, symbols and lists the new cache did not have.
+    fn remove_unseen(&mut self) -> Result<()> {
+        let conn = self.conn;
+        let unseen = |table: &str, seen: &IdSet| -> Result<Vec<i64>> {
+            let mut stmt = conn.prepare(&format!("SELECT id FROM {table}"))?;
+            let ids = stmt
+                .query_map([], |r| r.get::<_, i64>(0))?
+                .filter(|id| !matches!(id, Ok(id) if seen.contains(*id)))
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(ids)
+        };
+        let files = unseen("files", &self.delta().seen_files)?;
+        let file_columns = self.delta().file_columns;
+        for id in files {
+            let delta = self.delta();
+            let row = delta
+                .file_by_id
+                .query_row([id], |r| StoredRow::read(r, file_columns))?;
+            delta.fts_file(0, &row)?;
+            if let Some(path) = row.text(1) {
+                delta.paths.insert(path.to_string());
+            }
+            delta.files_to_clear.push(id);
+            delta.counts.files_removed += 1;
+            conn.execute("DELETE FROM files WHERE id = ?1", [id])?;
+            let key = row.text(0).unwrap_or_default().to_string();
+            self.clear_warnings(&format!("files[{key:?}]"))?;
+        }
+        let symbols = unseen("symbols", &self.delta().seen_symbols)?;
+        let symbol_columns = self.delta().symbol_columns;
+        for id in symbols {
+            let delta = self.delta();
+            let row = delta
+                .symbol_by_id
+                .query_row([id], |r| StoredRow::read(r, symbol_columns))?;
+            delta.unlink_symbol(&row)?;
+            delta.counts.symbols_removed += 1;
+            conn.execute("DELETE FROM symbols WHERE id = ?1", [id])?;
+            let key = row.text(0).unwrap_or_default().to_string();
+            self.clear_warnings(&format!("symbols[{key:?}]"))?;
+        }
+        let lists = unseen("graph_lists", &self.delta().seen_lists)?;
+        for id in lists {
+            let (node_id, reverse, items, name): (u32, bool, SqlValue, String) = conn.query_row(
+                "SELECT l.node_id, l.reverse, l.items, n.name FROM graph_lists l
+                 JOIN graph_nodes n ON n.id = l.node_id WHERE l.id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )?;
+            let delta = self.delta();
+            let (ids, _) = delta.stored_list(&items)?;
+            delta.list_edges(node_id, reverse, &ids, -1);
+            delta.touched_nodes.insert(node_id);
+            delta.counts.lists_changed += 1;
+            if reverse {
+                delta.reverse_len.insert(node_id, 0);
+            }
+            conn.execute("DELETE FROM graph_lists WHERE id = ?1", [id])?;
+            let section = if reverse {
+                "graph.reverse"
+            } else {
+                "graph.forward"
+            };
+            self.clear_warnings(&format!("{section}[{name:?}]"))?;
+        }
+        Ok(())
+    }
+}
+
+impl Delta<'_> {
+    /// Applies the edge changes to `call_edges` and the nodes' counts.
+    fn apply_edges(&mut self) -> Result<()> {
+        let mut changes: Vec<(u64, (i64, i64))> = self
+            .edge_changes
+            .drain()
+            .filter(|(_, (f, r))| *f != 0 || *r != 0)
+            .collect();
+        changes.sort_unstable();
+        let conn = self.conn;
+        let mut read = conn.prepare(
+            "SELECT forward_count, reverse_count FROM call_edges WHERE caller_id = ?1 AND callee_id = ?2",
+        )?;
+        let mut write = conn.prepare(
+            "INSERT OR REPLACE INTO call_edges(caller_id, callee_id, count, forward_count, reverse_count)
+             VALUES (?1, ?2, max(?3, ?4), ?3, ?4)",
+        )?;
+        let mut delete =
+            conn.prepare("DELETE FROM call_edges WHERE caller_id = ?1 AND callee_id = ?2")?;
+        // Changes of (callers, callees) per node.
+        let mut degree: HashMap<u32, (i64, i64)> = HashMap::new();
+        for (edge, (forward, reverse)) in changes {
+            let (caller, callee) = ((edge >> 32) as u32, (edge & 0xffff_ffff) as u32);
+            let old: Option<(i64, i64)> = read
+                .query_row(params![caller, callee], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            let (old_forward, old_reverse) = old.unwrap_or((0, 0));
+            let (new_forward, new_reverse) = (old_forward + forward, old_reverse + reverse);
+            if new_forward < 0 || new_reverse < 0 {
+                bail!("the stored call graph does not match its lists");
+            }
+            let gone = new_forward == 0 && new_reverse == 0;
+            if gone {
+                delete.execute(params![caller, callee])?;
+            } else {
+                write.execute(params![caller, callee, new_forward, new_reverse])?;
+            }
+            let step = match (old.is_some(), gone) {
+                (false, false) => 1,
+                (true, true) => -1,
+                _ => 0,
+            };
+            if step != 0 {
+                degree.entry(callee).or_default().0 += step;
+                degree.entry(caller).or_default().1 += step;
+                if step > 0 {
+                    self.counts.edges_added += 1;
+                } else {
+                    self.counts.edges_removed += 1;
+                }
+            }
+        }
+        let mut update = conn.prepare(
+            "UPDATE graph_nodes SET callers = callers + ?2, callees = callees + ?3 WHERE id = ?1",
+        )?;
+        for (node, (callers, callees)) in degree {
+            update.execute(params![node, callers, callees])?;
+            self.touched_nodes.insert(node);
+        }
+        let mut update = conn.prepare("UPDATE graph_nodes SET reverse_len = ?2 WHERE id = ?1")?;
+        for (node, len) in self.reverse_len.drain() {
+            update.execute(params![node, len])?;
+        }
+        Ok(())
+    }
+
+    /// Removes nodes a full import would not have created: no edge, no list, and not the own
+    /// name of a symbol with a `calls` or `called_by` list.
+    fn remove_unreferenced_nodes(&mut self) -> Result<()> {
+        let conn = self.conn;
+        let mut node = conn.prepare(
+            "SELECT name FROM graph_nodes n WHERE id = ?1 AND callers = 0 AND callees = 0
+               AND NOT EXISTS (SELECT 1 FROM graph_lists l WHERE l.node_id = n.id)",
+        )?;
+        let mut own_name = conn.prepare(
+            "SELECT 1 FROM symbols WHERE lower(coalesce(qualified_name, key)) = lower(?1)
+               AND coalesce(qualified_name, key) = ?1
+               AND (json_type(calls_json) = 'array' OR json_type(called_by_json) = 'array')
+             LIMIT 1",
+        )?;
+        let mut delete = conn.prepare("DELETE FROM graph_nodes WHERE id = ?1")?;
+        for id in self.touched_nodes.drain() {
+            let Some(name) = node
+                .query_row([id], |r| r.get::<_, String>(0))
+                .optional()?
+            else {
+                continue;
+            };
+            if own_name.exists([&name])? {
+                continue;
+            }
+            delete.execute([id])?;
+            self.nodes.remove(&name_hash(&name));
+            self.names.remove(&name);
+        }
+        Ok(())
+    }
+}
