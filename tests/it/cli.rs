@@ -144,9 +144,10 @@ fn import_prints_progress_lines_when_stderr_is_not_a_terminal() {
         lines[0].starts_with("import: reading ") && lines[1].starts_with("imported "),
         "{err}"
     );
+    // Imported again unchanged: a delta that writes nothing, its summary alone.
     let err = stderr(&demo.run(&["import", "--no-progress"]));
     assert!(
-        err.starts_with("imported ") && err.lines().count() == 1,
+        err.starts_with("delta: no entry changed in ") && err.lines().count() == 1,
         "{err}"
     );
 }

@@ -7,6 +7,7 @@ mod common;
 mod bench;
 mod cli;
 mod console;
+mod delta;
 mod gen;
 mod import;
 mod journal;

@@ -1,0 +1,455 @@
+//! Delta imports: after any sequence of edited caches, a database brought up to date by delta
+//! imports answers exactly as one rebuilt from the latest cache.
+
+use std::fs;
+use std::path::Path;
+
+use acpdb::import::{ImportArgs, ImportSummary};
+use acpdb::project::{Project, ProjectArgs};
+use rusqlite::Connection;
+use serde_json::{json, Map, Value};
+
+use crate::common::{stderr, TempProject};
+
+/// A small deterministic generator (xorshift64*), so that a failing script can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, map: &'a Map<String, Value>) -> Option<&'a String> {
+        let n = map.len();
+        (n > 0).then(|| map.keys().nth(self.below(n)).expect("in range"))
+    }
+}
+
+fn project(root: &Path) -> Project {
+    Project::from_args(&ProjectArgs {
+        project: root.to_path_buf(),
+        cache: None,
+        db: None,
+    })
+    .expect("project")
+}
+
+fn import(root: &Path, full: bool) -> ImportSummary {
+    let args = ImportArgs {
+        full,
+        ..ImportArgs::default()
+    };
+    acpdb::import::import(&project(root), &args).expect("import")
+}
+
+fn write_json(path: &Path, value: &Value) {
+    fs::write(path, serde_json::to_vec_pretty(value).unwrap()).unwrap();
+}
+
+fn object<'a>(doc: &'a mut Value, path: &[&str]) -> &'a mut Map<String, Value> {
+    let mut at = doc;
+    for key in path {
+        at = at
+            .as_object_mut()
+            .expect("object")
+            .entry(*key)
+            .or_insert_with(|| json!({}));
+    }
+    at.as_object_mut().expect("object")
+}
+
+/// Applies `edits` random edits to a cache and its vars, covering every kind of entry.
+fn edit(rng: &mut Rng, cache: &mut Value, vars: &mut Value, step: usize, edits: usize) {
+    for i in 0..edits {
+        let tag = format!("s{step}e{i}");
+        let files: Vec<String> = object(cache, &["files"]).keys().cloned().collect();
+        let some_file = files[rng.below(files.len())].clone();
+        match rng.below(14) {
+            // Change a symbol's signature and summary.
+            0 => {
+                let symbols = object(cache, &["symbols"]);
+                if let Some(key) = rng.pick(symbols).cloned() {
+                    let symbol = symbols[&key].as_object_mut().unwrap();
+                    symbol.insert("summary".into(), json!(format!("changed in {tag}")));
+                    symbol.insert("signature".into(), json!(format!("fn {tag}()")));
+                }
+            }
+            // Remove a symbol (its name stays in the call graph, dangling).
+            1 => {
+                let symbols = object(cache, &["symbols"]);
+                if let Some(key) = rng.pick(symbols).cloned() {
+                    symbols.remove(&key);
+                }
+            }
+            // Add a symbol that calls and is called by existing ones.
+            2 | 3 => {
+                let symbols = object(cache, &["symbols"]);
+                let callee = rng.pick(symbols).cloned().unwrap_or_default();
+                let caller = rng.pick(symbols).cloned().unwrap_or_default();
+                let name = format!("fresh_{tag}");
+                symbols.insert(
+                    name.clone(),
+                    json!({
+                        "name": name,
+                        "qualified_name": format!("{some_file}:{name}"),
+                        "type": "function",
+                        "file": some_file,
+                        "lines": [1 + rng.below(50), 60],
+                        "exported": true,
+                        "summary": format!("added in {tag}"),
+                        "calls": [callee, "nowhere_at_all"],
+                        "called_by": [caller],
+                    }),
+                );
+            }
+            // Rename a symbol: same content under a new key and qualified name.
+            4 => {
+                let symbols = object(cache, &["symbols"]);
+                if let Some(key) = rng.pick(symbols).cloned() {
+                    let mut symbol = symbols.remove(&key).unwrap();
+                    let new_key = format!("{key}_{tag}");
+                    symbol["qualified_name"] = json!(new_key.clone());
+                    symbols.insert(new_key, symbol);
+                }
+            }
+            // Make a simple name ambiguous (a second symbol of the same name), or unique again.
+            5 => {
+                let symbols = object(cache, &["symbols"]);
+                let twins: Vec<String> = symbols
+                    .keys()
+                    .filter(|k| k.starts_with("twin_of_"))
+                    .cloned()
+                    .collect();
+                if let Some(twin) = twins.first() {
+                    symbols.remove(twin);
+                } else if let Some(key) = rng.pick(symbols).cloned() {
+                    let name = symbols[&key]["name"].clone();
+                    symbols.insert(
+                        format!("twin_of_{tag}"),
+                        json!({"name": name, "qualified_name": format!("elsewhere.ts:{tag}"),
+                               "type": "function", "file": some_file, "lines": [2, 3]}),
+                    );
+                }
+            }
+            // Change a file: summary, domains and inline annotations.
+            6 => {
+                let file = object(cache, &["files"])[&some_file].as_object_mut().unwrap();
+                file.insert("summary".into(), json!(format!("file changed in {tag}")));
+                file.insert("domains".into(), json!([format!("domain_{}", step % 3)]));
+                file.insert(
+                    "inline".into(),
+                    json!([{"line": 3, "type": "todo", "value": tag}, {"line": 9, "type": "hack", "value": "x", "expires": "2030-01-01"}]),
+                );
+            }
+            // Remove a file; add one.
+            7 => {
+                if files.len() > 5 {
+                    object(cache, &["files"]).remove(&some_file);
+                }
+            }
+            8 => {
+                let path = format!("src/added/{tag}.ts");
+                object(cache, &["files"]).insert(
+                    path.clone(),
+                    json!({"path": path, "lines": 40, "language": "typescript", "domains": ["added"],
+                           "exports": [], "imports": [], "inline": [{"line": 1, "type": "critical", "value": "keep"}]}),
+                );
+            }
+            // Move callers: rewrite, add or remove forward and reverse lists.
+            9 | 10 => {
+                let direction = if rng.below(2) == 0 {
+                    "forward"
+                } else {
+                    "reverse"
+                };
+                let names: Vec<String> = object(cache, &["symbols"]).keys().cloned().collect();
+                let a = names[rng.below(names.len())].clone();
+                let b = names[rng.below(names.len())].clone();
+                let lists = object(cache, &["graph", direction]);
+                match rng.below(3) {
+                    0 => {
+                        lists.insert(a.clone(), json!([b, a, b, "ghost_name"]));
+                    }
+                    1 => {
+                        if let Some(key) = rng.pick(lists).cloned() {
+                            lists.remove(&key);
+                        }
+                    }
+                    _ => {
+                        lists.insert(format!("ghost_{tag}"), json!([a]));
+                    }
+                }
+            }
+            // Domains: add one, remove one, change one's files.
+            11 => {
+                let domains = object(cache, &["domains"]);
+                match rng.below(3) {
+                    0 => {
+                        domains.insert(
+                            format!("dom_{tag}"),
+                            json!({"name": format!("dom_{tag}"), "files": [some_file], "symbols": []}),
+                        );
+                    }
+                    1 => {
+                        if let Some(key) = rng.pick(domains).cloned() {
+                            domains.remove(&key);
+                        }
+                    }
+                    _ => {
+                        if let Some(key) = rng.pick(domains).cloned() {
+                            domains[&key]["files"] = json!([some_file]);
+                        }
+                    }
+                }
+            }
+            // Constraints: a lock level added, changed or removed.
+            12 => {
+                let by_file = object(cache, &["constraints", "by_file"]);
+                let levels = ["frozen", "restricted", "approval-required", "normal"];
+                if rng.below(3) == 0 {
+                    if let Some(key) = rng.pick(by_file).cloned() {
+                        by_file.remove(&key);
+                    }
+                } else {
+                    by_file.insert(
+                        some_file.clone(),
+                        json!({"lock_level": levels[rng.below(levels.len())], "directive": tag}),
+                    );
+                }
+            }
+            // Variables: added, changed, removed.
+            _ => {
+                let variables = object(vars, &["variables"]);
+                match rng.below(3) {
+                    0 => {
+                        variables.insert(
+                            format!("VAR_{tag}"),
+                            json!({"type": "file", "value": some_file}),
+                        );
+                    }
+                    1 => {
+                        if let Some(key) = rng.pick(variables).cloned() {
+                            variables.remove(&key);
+                        }
+                    }
+                    _ => {
+                        if let Some(key) = rng.pick(variables).cloned() {
+                            variables[&key]["description"] = json!(tag);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn export(db: &Path) -> (Value, Value) {
+    let conn = Connection::open(db).unwrap();
+    let mut cache = Vec::new();
+    acpdb::export::export_cache(&conn, &mut cache).unwrap();
+    let mut vars = Vec::new();
+    acpdb::export::export_vars(&conn, &mut vars).unwrap();
+    (
+        serde_json::from_slice(&cache).unwrap(),
+        serde_json::from_slice(&vars).unwrap(),
+    )
+}
+
+/// The derived tables, by names rather than ids (ids of entries added by a delta differ).
+const DERIVED: &[&str] = &[
+    "SELECT n.name, s.key, n.callers, n.callees, n.reverse_len FROM graph_nodes n
+     LEFT JOIN symbols s ON s.id = n.symbol_id ORDER BY n.name",
+    "SELECT a.name, b.name, e.count, e.forward_count, e.reverse_count FROM call_edges e
+     JOIN graph_nodes a ON a.id = e.caller_id JOIN graph_nodes b ON b.id = e.callee_id
+     ORDER BY 1, 2",
+    "SELECT domain, path, source FROM domain_files ORDER BY 1, 2, 3",
+    "SELECT domain, symbol FROM domain_symbols ORDER BY 1, 2",
+    "SELECT f.key, i.ord, i.line, i.type, i.value, i.expires FROM inline_annotations i
+     JOIN files f ON f.id = i.file_id ORDER BY 1, 2",
+    "SELECT * FROM index_summary",
+    "SELECT * FROM file_languages ORDER BY 1",
+    "SELECT * FROM file_lock_levels ORDER BY 1",
+    "SELECT * FROM constraint_mutation_levels ORDER BY 1",
+    "SELECT key, file_count, symbol_count FROM domains ORDER BY 1",
+    "SELECT path, message FROM import_warnings ORDER BY 1, 2",
+    "SELECT s.key FROM symbols_fts f JOIN symbols s ON s.id = f.rowid
+     WHERE symbols_fts MATCH 'changed OR added OR fresh* OR validate*' ORDER BY 1",
+    "SELECT s.key FROM symbols_trigram t JOIN symbols s ON s.id = t.rowid
+     WHERE symbols_trigram MATCH 'resh' ORDER BY 1",
+    "SELECT f.key FROM files_fts t JOIN files f ON f.id = t.rowid
+     WHERE files_fts MATCH 'changed OR added' ORDER BY 1",
+    "SELECT f.key FROM files_trigram t JOIN files f ON f.id = t.rowid
+     WHERE files_trigram MATCH 'dded' ORDER BY 1",
+    "PRAGMA foreign_key_check",
+];
+
+fn rows(conn: &Connection, sql: &str) -> Vec<String> {
+    let mut stmt = conn.prepare(sql).unwrap();
+    let columns = stmt.column_count();
+    stmt.query_map([], |row| {
+        let cells: Vec<String> = (0..columns)
+            .map(|i| format!("{:?}", row.get::<_, rusqlite::types::Value>(i).unwrap()))
+            .collect();
+        Ok(cells.join("|"))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// Tool calls over a sample of the cache's names, plus the overviews.
+fn tool_calls(cache: &Value, rng: &mut Rng) -> Vec<(&'static str, Value)> {
+    let symbols = cache["symbols"].as_object().unwrap();
+    let files = cache["files"].as_object().unwrap();
+    let mut calls = vec![
+        ("acp_get_architecture", json!({})),
+        ("acp_get_hotpaths", json!({})),
+        ("acp_query", json!({"type": "stats"})),
+        ("acp_query", json!({"type": "search", "pattern": "fresh"})),
+        ("acp_query", json!({"type": "search", "pattern": "changed"})),
+        ("acp_context", json!({"operation": "explore"})),
+    ];
+    for _ in 0..8 {
+        if let Some(name) = rng.pick(symbols) {
+            let simple = symbols[name]["name"].as_str().unwrap_or(name).to_string();
+            calls.push(("acp_get_symbol_context", json!({ "name": name })));
+            calls.push(("acp_query", json!({"type": "symbol", "name": simple})));
+            calls.push(("acp_query", json!({"type": "callers", "name": name, "depth": 2})));
+            calls.push(("acp_query", json!({"type": "callees", "name": name, "depth": 2})));
+        }
+        if let Some(path) = rng.pick(files) {
+            calls.push(("acp_get_file_context", json!({ "path": path })));
+            calls.push(("acp_check_constraints", json!({ "path": path })));
+            calls.push(("acp_constraints", json!({ "path": path })));
+        }
+    }
+    calls
+}
+
+/// Answers with the parts that name the import itself (its time, its cursor) taken out.
+fn answer(conn: &Connection, tool: &str, args: &Value) -> String {
+    let text = match acpdb::tools::call(conn, tool, args) {
+        Ok(text) => text,
+        Err(err) => format!("error: {err}"),
+    };
+    text.lines()
+        .filter(|line| !line.contains("imported_at") && !line.contains("next_cursor"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn delta_imports_answer_as_a_full_import_after_random_edit_scripts() {
+    for seed in [7u64, 1234, 0xdead_beef] {
+        let delta = TempProject::generated(30);
+        let full = tempfile::tempdir().unwrap();
+        fs::create_dir_all(full.path().join(".acp")).unwrap();
+        let cache_path = delta.cache_path();
+        let vars_path = delta.root().join(".acp/acp.vars.json");
+        let mut cache: Value = serde_json::from_slice(&fs::read(&cache_path).unwrap()).unwrap();
+        let mut vars: Value = serde_json::from_slice(&fs::read(&vars_path).unwrap()).unwrap();
+        let mut rng = Rng(seed);
+        for step in 0..6 {
+            let edits = 1 + rng.below(12);
+            edit(&mut rng, &mut cache, &mut vars, step, edits);
+            for root in [delta.root(), full.path()] {
+                write_json(&root.join(".acp/acp.cache.json"), &cache);
+                write_json(&root.join(".acp/acp.vars.json"), &vars);
+            }
+            let applied = import(delta.root(), false);
+            assert!(
+                applied.delta.is_some(),
+                "seed {seed} step {step}: not a delta: {}",
+                applied.line()
+            );
+            import(full.path(), true);
+            let context = format!("seed {seed} step {step}");
+
+            let (delta_cache, delta_vars) = export(&delta.db());
+            assert_eq!(delta_cache, cache, "{context}: export differs from the cache");
+            assert_eq!(delta_vars, vars, "{context}: vars export differs");
+            let a = Connection::open(delta.db()).unwrap();
+            let b = Connection::open(full.path().join(".acp/acp.db")).unwrap();
+            for sql in DERIVED {
+                let (mine, theirs) = (rows(&a, sql), rows(&b, sql));
+                let only_delta: Vec<_> = mine.iter().filter(|r| !theirs.contains(r)).collect();
+                let only_full: Vec<_> = theirs.iter().filter(|r| !mine.contains(r)).collect();
+                assert!(
+                    mine == theirs,
+                    "{context}: {sql}\nonly after the delta: {only_delta:?}\nonly after the full import: {only_full:?}"
+                );
+            }
+            for (tool, args) in tool_calls(&cache, &mut rng) {
+                assert_eq!(
+                    answer(&a, tool, &args),
+                    answer(&b, tool, &args),
+                    "{context}: {tool} {args}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_summary_says_what_changed_and_full_rebuilds() {
+    let project = TempProject::generated(20);
+    let mut cache: Value =
+        serde_json::from_slice(&fs::read(project.cache_path()).unwrap()).unwrap();
+    let symbols = cache["symbols"].as_object_mut().unwrap();
+    let key = symbols.keys().next().unwrap().clone();
+    symbols[&key]["summary"] = json!("a new summary");
+    write_json(&project.cache_path(), &cache);
+    let out = project.run(&["import", "--no-progress"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = stderr(&out);
+    assert!(
+        line.starts_with("delta: ~1 symbols in ") && line.contains("(unchanged 20 files and 199 symbols skipped;"),
+        "{line}"
+    );
+    let out = project.run(&["import", "--no-progress", "--full"]);
+    assert!(stderr(&out).starts_with("imported 20 files, 200 symbols"), "{}", stderr(&out));
+
+    // A database of another schema version is rebuilt, saying why.
+    let conn = Connection::open(project.db()).unwrap();
+    conn.execute("UPDATE refinery_schema_history SET version = 3 WHERE version = 5", [])
+        .unwrap();
+    drop(conn);
+    let out = project.run(&["import", "--no-progress"]);
+    let line = stderr(&out);
+    assert!(
+        line.starts_with("full import (the database has schema version 4, this acpdb uses 5): imported "),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_reader_keeps_its_snapshot_until_the_delta_is_swapped_in() {
+    let project = TempProject::generated(20);
+    let reader = acpdb::db::open_read_only(&project.db()).unwrap();
+    reader.execute_batch("BEGIN").unwrap();
+    let count = |conn: &Connection| -> i64 {
+        conn.query_row("SELECT count(*) FROM symbols WHERE summary = 'during the delta'", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(count(&reader), 0);
+    let mut cache: Value =
+        serde_json::from_slice(&fs::read(project.cache_path()).unwrap()).unwrap();
+    for symbol in cache["symbols"].as_object_mut().unwrap().values_mut().take(5) {
+        symbol["summary"] = json!("during the delta");
+    }
+    write_json(&project.cache_path(), &cache);
+    let summary = import(project.root(), false);
+    assert_eq!(summary.delta.map(|d| d.symbols_changed), Some(5));
+    // The open reader still sees the old state, whole; a new one sees the new state.
+    assert_eq!(count(&reader), 0);
+    reader.execute_batch("COMMIT").unwrap();
+    let fresh = acpdb::db::open_read_only(&project.db()).unwrap();
+    assert_eq!(count(&fresh), 5);
+}
