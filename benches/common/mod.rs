@@ -49,7 +49,7 @@ pub(crate) fn generate_project(root: &Path, scale: Scale) -> GenSummary {
         files: scale.files,
         symbols_per_file: 10,
         edges_per_symbol: 5.0,
-        seed: 42,
+        ..GenSpec::default()
     };
     let mut cache = File::create(dir.join("acp.cache.json")).expect("create cache");
     let mut vars = File::create(dir.join("acp.vars.json")).expect("create vars");

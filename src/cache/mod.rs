@@ -4,6 +4,7 @@
 //! Invariant: nothing here knows SQLite; the reader yields plain JSON entries and the mapping
 //! functions split an entry into modelled values and the verbatim `extra` remainder.
 
+pub mod digest;
 pub mod fields;
 pub mod paths;
 pub mod reader;

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
+use super::digest::{entry_digest, KnownEntries, DIGESTED};
 use super::fields::{self, Record};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -113,15 +114,33 @@ pub enum Event {
         key: String,
         value: Option<Value>,
     },
-    /// One file entry, split into the model's columns on the reading thread.
-    File { key: String, record: Record },
-    /// One symbol entry, split into the model's columns on the reading thread.
-    Symbol { key: String, record: Record },
-    /// One entry of another streamed map section.
+    /// One file entry, split into the model's columns on the reading thread, with its digest
+    /// (`cache::digest`).
+    File {
+        key: String,
+        record: Record,
+        digest: i64,
+    },
+    /// One symbol entry, split into the model's columns on the reading thread, with its digest.
+    Symbol {
+        key: String,
+        record: Record,
+        digest: i64,
+    },
+    /// One entry of another streamed map section, with its digest for the sections that have
+    /// one (`cache::digest::DIGESTED`).
     Entry {
         section: Section,
         key: String,
         value: Value,
+        digest: Option<i64>,
+    },
+    /// An entry whose digest the database already holds (see [`read_document_with`]): not
+    /// parsed, only named, with the id of the row that holds it.
+    Unchanged {
+        section: Section,
+        key: String,
+        id: u32,
     },
     /// One element of a streamed array section.
     Item { list: List, value: Value },
@@ -202,6 +221,19 @@ pub fn read_document(
     progress: Arc<Progress>,
     tx: SyncSender<Vec<Event>>,
 ) -> Result<ReadOutcome, ReadError> {
+    read_document_with(path, kind, limits, None, progress, tx)
+}
+
+/// Like [`read_document`]; an entry whose digest is in `known` is sent as
+/// [`Event::Unchanged`] without being parsed.
+pub fn read_document_with(
+    path: &Path,
+    kind: DocumentKind,
+    limits: Limits,
+    known: Option<Arc<KnownEntries>>,
+    progress: Arc<Progress>,
+    tx: SyncSender<Vec<Event>>,
+) -> Result<ReadOutcome, ReadError> {
     let file = File::open(path).map_err(|e| ReadError {
         file: path.to_path_buf(),
         json_path: None,
@@ -221,6 +253,7 @@ pub fn read_document(
         tx,
         batch: Vec::with_capacity(BATCH),
         kind,
+        known,
     };
     match reader.document() {
         Ok(()) => {
@@ -479,6 +512,11 @@ impl Scanner {
     /// Scans and parses one JSON value.
     fn value<T: DeserializeOwned>(&mut self) -> Result<T, Failure> {
         let (start, end) = self.value_range()?;
+        self.parse(start, end)
+    }
+
+    /// Parses the value at `buf[start..end]` (a range [`Scanner::value_range`] returned).
+    fn parse<T: DeserializeOwned>(&self, start: usize, end: usize) -> Result<T, Failure> {
         let bytes = &self.buf[start..end];
         serde_json::from_slice(bytes).map_err(|err| {
             let relative = offset_of(bytes, err.line(), err.column());
@@ -541,6 +579,8 @@ struct Reader {
     tx: SyncSender<Vec<Event>>,
     batch: Vec<Event>,
     kind: DocumentKind,
+    /// Digests of the entries a delta import's database holds.
+    known: Option<Arc<KnownEntries>>,
 }
 
 impl Reader {
@@ -677,12 +717,24 @@ impl Reader {
                     .map_err(|f| f.in_path(|| parent.to_string()))?,
             ));
         }
+        let digested = DIGESTED.contains(&section);
         self.object(parent, |reader, key, path| {
             reader.scan.peek()?;
             let entry_offset = reader.scan.offset();
+            let (start, end) = reader
+                .scan
+                .value_range()
+                .map_err(|f| f.in_path(|| path.to_string()))?;
+            let digest = digested.then(|| entry_digest(section, key, &reader.scan.buf[start..end]));
+            if let (Some(digest), Some(known)) = (digest, &reader.known) {
+                if let Some(id) = known.find(section, digest) {
+                    let key = key.to_string();
+                    return reader.send(Event::Unchanged { section, key, id });
+                }
+            }
             let value: Value = reader
                 .scan
-                .value()
+                .parse(start, end)
                 .map_err(|f| f.in_path(|| path.to_string()))?;
             if section.entries_are_objects() && !value.is_object() {
                 return Err(Failure::at(
@@ -699,15 +751,18 @@ impl Reader {
                 (Section::Files, Value::Object(map)) => Event::File {
                     key,
                     record: Record::split(map, fields::FILE_FIELDS),
+                    digest: digest.unwrap_or_default(),
                 },
                 (Section::Symbols, Value::Object(map)) => Event::Symbol {
                     key,
                     record: Record::split(map, fields::SYMBOL_FIELDS),
+                    digest: digest.unwrap_or_default(),
                 },
                 (section, value) => Event::Entry {
                     section,
                     key,
                     value,
+                    digest,
                 },
             })
         })?;

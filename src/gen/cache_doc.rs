@@ -100,9 +100,11 @@ pub(super) fn write_files<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Resu
             push_module(&mut text, &file);
             json.field_str("module", &text)?;
         }
-        if file.summary {
+        let changed = plan.file_changed(f);
+        if file.summary || changed {
             text.clear();
             push_file_summary(&mut text, &file);
+            push_revision(&mut text, plan, changed);
             json.field_str("summary", &text)?;
         }
         if file.purpose {
@@ -252,6 +254,13 @@ pub(super) fn write_file_annotations<W: Write>(
     json.end_object()
 }
 
+/// Marks a text of a file changed in this revision.
+fn push_revision(text: &mut String, plan: &Plan, changed: bool) {
+    if changed {
+        let _ = write!(text, " (revision {})", plan.revision);
+    }
+}
+
 pub(super) fn write_symbols<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Result<()> {
     let mut path = String::new();
     let mut name = String::new();
@@ -284,9 +293,13 @@ pub(super) fn write_symbols<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Re
             if push_signature(&mut text, &file, sym, &name) {
                 json.field_str("signature", &text)?;
             }
-            if let Some(tail) = sym.summary {
+            let changed = plan.file_changed(f);
+            if sym.summary.is_some() || changed {
                 text.clear();
-                push_summary(&mut text, &file, sym, tail);
+                if let Some(tail) = sym.summary {
+                    push_summary(&mut text, &file, sym, tail);
+                }
+                push_revision(&mut text, plan, changed);
                 json.field_str("summary", &text)?;
             }
             if sym.is_async {

@@ -62,6 +62,14 @@ pub struct GenArgs {
     /// Seed of the pseudo-random generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Revision of the cache: revision N > 0 is revision 0 after an edit of
+    /// `--changed-percent` of the files (their summaries, their symbols' summaries and callees,
+    /// so the call graph changes with them), as `acp index` would write it after that edit.
+    #[arg(long, default_value_t = 0)]
+    pub revision: u32,
+    /// Share of the files a revision after 0 changes, in percent.
+    #[arg(long, default_value_t = 1.0)]
+    pub changed_percent: f64,
     /// Project directory; `.acp/acp.cache.json` and `.acp/acp.vars.json` are written below it.
     #[arg(long)]
     pub out: PathBuf,
@@ -78,6 +86,10 @@ pub struct GenSpec {
     pub edges_per_symbol: f64,
     /// Seed of the pseudo-random generator.
     pub seed: u64,
+    /// Revision (0: the base cache; see `GenArgs::revision`).
+    pub revision: u32,
+    /// Share of the files a revision after 0 changes, in percent.
+    pub changed_percent: f64,
 }
 
 impl Default for GenSpec {
@@ -87,6 +99,8 @@ impl Default for GenSpec {
             symbols_per_file: 10,
             edges_per_symbol: 5.0,
             seed: 42,
+            revision: 0,
+            changed_percent: 1.0,
         }
     }
 }
@@ -98,6 +112,8 @@ impl From<&GenArgs> for GenSpec {
             symbols_per_file: args.symbols_per_file,
             edges_per_symbol: args.edges_per_symbol,
             seed: args.seed,
+            revision: args.revision,
+            changed_percent: args.changed_percent,
         }
     }
 }

@@ -233,6 +233,10 @@ pub(super) struct Plan {
     /// Multiplier of the rank → symbol permutation (coprime with `symbols`).
     pub(super) perm_mul: u64,
     pub(super) perm_add: u64,
+    /// The revision written (0: the base cache).
+    pub(super) revision: u32,
+    /// In a revision after 0, the share of files changed, in millionths.
+    pub(super) changed_per_million: u64,
 }
 
 pub(super) fn invalid(msg: String) -> io::Error {
@@ -319,6 +323,8 @@ impl Plan {
             zipf_scale: (f64::from(symbols) + 1.0).ln(),
             perm_mul: 1,
             perm_add: 0,
+            revision: spec.revision,
+            changed_per_million: (spec.changed_percent.clamp(0.0, 100.0) * 10_000.0).round() as u64,
         };
         let callable = (0..symbols).filter(|&i| plan.is_callable(i)).count();
         if callable > 0 {
@@ -334,6 +340,19 @@ impl Plan {
             plan.perm_add = mix(seed, 0xA5A5) % n;
         }
         Ok(plan)
+    }
+
+    /// Whether file `f` differs from revision 0 in this revision: its summary, its symbols'
+    /// summaries and its symbols' callees.
+    pub(super) fn file_changed(&self, f: u32) -> bool {
+        self.revision > 0
+            && stream(
+                mix(self.seed, u64::from(self.revision)),
+                SALT_REVISION,
+                u64::from(f),
+            )
+            .below(1_000_000)
+                < self.changed_per_million
     }
 
     pub(super) fn file_of(&self, symbol: u32) -> u32 {
@@ -531,7 +550,12 @@ impl Plan {
     /// symbols and Zipf-popular ones, all callable.
     pub(super) fn callees(&self, i: u32, out: &mut Vec<u32>) {
         out.clear();
-        let mut rng = stream(self.seed, SALT_EDGES, u64::from(i));
+        let seed = if self.file_changed(self.file_of(i)) {
+            mix(self.seed, u64::from(self.revision))
+        } else {
+            self.seed
+        };
+        let mut rng = stream(seed, SALT_EDGES, u64::from(i));
         let degree = (self.mean_degree * -(1.0 - rng.unit()).ln()).round() as usize;
         let n = u64::from(self.symbols);
         let mut attempts = degree * 8 + 16;

@@ -19,19 +19,20 @@
 //! the changes themselves.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, Statement};
 use serde_json::Value;
 
+use crate::cache::digest::KnownEntries;
 use crate::cache::fields::Cell;
 use crate::cache::reader::Section;
 use crate::db;
 
-use super::graph::name_hash;
 use super::loader::{
-    cell_value, entry_values, file_columns, sql_params, list_items, resolve_graph_nodes_named,
+    cell_value, entry_values, file_columns, list_items, resolve_graph_nodes_named, sql_params,
     symbol_calls, symbol_columns, Loader, Sink, SYMBOL_FTS_CELLS,
 };
 
@@ -55,7 +56,8 @@ const REWRITTEN_TABLES: &[&str] = &[
 
 /// Prefixes of the warning paths of entries a delta compares one by one; other warnings belong
 /// to the rewritten sections and are cleared with them.
-const COMPARED_WARNING_PREFIXES: &[&str] = &["files[", "symbols[", "graph.forward[", "graph.reverse["];
+const COMPARED_WARNING_PREFIXES: &[&str] =
+    &["files[", "symbols[", "graph.forward[", "graph.reverse["];
 
 /// What a delta changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -164,17 +166,6 @@ impl StoredRow {
         Ok(StoredRow { id, values })
     }
 
-    /// Whether the row holds exactly these values.
-    fn equals(&self, key: &str, path: Option<&str>, cells: &[Cell], extra: &str) -> bool {
-        let expected = entry_values(key, path, cells, extra);
-        self.values.len() == cells.len() + 3
-            && self
-                .values
-                .iter()
-                .zip(expected)
-                .all(|(stored, new)| ValueRef::from(stored) == new)
-    }
-
     fn text(&self, i: usize) -> Option<&str> {
         match &self.values[i] {
             SqlValue::Text(s) => Some(s),
@@ -182,9 +173,10 @@ impl StoredRow {
         }
     }
 
-    /// The row's modelled columns as cells (the values after key and path, before `extra`).
+    /// The row's modelled columns as cells (the values after key and path, before `extra` and
+    /// `digest`).
     fn cells(&self) -> Vec<Cell> {
-        self.values[2..self.values.len() - 1]
+        self.values[2..self.values.len() - 2]
             .iter()
             .map(|v| match v {
                 SqlValue::Text(s) => Cell::Text(s.clone()),
@@ -193,6 +185,59 @@ impl StoredRow {
             })
             .collect()
     }
+}
+
+/// What the database holds under an entry's key.
+enum Stored {
+    /// Nothing: the entry is new.
+    Absent,
+    /// A row with exactly the entry's values, perhaps under another digest (the entry was
+    /// written differently: other spacing or key order); `true` when the digest differs.
+    Same(i64, bool),
+    /// A row with other values.
+    Differs(StoredRow),
+}
+
+/// Reads the row `stmt` finds for `key` and compares it with the entry's values, reading the
+/// row into memory only when it differs.
+fn lookup(
+    stmt: &mut Statement<'_>,
+    columns: usize,
+    key: &str,
+    path: Option<&str>,
+    cells: &[Cell],
+    extra: &str,
+    digest: i64,
+) -> Result<Stored> {
+    let found = stmt
+        .query_row([key], |row| {
+            // Every column but the digest, which comes last.
+            let same = (1..columns)
+                .map(|i| row.get_ref(i))
+                .zip(entry_values(key, path, cells, extra, digest))
+                .all(|(stored, new)| matches!(stored, Ok(stored) if stored == new));
+            if same && columns == cells.len() + 4 {
+                let redigested = row.get::<_, i64>(columns)? != digest;
+                Ok(Stored::Same(row.get(0)?, redigested))
+            } else {
+                Ok(Stored::Differs(StoredRow::read(row, columns)?))
+            }
+        })
+        .optional()?;
+    Ok(found.unwrap_or(Stored::Absent))
+}
+
+/// A call-graph list of the new cache.
+struct List<'a> {
+    section: Section,
+    key: &'a str,
+    key_id: u32,
+    value: &'a Value,
+    /// As stored (see `loader::list_items`).
+    items: SqlValue,
+    /// Node ids of its names.
+    ids: &'a [u32],
+    digest: i64,
 }
 
 /// The state of a delta import.
@@ -211,13 +256,16 @@ pub(super) struct Delta<'c> {
     symbols_trigram: [Statement<'c>; 2],
     files_fts: [Statement<'c>; 2],
     files_trigram: [Statement<'c>; 2],
+    node_by_name: Statement<'c>,
     insert_node: Statement<'c>,
-    /// Node ids by a 128-bit hash of their names (see `graph::name_hash`).
-    nodes: HashMap<u128, u32>,
     next_node: u32,
+    /// The digests of the stored entries, which the reader skips.
+    pub(super) known: Arc<KnownEntries>,
     seen_files: IdSet,
     seen_symbols: IdSet,
     seen_lists: IdSet,
+    /// A reused buffer of node ids.
+    ids: Vec<u32>,
     /// Changes of forward and reverse occurrences per packed edge (`caller << 32 | callee`).
     edge_changes: HashMap<u64, (i64, i64)>,
     /// Nodes whose counts, lists or symbol may have changed (checked for removal at the end).
@@ -296,24 +344,39 @@ impl<'c> Delta<'c> {
             .map(|p| format!("substr(path, 1, {}) = '{p}'", p.len()))
             .collect::<Vec<_>>()
             .join(" OR ");
-        conn.execute(&format!("DELETE FROM import_warnings WHERE NOT ({kept})"), [])?;
-        let entry_warnings = conn
-            .query_row("SELECT EXISTS (SELECT 1 FROM import_warnings)", [], |r| {
+        conn.execute(
+            &format!("DELETE FROM import_warnings WHERE NOT ({kept})"),
+            [],
+        )?;
+        let entry_warnings =
+            conn.query_row("SELECT EXISTS (SELECT 1 FROM import_warnings)", [], |r| {
                 r.get(0)
             })?;
-
-        let mut nodes = HashMap::new();
-        let mut next_node = 1;
-        {
-            let mut stmt = conn.prepare("SELECT id, name FROM graph_nodes")?;
+        let next_node = conn.query_row(
+            "SELECT coalesce(max(id), 0) + 1 FROM graph_nodes",
+            [],
+            |r| r.get(0),
+        )?;
+        let mut digests = Vec::new();
+        for (sql, section) in [
+            ("SELECT digest, id FROM files", Section::Files),
+            ("SELECT digest, id FROM symbols", Section::Symbols),
+            (
+                "SELECT digest, id FROM graph_lists WHERE reverse = 0",
+                Section::GraphForward,
+            ),
+            (
+                "SELECT digest, id FROM graph_lists WHERE reverse = 1",
+                Section::GraphReverse,
+            ),
+        ] {
+            let mut stmt = conn.prepare(sql)?;
             let mut rows = stmt.query([])?;
             while let Some(row) = rows.next()? {
-                let id: u32 = row.get(0)?;
-                let name: String = row.get(1)?;
-                nodes.insert(name_hash(&name), id);
-                next_node = next_node.max(id + 1);
+                digests.push((row.get(0)?, section, row.get(1)?));
             }
         }
+        let known = Arc::new(KnownEntries::new(digests));
         Ok(Delta {
             conn,
             file_columns,
@@ -323,7 +386,8 @@ impl<'c> Delta<'c> {
             update_file: conn.prepare(&update_file)?,
             symbol_by_key: conn
                 .prepare(&format!("SELECT id, {symbols} FROM symbols WHERE key = ?1"))?,
-            symbol_by_id: conn.prepare(&format!("SELECT id, {symbols} FROM symbols WHERE id = ?1"))?,
+            symbol_by_id: conn
+                .prepare(&format!("SELECT id, {symbols} FROM symbols WHERE id = ?1"))?,
             update_symbol: conn.prepare(&update_symbol)?,
             list_by_node: conn
                 .prepare("SELECT id, items FROM graph_lists WHERE node_id = ?1 AND reverse = ?2")?,
@@ -335,12 +399,14 @@ impl<'c> Delta<'c> {
             symbols_trigram: fts_statements(conn, "symbols_trigram", "name, qualified_name")?,
             files_fts: fts_statements(conn, "files_fts", "path, module, summary, purpose")?,
             files_trigram: fts_statements(conn, "files_trigram", "path")?,
+            node_by_name: conn.prepare("SELECT id FROM graph_nodes WHERE name = ?1")?,
             insert_node: conn.prepare("INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)")?,
-            nodes,
             next_node,
+            known,
             seen_files: IdSet::default(),
             seen_symbols: IdSet::default(),
             seen_lists: IdSet::default(),
+            ids: Vec::new(),
             edge_changes: HashMap::new(),
             touched_nodes: HashSet::new(),
             reverse_len: HashMap::new(),
@@ -354,16 +420,37 @@ impl<'c> Delta<'c> {
         })
     }
 
+    /// The rows of `section` the new cache has shown so far.
+    fn seen(&self, section: Section) -> &IdSet {
+        match section {
+            Section::Files => &self.seen_files,
+            Section::Symbols => &self.seen_symbols,
+            _ => &self.seen_lists,
+        }
+    }
+
+    fn seen_mut(&mut self, section: Section) -> &mut IdSet {
+        match section {
+            Section::Files => &mut self.seen_files,
+            Section::Symbols => &mut self.seen_symbols,
+            _ => &mut self.seen_lists,
+        }
+    }
+
     /// The id of the node called `name`, created when new.
     fn node(&mut self, name: &str) -> Result<u32> {
-        let hash = name_hash(name);
-        if let Some(&id) = self.nodes.get(&hash) {
+        if let Some(id) = self
+            .node_by_name
+            .query_row([name], |r| r.get(0))
+            .optional()?
+        {
             return Ok(id);
         }
         let id = self.next_node;
-        self.next_node = id.checked_add(1).context("more than 4 billion graph nodes")?;
+        self.next_node = id
+            .checked_add(1)
+            .context("more than 4 billion graph nodes")?;
         self.insert_node.execute(params![id, name])?;
-        self.nodes.insert(hash, id);
         self.names.insert(name.to_string());
         Ok(id)
     }
@@ -400,7 +487,11 @@ impl<'c> Delta<'c> {
     /// Adds or takes away the edges of a stored call-graph list of node `key_id`.
     fn list_edges(&mut self, key_id: u32, reverse: bool, items: &[u32], sign: i64) {
         for &other in items {
-            let (caller, callee) = if reverse { (other, key_id) } else { (key_id, other) };
+            let (caller, callee) = if reverse {
+                (other, key_id)
+            } else {
+                (key_id, other)
+            };
             self.edge(caller, callee, !reverse, sign);
             self.touched_nodes.insert(other);
         }
@@ -444,7 +535,9 @@ impl<'c> Delta<'c> {
         let [name, qualified, signature, purpose, summary] =
             SYMBOL_FTS_CELLS.map(|i| cell_value(&cells[i]));
         let id = ValueRef::Integer(id);
-        self.symbols_fts[op].execute(sql_params([id, name, qualified, signature, purpose, summary]))?;
+        self.symbols_fts[op].execute(sql_params([
+            id, name, qualified, signature, purpose, summary,
+        ]))?;
         self.symbols_trigram[op].execute(sql_params([id, name, qualified]))?;
         Ok(())
     }
@@ -480,6 +573,24 @@ impl<'c> Loader<'c> {
         }
     }
 
+    /// An entry whose digest the database holds: only marked as seen (a second time, it is a
+    /// duplicate key).
+    pub(super) fn unchanged(&mut self, section: Section, key: String, id: u32) -> Result<()> {
+        let delta = self.delta();
+        if !delta.seen_mut(section).insert(i64::from(id)) {
+            return self.warn(
+                format!("{}[{key:?}]", section.path()),
+                "duplicate key; the first entry is kept",
+            );
+        }
+        match section {
+            Section::Files => delta.counts.files_unchanged += 1,
+            Section::Symbols => delta.counts.symbols_unchanged += 1,
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// Removes the warnings of an entry that changed (they are raised again if still due).
     fn clear_warnings(&mut self, json_path: &str) -> Result<()> {
         if self.delta().entry_warnings {
@@ -497,24 +608,39 @@ impl<'c> Loader<'c> {
         path: String,
         cells: Vec<Cell>,
         extra: String,
+        digest: i64,
     ) -> Result<()> {
-        let json_path = format!("files[{key:?}]");
-        let columns = self.delta().file_columns;
-        let stored = self
-            .delta()
-            .file_by_key
-            .query_row([&key], |r| StoredRow::read(r, columns))
-            .optional()?;
+        let json_path = || format!("files[{key:?}]");
+        let delta = self.delta();
+        let columns = delta.file_columns;
+        let stored = lookup(
+            &mut delta.file_by_key,
+            columns,
+            &key,
+            Some(&path),
+            &cells,
+            &extra,
+            digest,
+        )?;
         let id = match stored {
-            Some(row) => {
-                if !self.delta().seen_files.insert(row.id) {
-                    return self.warn(json_path, "duplicate key; the first entry is kept");
+            Stored::Same(id, redigested) => {
+                if !delta.seen_files.insert(id) {
+                    return self.warn(json_path(), "duplicate key; the first entry is kept");
                 }
-                if row.equals(&key, Some(&path), &cells, &extra) {
-                    self.delta().counts.files_unchanged += 1;
-                    return Ok(());
+                if redigested {
+                    self.conn.execute(
+                        "UPDATE files SET digest = ?2 WHERE id = ?1",
+                        params![id, digest],
+                    )?;
                 }
-                self.clear_warnings(&json_path)?;
+                self.delta().counts.files_unchanged += 1;
+                return Ok(());
+            }
+            Stored::Differs(row) => {
+                if !delta.seen_files.insert(row.id) {
+                    return self.warn(json_path(), "duplicate key; the first entry is kept");
+                }
+                self.clear_warnings(&json_path())?;
                 let delta = self.delta();
                 delta.fts_file(0, &row)?;
                 if let Some(old_path) = row.text(1) {
@@ -522,14 +648,19 @@ impl<'c> Loader<'c> {
                 }
                 delta.files_to_clear.push(row.id);
                 delta.counts.files_changed += 1;
-                let values = entry_values(&key, Some(&path), &cells, &extra)
+                let values = entry_values(&key, Some(&path), &cells, &extra, digest)
                     .chain([ValueRef::Integer(row.id)]);
                 delta.update_file.execute(sql_params(values))?;
                 row.id
             }
-            None => {
-                self.insert_file
-                    .execute(sql_params(entry_values(&key, Some(&path), &cells, &extra)))?;
+            Stored::Absent => {
+                self.insert_file.execute(sql_params(entry_values(
+                    &key,
+                    Some(&path),
+                    &cells,
+                    &extra,
+                    digest,
+                )))?;
                 let id = self.conn.last_insert_rowid();
                 let delta = self.delta();
                 delta.seen_files.insert(id);
@@ -539,7 +670,9 @@ impl<'c> Loader<'c> {
         };
         self.check_file(&key, &cells)?;
         let delta = self.delta();
-        let row = delta.file_by_id.query_row([id], |r| StoredRow::read(r, columns))?;
+        let row = delta
+            .file_by_id
+            .query_row([id], |r| StoredRow::read(r, columns))?;
         delta.fts_file(1, &row)?;
         delta.paths.insert(path);
         delta.files_to_derive.push(id);
@@ -552,39 +685,51 @@ impl<'c> Loader<'c> {
         file_path: Option<String>,
         cells: Vec<Cell>,
         extra: String,
+        digest: i64,
     ) -> Result<()> {
-        let json_path = format!("symbols[{key:?}]");
-        let columns = self.delta().symbol_columns;
-        let stored = self
-            .delta()
-            .symbol_by_key
-            .query_row([&key], |r| StoredRow::read(r, columns))
-            .optional()?;
+        let json_path = || format!("symbols[{key:?}]");
+        let delta = self.delta();
+        let columns = delta.symbol_columns;
+        let path = file_path.as_deref();
+        let stored = lookup(
+            &mut delta.symbol_by_key,
+            columns,
+            &key,
+            path,
+            &cells,
+            &extra,
+            digest,
+        )?;
         let id = match stored {
-            Some(row) => {
-                if !self.delta().seen_symbols.insert(row.id) {
-                    return self.warn(json_path, "duplicate key; the first entry is kept");
+            Stored::Same(id, redigested) => {
+                if !delta.seen_symbols.insert(id) {
+                    return self.warn(json_path(), "duplicate key; the first entry is kept");
                 }
-                if row.equals(&key, file_path.as_deref(), &cells, &extra) {
-                    self.delta().counts.symbols_unchanged += 1;
-                    return Ok(());
+                if redigested {
+                    self.conn.execute(
+                        "UPDATE symbols SET digest = ?2 WHERE id = ?1",
+                        params![id, digest],
+                    )?;
                 }
-                self.clear_warnings(&json_path)?;
+                self.delta().counts.symbols_unchanged += 1;
+                return Ok(());
+            }
+            Stored::Differs(row) => {
+                if !delta.seen_symbols.insert(row.id) {
+                    return self.warn(json_path(), "duplicate key; the first entry is kept");
+                }
+                self.clear_warnings(&json_path())?;
                 let delta = self.delta();
                 delta.unlink_symbol(&row)?;
                 delta.counts.symbols_changed += 1;
-                let values = entry_values(&key, file_path.as_deref(), &cells, &extra)
+                let values = entry_values(&key, path, &cells, &extra, digest)
                     .chain([ValueRef::Integer(row.id)]);
                 delta.update_symbol.execute(sql_params(values))?;
                 row.id
             }
-            None => {
-                self.insert_symbol.execute(sql_params(entry_values(
-                    &key,
-                    file_path.as_deref(),
-                    &cells,
-                    &extra,
-                )))?;
+            Stored::Absent => {
+                self.insert_symbol
+                    .execute(sql_params(entry_values(&key, path, &cells, &extra, digest)))?;
                 let id = self.conn.last_insert_rowid();
                 let delta = self.delta();
                 delta.seen_symbols.insert(id);
@@ -605,56 +750,102 @@ impl<'c> Loader<'c> {
         section: Section,
         key: String,
         value: Value,
+        digest: i64,
     ) -> Result<()> {
         let reverse = section == Section::GraphReverse;
-        let json_path = format!("{}[{key:?}]", section.path());
+        let json_path = || format!("{}[{key:?}]", section.path());
         let delta = self.delta();
         let key_id = delta.node(&key)?;
-        let stored: Option<(i64, SqlValue)> = delta
-            .list_by_node
-            .query_row(params![key_id, reverse], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        if let Some((id, _)) = &stored {
-            if !delta.seen_lists.insert(*id) {
-                return self.warn(json_path, "duplicate key; the first entry is kept");
-            }
-        }
-        let (items, ids) = match &value {
+        let mut ids = std::mem::take(&mut delta.ids);
+        ids.clear();
+        let items = match &value {
             Value::Array(items) => {
-                let mut ids = Vec::with_capacity(items.len());
                 for name in items.iter().filter_map(Value::as_str) {
                     ids.push(delta.node(name)?);
                 }
-                (list_items(items, &ids), ids)
+                list_items(items, &ids)
             }
-            other => (SqlValue::Text(other.to_string()), Vec::new()),
+            other => SqlValue::Text(other.to_string()),
         };
-        if let Some((id, old)) = &stored {
-            if *old == items {
-                return Ok(());
+        // The stored list, read into memory only when it differs.
+        let stored: Option<(i64, Option<SqlValue>)> = delta
+            .list_by_node
+            .query_row(params![key_id, reverse], |r| {
+                let same = r.get_ref(1)? == ValueRef::from(&items);
+                Ok((r.get(0)?, if same { None } else { Some(r.get(1)?) }))
+            })
+            .optional()?;
+        let list = List {
+            section,
+            key: &key,
+            key_id,
+            value: &value,
+            items,
+            ids: &ids,
+            digest,
+        };
+        let result = self.apply_list(list, stored, json_path);
+        self.delta().ids = ids;
+        result
+    }
+
+    /// Writes a call-graph list that is new or differs from the stored one (`stored`: its row
+    /// id and, when it differs, its items).
+    fn apply_list(
+        &mut self,
+        list: List<'_>,
+        stored: Option<(i64, Option<SqlValue>)>,
+        json_path: impl Fn() -> String,
+    ) -> Result<()> {
+        let List {
+            section,
+            key,
+            key_id,
+            value,
+            items,
+            ids,
+            digest,
+        } = list;
+        let reverse = section == Section::GraphReverse;
+        let delta = self.delta();
+        match stored {
+            Some((id, old)) => {
+                if !delta.seen_lists.insert(id) {
+                    return self.warn(json_path(), "duplicate key; the first entry is kept");
+                }
+                let Some(old) = old else {
+                    // Written differently, same names: only the digest changes.
+                    self.conn.execute(
+                        "UPDATE graph_lists SET digest = ?2 WHERE id = ?1",
+                        params![id, digest],
+                    )?;
+                    return Ok(());
+                };
+                let (old_ids, _) = delta.stored_list(&old)?;
+                delta.list_edges(key_id, reverse, &old_ids, -1);
+                self.clear_warnings(&json_path())?;
+                self.conn.execute(
+                    "UPDATE graph_lists SET items = ?2, digest = ?3 WHERE id = ?1",
+                    params![id, items, digest],
+                )?;
             }
-            let (old_ids, _) = delta.stored_list(old)?;
-            delta.list_edges(key_id, reverse, &old_ids, -1);
-            self.clear_warnings(&json_path)?;
-            let delta = self.delta();
-            delta
-                .conn
-                .execute("UPDATE graph_lists SET items = ?2 WHERE id = ?1", params![id, items])?;
-        } else {
-            self.insert_graph_list.execute(params![key_id, reverse, items])?;
-            let id = self.conn.last_insert_rowid();
-            self.delta().seen_lists.insert(id);
+            None => {
+                self.insert_graph_list
+                    .execute(params![key_id, reverse, items, digest])?;
+                let id = self.conn.last_insert_rowid();
+                self.delta().seen_lists.insert(id);
+            }
         }
         let delta = self.delta();
         delta.counts.lists_changed += 1;
         delta.touched_nodes.insert(key_id);
-        delta.list_edges(key_id, reverse, &ids, 1);
+        delta.list_edges(key_id, reverse, ids, 1);
         if reverse {
             let len = value.as_array().map_or(0, Vec::len);
             delta.reverse_len.insert(key_id, len as i64);
         }
         if !value.is_array() {
-            self.warn_list_not_names(section, &key)?;
+            self.warn_list_not_names(section, key)?;
         }
         Ok(())
     }
@@ -683,7 +874,8 @@ impl<'c> Loader<'c> {
         }
         let derive = std::mem::take(&mut self.delta().files_to_derive);
         {
-            let mut stmt = conn.prepare("SELECT key, path, inline_json FROM files WHERE id = ?1")?;
+            let mut stmt =
+                conn.prepare("SELECT key, path, inline_json FROM files WHERE id = ?1")?;
             for id in derive {
                 let (key, path, inline): (String, String, Option<String>) =
                     stmt.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
@@ -718,15 +910,18 @@ impl<'c> Loader<'c> {
     /// Removes the files, symbols and lists the new cache did not have.
     fn remove_unseen(&mut self) -> Result<()> {
         let conn = self.conn;
-        let unseen = |table: &str, seen: &IdSet| -> Result<Vec<i64>> {
-            let mut stmt = conn.prepare(&format!("SELECT id FROM {table}"))?;
-            let ids = stmt
-                .query_map([], |r| r.get::<_, i64>(0))?
-                .filter(|id| !matches!(id, Ok(id) if seen.contains(*id)))
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(ids)
+        // Every stored row has a digest, so the known entries not seen are the rows to remove.
+        let unseen = |delta: &Delta<'_>, sections: &[Section]| -> Vec<i64> {
+            delta
+                .known
+                .entries()
+                .filter(|(section, _)| sections.contains(section))
+                .map(|(section, id)| (section, i64::from(id)))
+                .filter(|(section, id)| !delta.seen(*section).contains(*id))
+                .map(|(_, id)| id)
+                .collect()
         };
-        let files = unseen("files", &self.delta().seen_files)?;
+        let files = unseen(self.delta(), &[Section::Files]);
         let file_columns = self.delta().file_columns;
         for id in files {
             let delta = self.delta();
@@ -743,7 +938,7 @@ impl<'c> Loader<'c> {
             let key = row.text(0).unwrap_or_default().to_string();
             self.clear_warnings(&format!("files[{key:?}]"))?;
         }
-        let symbols = unseen("symbols", &self.delta().seen_symbols)?;
+        let symbols = unseen(self.delta(), &[Section::Symbols]);
         let symbol_columns = self.delta().symbol_columns;
         for id in symbols {
             let delta = self.delta();
@@ -756,7 +951,10 @@ impl<'c> Loader<'c> {
             let key = row.text(0).unwrap_or_default().to_string();
             self.clear_warnings(&format!("symbols[{key:?}]"))?;
         }
-        let lists = unseen("graph_lists", &self.delta().seen_lists)?;
+        let lists = unseen(
+            self.delta(),
+            &[Section::GraphForward, Section::GraphReverse],
+        );
         for id in lists {
             let (node_id, reverse, items, name): (u32, bool, SqlValue, String) = conn.query_row(
                 "SELECT l.node_id, l.reverse, l.items, n.name FROM graph_lists l
@@ -866,17 +1064,13 @@ impl Delta<'_> {
         )?;
         let mut delete = conn.prepare("DELETE FROM graph_nodes WHERE id = ?1")?;
         for id in self.touched_nodes.drain() {
-            let Some(name) = node
-                .query_row([id], |r| r.get::<_, String>(0))
-                .optional()?
-            else {
+            let Some(name) = node.query_row([id], |r| r.get::<_, String>(0)).optional()? else {
                 continue;
             };
             if own_name.exists([&name])? {
                 continue;
             }
             delete.execute([id])?;
-            self.nodes.remove(&name_hash(&name));
             self.names.remove(&name);
         }
         Ok(())

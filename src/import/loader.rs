@@ -111,15 +111,18 @@ pub(super) enum Sink<'c> {
 }
 
 /// The columns of `files` a file entry fills, in the order of its values: key, canonical path,
-/// the modelled columns from `cache::fields`, `extra`.
+/// the modelled columns from `cache::fields`, `extra`, the entry's digest.
 pub(super) fn file_columns() -> String {
-    format!("key, path, {}", fields::select_list(fields::FILE_FIELDS))
+    format!(
+        "key, path, {}, digest",
+        fields::select_list(fields::FILE_FIELDS)
+    )
 }
 
 /// The columns of `symbols` a symbol entry fills, in the order of its values.
 pub(super) fn symbol_columns() -> String {
     format!(
-        "key, file_path, {}",
+        "key, file_path, {}, digest",
         fields::select_list(fields::SYMBOL_FIELDS)
     )
 }
@@ -153,7 +156,7 @@ impl<'c> Loader<'c> {
                 "key, path, lock_level, lock_reason, directive, style, behavior, quality_json, raw_json",
                 true,
             ))?,
-            insert_graph_list: conn.prepare(&insert_sql("graph_lists", "node_id, reverse, items", false))?,
+            insert_graph_list: conn.prepare(&insert_sql("graph_lists", "node_id, reverse, items, digest", false))?,
             insert_var: conn.prepare(&insert_sql("vars", &var_cols, true))?,
             insert_warning: conn.prepare("INSERT INTO import_warnings(path, message) VALUES (?1, ?2)")?,
             sink,
@@ -209,13 +212,23 @@ impl<'c> Loader<'c> {
     pub(super) fn event(&mut self, kind: DocumentKind, event: Event) -> Result<()> {
         match event {
             Event::Member { scope, key, value } => self.member(kind, scope, key, value),
-            Event::File { key, record } => self.file(key, record),
-            Event::Symbol { key, record } => self.symbol(key, record),
+            Event::File {
+                key,
+                record,
+                digest,
+            } => self.file(key, record, digest),
+            Event::Symbol {
+                key,
+                record,
+                digest,
+            } => self.symbol(key, record, digest),
             Event::Entry {
                 section,
                 key,
                 value,
-            } => self.entry(section, key, value),
+                digest,
+            } => self.entry(section, key, value, digest),
+            Event::Unchanged { section, key, id } => self.unchanged(section, key, id),
             Event::Item { list, value } => self.item(list, value),
         }
     }
@@ -338,12 +351,20 @@ impl<'c> Loader<'c> {
         Ok(())
     }
 
-    pub(super) fn entry(&mut self, section: Section, key: String, value: Value) -> Result<()> {
+    pub(super) fn entry(
+        &mut self,
+        section: Section,
+        key: String,
+        value: Value,
+        digest: Option<i64>,
+    ) -> Result<()> {
         match section {
             Section::Files | Section::Symbols => {
                 unreachable!("the reader sends file and symbol entries as records")
             }
-            Section::GraphForward | Section::GraphReverse => self.graph_list(section, key, value),
+            Section::GraphForward | Section::GraphReverse => {
+                self.graph_list(section, key, value, digest.unwrap_or_default())
+            }
             Section::SourceFiles => {
                 let path = self.canonical(&key);
                 let (mtime, raw) = match value {
@@ -383,19 +404,24 @@ impl<'c> Loader<'c> {
         }
     }
 
-    pub(super) fn file(&mut self, key: String, record: Record) -> Result<()> {
+    pub(super) fn file(&mut self, key: String, record: Record, digest: i64) -> Result<()> {
         let path = self.canonical(&key);
         let Record { cells, extra } = record;
         if matches!(self.sink, Sink::Delta(_)) {
-            return self.delta_file(key, path, cells, extra);
+            return self.delta_file(key, path, cells, extra, digest);
         }
         let json_path = || format!("files[{key:?}]");
         if self.is_duplicate(1, "files", &key)? {
             return self.warn(json_path(), "duplicate key; the first entry is kept");
         }
         self.check_file(&key, &cells)?;
-        self.insert_file
-            .execute(sql_params(entry_values(&key, Some(&path), &cells, &extra)))?;
+        self.insert_file.execute(sql_params(entry_values(
+            &key,
+            Some(&path),
+            &cells,
+            &extra,
+            digest,
+        )))?;
         self.counts.files += 1;
         let file_id = self.conn.last_insert_rowid();
         self.file_rows(file_id, &key, &path, cells[12].as_str(), cells[13].as_str())
@@ -459,11 +485,11 @@ impl<'c> Loader<'c> {
         Ok(())
     }
 
-    pub(super) fn symbol(&mut self, key: String, record: Record) -> Result<()> {
+    pub(super) fn symbol(&mut self, key: String, record: Record, digest: i64) -> Result<()> {
         let Record { cells, extra } = record;
         let file_path = cells[3].as_str().map(|f| self.canonical(f));
         if matches!(self.sink, Sink::Delta(_)) {
-            return self.delta_symbol(key, file_path, cells, extra);
+            return self.delta_symbol(key, file_path, cells, extra, digest);
         }
         if self.is_duplicate(2, "symbols", &key)? {
             return self.warn(
@@ -472,8 +498,13 @@ impl<'c> Loader<'c> {
             );
         }
         self.check_symbol(&key, &cells)?;
-        self.insert_symbol
-            .execute(sql_params(entry_values(&key, file_path.as_deref(), &cells, &extra)))?;
+        self.insert_symbol.execute(sql_params(entry_values(
+            &key,
+            file_path.as_deref(),
+            &cells,
+            &extra,
+            digest,
+        )))?;
         self.counts.symbols += 1;
         let id = self.conn.last_insert_rowid();
         let Sink::Full { graph, fts } = &mut self.sink else {
@@ -527,9 +558,15 @@ impl<'c> Loader<'c> {
         Ok(found.is_some())
     }
 
-    pub(super) fn graph_list(&mut self, section: Section, key: String, value: Value) -> Result<()> {
+    pub(super) fn graph_list(
+        &mut self,
+        section: Section,
+        key: String,
+        value: Value,
+        digest: i64,
+    ) -> Result<()> {
         if matches!(self.sink, Sink::Delta(_)) {
-            return self.delta_graph_list(section, key, value);
+            return self.delta_graph_list(section, key, value, digest);
         }
         let forward = section == Section::GraphForward;
         let Sink::Full { graph, .. } = &mut self.sink else {
@@ -544,7 +581,7 @@ impl<'c> Loader<'c> {
         }
         let Value::Array(items) = &value else {
             self.insert_graph_list
-                .execute(params![key_id, !forward, value.to_string()])?;
+                .execute(params![key_id, !forward, value.to_string(), digest])?;
             return self.warn_list_not_names(section, &key);
         };
         if !forward {
@@ -561,8 +598,12 @@ impl<'c> Loader<'c> {
             };
             graph.push_edge(caller, callee, forward)?;
         }
-        self.insert_graph_list
-            .execute(params![key_id, !forward, list_items(items, &ids)])?;
+        self.insert_graph_list.execute(params![
+            key_id,
+            !forward,
+            list_items(items, &ids),
+            digest
+        ])?;
         Ok(())
     }
 
@@ -777,12 +818,13 @@ pub(super) fn entry_values<'a>(
     path: Option<&'a str>,
     cells: &'a [Cell],
     extra: &'a str,
+    digest: i64,
 ) -> impl Iterator<Item = ValueRef<'a>> + 'a {
     let text = |s: &'a str| ValueRef::Text(s.as_bytes());
     std::iter::once(text(key))
         .chain(std::iter::once(path.map_or(ValueRef::Null, text)))
         .chain(cells.iter().map(cell_value))
-        .chain(std::iter::once(text(extra)))
+        .chain([text(extra), ValueRef::Integer(digest)])
 }
 
 /// Values as statement parameters.
@@ -814,14 +856,10 @@ pub(super) fn symbol_calls(key: &str, cells: &[Cell]) -> Option<(String, Vec<(St
             continue;
         };
         any_list = true;
-        calls.extend(
-            items
-                .into_iter()
-                .filter_map(|v| match v {
-                    Value::String(s) => Some((s, forward)),
-                    _ => None,
-                }),
-        );
+        calls.extend(items.into_iter().filter_map(|v| match v {
+            Value::String(s) => Some((s, forward)),
+            _ => None,
+        }));
     }
     any_list.then(|| (cells[1].as_str().unwrap_or(key).to_string(), calls))
 }

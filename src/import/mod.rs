@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 
+use crate::cache::digest::KnownEntries;
 use crate::cache::paths::canonical_path;
 use crate::cache::reader::{self, DocumentKind, Event, Limits, Progress, ReadOutcome};
 use crate::db;
@@ -30,8 +31,8 @@ mod loader;
 mod lock;
 mod progress;
 
-pub use delta::DeltaCounts;
 use delta::Delta;
+pub use delta::DeltaCounts;
 use graph::CallGraph;
 use loader::{resolve_graph_nodes, Loader, Sink};
 pub use progress::{percent_read, progress_text};
@@ -197,7 +198,9 @@ pub fn import_with_progress(
         }
     };
     if result.is_err() {
-        progress.bytes.store(0, std::sync::atomic::Ordering::Relaxed);
+        progress
+            .bytes
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         result = source.full(progress).map(|mut summary| {
             summary.full_because = full_because;
             summary
@@ -247,9 +250,12 @@ fn delta_refusal(
             .optional()
     };
     if meta("acpdb_version").map_err(damaged)?.as_deref() != Some(env!("CARGO_PKG_VERSION")) {
-        return Err(Some("the database was written by another acpdb version".into()));
+        return Err(Some(
+            "the database was written by another acpdb version".into(),
+        ));
     }
-    if meta("source_path").map_err(damaged)?.as_deref() != Some(&*cache_path.display().to_string()) {
+    if meta("source_path").map_err(damaged)?.as_deref() != Some(&*cache_path.display().to_string())
+    {
         return Err(Some("the database was imported from another cache".into()));
     }
     Ok(())
@@ -306,7 +312,7 @@ impl Source<'_> {
             fts,
         };
         let mut loader = Loader::new(&conn, sink)?;
-        let read = self.read(&mut loader, &reporter, progress)?;
+        let read = self.read(&mut loader, &reporter, progress, None)?;
         reporter.phase(Phase::Linking);
         tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
         let (counts, fts) = loader.finish()?;
@@ -364,11 +370,7 @@ impl Source<'_> {
         let (project, tmp, started) = (self.project, self.tmp, self.started);
         let _ = fs::remove_file(tmp);
         fs::copy(&project.db, tmp).with_context(|| {
-            format!(
-                "cannot copy {} to {}",
-                project.db.display(),
-                tmp.display()
-            )
+            format!("cannot copy {} to {}", project.db.display(), tmp.display())
         })?;
         tracing::debug!(
             "copied the database in {:.2} s",
@@ -390,20 +392,32 @@ impl Source<'_> {
         )?;
         conn.execute_batch("BEGIN")?;
         let delta = Delta::start(&conn)?;
-        let root = delta.root.clone();
+        let (root, known) = (delta.root.clone(), delta.known.clone());
+        tracing::debug!(
+            "read {} entry digests at {:.2} s",
+            known.len(),
+            started.elapsed().as_secs_f64()
+        );
         let mut loader = Loader::new(&conn, Sink::Delta(Box::new(delta)))?;
         loader.root = root;
-        let read = self.read(&mut loader, &reporter, progress)?;
-        tracing::debug!("compared entries in {:.2} s", started.elapsed().as_secs_f64());
+        let read = self.read(&mut loader, &reporter, progress, Some(known))?;
+        tracing::debug!(
+            "compared entries in {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
         reporter.phase(Phase::Linking);
         let counts = loader.finish_delta()?;
         reporter.phase(Phase::Indexing);
         conn.execute_batch(SUMMARIES_SQL)?;
         let bytes = self.write_meta(&conn, &read)?;
         conn.execute_batch("COMMIT")?;
-        tracing::debug!("applied the changes at {:.2} s", started.elapsed().as_secs_f64());
+        tracing::debug!(
+            "applied the changes at {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
         drop(reporter);
-        let totals = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0).map(|n| n.max(0) as u64));
+        let totals =
+            |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0).map(|n| n.max(0) as u64));
         let summary = ImportSummary {
             db: project.db.clone(),
             files: totals("SELECT files FROM index_summary")?,
@@ -425,7 +439,13 @@ impl Source<'_> {
     }
 
     /// Streams the cache, then the vars file, into `loader`.
-    fn read(&self, loader: &mut Loader<'_>, reporter: &Reporter, progress: Arc<Progress>) -> Result<Read> {
+    fn read(
+        &self,
+        loader: &mut Loader<'_>,
+        reporter: &Reporter,
+        progress: Arc<Progress>,
+        known: Option<Arc<KnownEntries>>,
+    ) -> Result<Read> {
         let limits = Limits {
             max_entry_bytes: self.args.max_entry_mb.saturating_mul(1 << 20),
         };
@@ -433,6 +453,7 @@ impl Source<'_> {
             self.cache_path,
             DocumentKind::Cache,
             limits,
+            known,
             loader,
             Some(reporter),
             progress,
@@ -445,6 +466,7 @@ impl Source<'_> {
                     vars_path,
                     DocumentKind::Vars,
                     limits,
+                    None,
                     loader,
                     None,
                     Arc::new(Progress::default()),
@@ -501,6 +523,7 @@ fn stream(
     path: &Path,
     kind: DocumentKind,
     limits: Limits,
+    known: Option<Arc<KnownEntries>>,
     loader: &mut Loader<'_>,
     reporter: Option<&Reporter>,
     progress: Arc<Progress>,
@@ -509,7 +532,9 @@ fn stream(
     let owned_path = path.to_path_buf();
     let handle = std::thread::Builder::new()
         .name("acpdb-reader".into())
-        .spawn(move || reader::read_document(&owned_path, kind, limits, progress, tx))?;
+        .spawn(move || {
+            reader::read_document_with(&owned_path, kind, limits, known, progress, tx)
+        })?;
     let mut write_error = None;
     for batch in rx.iter() {
         for event in batch {

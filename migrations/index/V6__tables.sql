@@ -1,7 +1,7 @@
--- acpdb index schema, part 1 of 2: the tables the importer loads (V5 adds indexes, full-text
+-- acpdb index schema, part 1 of 2: the tables the importer loads (V7 adds indexes, full-text
 -- search, views and summaries after the load).
 -- Everything here is rebuilt by `acpdb import`, never migrated in place: a database of another
--- schema version is rebuilt from the cache. Earlier versions (V1-V3) are therefore not kept.
+-- schema version is rebuilt from the cache. Earlier versions (V1-V5) are therefore not kept.
 -- The debug/hack journal lives in its own database file (see migrations/journal) and is never
 -- touched by an import.
 --
@@ -12,6 +12,10 @@
 --   * `extra` is a JSON object with every field of the entry that no column models (unknown
 --     fields, alternative spellings, values of an unexpected type), verbatim.
 --   * Export = modelled columns + `extra`, so every entry round-trips losslessly.
+--   * `digest` (files, symbols, graph_lists) fingerprints the entry as written in the cache: the
+--     first 8 bytes, as a signed integer, of SHA-256(section code, key length (u64, LE), key,
+--     raw JSON bytes), see src/cache/digest.rs. A delta import skips entries whose digest the
+--     database holds.
 
 -- Import bookkeeping: acpdb version, source cache path/size/mtime/sha256, import time.
 CREATE TABLE meta (
@@ -58,7 +62,8 @@ CREATE TABLE files (
     imported_by_json TEXT,
     domains_json    TEXT,
     inline_json     TEXT,
-    extra           TEXT NOT NULL DEFAULT '{}'
+    extra           TEXT NOT NULL DEFAULT '{}',
+    digest          INTEGER NOT NULL
 );
 
 -- `symbols`: one row per symbol entry.
@@ -81,7 +86,8 @@ CREATE TABLE symbols (
     calls_json       TEXT,
     called_by_json   TEXT,
     constraints_json TEXT,
-    extra            TEXT NOT NULL DEFAULT '{}'
+    extra            TEXT NOT NULL DEFAULT '{}',
+    digest           INTEGER NOT NULL
 );
 
 -- `graph.forward` / `graph.reverse`, one row per list in document order. A list of strings is
@@ -92,7 +98,8 @@ CREATE TABLE graph_lists (
     id      INTEGER PRIMARY KEY,
     node_id INTEGER NOT NULL REFERENCES graph_nodes(id),  -- the list's key
     reverse INTEGER NOT NULL CHECK (reverse IN (0, 1)),   -- 1 for graph.reverse; unique with node_id
-    items   NOT NULL                                      -- BLOB of ids, or TEXT (JSON)
+    items   NOT NULL,                                     -- BLOB of ids, or TEXT (JSON)
+    digest  INTEGER NOT NULL
 );
 
 -- Every distinct call-graph endpoint name, resolved to a symbol when possible
