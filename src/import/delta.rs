@@ -112,6 +112,30 @@ impl DeltaCounts {
     }
 }
 
+/// The digests of the entries the database on `conn` holds.
+pub(super) fn known_entries(conn: &Connection) -> Result<KnownEntries> {
+    let mut digests = Vec::new();
+    for (sql, section) in [
+        ("SELECT digest, id FROM files", Section::Files),
+        ("SELECT digest, id FROM symbols", Section::Symbols),
+        (
+            "SELECT digest, id FROM graph_lists WHERE reverse = 0",
+            Section::GraphForward,
+        ),
+        (
+            "SELECT digest, id FROM graph_lists WHERE reverse = 1",
+            Section::GraphReverse,
+        ),
+    ] {
+        let mut stmt = conn.prepare(sql)?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            digests.push((row.get(0)?, section, row.get(1)?));
+        }
+    }
+    Ok(KnownEntries::new(digests))
+}
+
 /// `project.root` as stored in `cache_root`.
 fn project_root(conn: &Connection) -> Result<Option<String>> {
     Ok(conn
@@ -257,6 +281,8 @@ pub(super) struct Delta<'c> {
     files_fts: [Statement<'c>; 2],
     files_trigram: [Statement<'c>; 2],
     node_by_name: Statement<'c>,
+    /// Ids of the nodes looked up so far (changed entries name the same nodes again and again).
+    node_ids: HashMap<String, u32>,
     insert_node: Statement<'c>,
     next_node: u32,
     /// The digests of the stored entries, which the reader skips.
@@ -268,7 +294,7 @@ pub(super) struct Delta<'c> {
     ids: Vec<u32>,
     /// Changes of forward and reverse occurrences per packed edge (`caller << 32 | callee`).
     edge_changes: HashMap<u64, (i64, i64)>,
-    /// Nodes whose counts, lists or symbol may have changed (checked for removal at the end).
+    /// Nodes that lost an edge, a list or a symbol naming them (checked for removal at the end).
     touched_nodes: HashSet<u32>,
     /// New lengths of reverse lists, by node.
     reverse_len: HashMap<u32, i64>,
@@ -329,7 +355,7 @@ fn update_sql(table: &str, columns: &str) -> (String, usize) {
 impl<'c> Delta<'c> {
     /// Prepares a delta on `conn` (a copy of the previous database), clears the sections that are
     /// rewritten whole and loads the node names.
-    pub(super) fn start(conn: &'c Connection) -> Result<Delta<'c>> {
+    pub(super) fn start(conn: &'c Connection, known: Arc<KnownEntries>) -> Result<Delta<'c>> {
         let files = file_columns();
         let symbols = symbol_columns();
         let (update_file, file_columns) = update_sql("files", &files);
@@ -357,26 +383,6 @@ impl<'c> Delta<'c> {
             [],
             |r| r.get(0),
         )?;
-        let mut digests = Vec::new();
-        for (sql, section) in [
-            ("SELECT digest, id FROM files", Section::Files),
-            ("SELECT digest, id FROM symbols", Section::Symbols),
-            (
-                "SELECT digest, id FROM graph_lists WHERE reverse = 0",
-                Section::GraphForward,
-            ),
-            (
-                "SELECT digest, id FROM graph_lists WHERE reverse = 1",
-                Section::GraphReverse,
-            ),
-        ] {
-            let mut stmt = conn.prepare(sql)?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
-                digests.push((row.get(0)?, section, row.get(1)?));
-            }
-        }
-        let known = Arc::new(KnownEntries::new(digests));
         Ok(Delta {
             conn,
             file_columns,
@@ -400,6 +406,7 @@ impl<'c> Delta<'c> {
             files_fts: fts_statements(conn, "files_fts", "path, module, summary, purpose")?,
             files_trigram: fts_statements(conn, "files_trigram", "path")?,
             node_by_name: conn.prepare("SELECT id FROM graph_nodes WHERE name = ?1")?,
+            node_ids: HashMap::new(),
             insert_node: conn.prepare("INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)")?,
             next_node,
             known,
@@ -439,11 +446,15 @@ impl<'c> Delta<'c> {
 
     /// The id of the node called `name`, created when new.
     fn node(&mut self, name: &str) -> Result<u32> {
+        if let Some(&id) = self.node_ids.get(name) {
+            return Ok(id);
+        }
         if let Some(id) = self
             .node_by_name
             .query_row([name], |r| r.get(0))
             .optional()?
         {
+            self.node_ids.insert(name.to_string(), id);
             return Ok(id);
         }
         let id = self.next_node;
@@ -452,6 +463,7 @@ impl<'c> Delta<'c> {
             .context("more than 4 billion graph nodes")?;
         self.insert_node.execute(params![id, name])?;
         self.names.insert(name.to_string());
+        self.node_ids.insert(name.to_string(), id);
         Ok(id)
     }
 
@@ -474,12 +486,14 @@ impl<'c> Delta<'c> {
             return Ok(());
         };
         let me = self.node(&own_name)?;
-        self.touched_nodes.insert(me);
+        if sign < 0 {
+            // No longer the own name of this symbol.
+            self.touched_nodes.insert(me);
+        }
         for (other, forward) in calls {
             let other = self.node(&other)?;
             let (caller, callee) = if forward { (me, other) } else { (other, me) };
             self.edge(caller, callee, forward, sign);
-            self.touched_nodes.insert(other);
         }
         Ok(())
     }
@@ -493,7 +507,6 @@ impl<'c> Delta<'c> {
                 (key_id, other)
             };
             self.edge(caller, callee, !reverse, sign);
-            self.touched_nodes.insert(other);
         }
     }
 
@@ -838,7 +851,6 @@ impl<'c> Loader<'c> {
         }
         let delta = self.delta();
         delta.counts.lists_changed += 1;
-        delta.touched_nodes.insert(key_id);
         delta.list_edges(key_id, reverse, ids, 1);
         if reverse {
             let len = value.as_array().map_or(0, Vec::len);
@@ -900,10 +912,24 @@ impl<'c> Loader<'c> {
                 fill.execute([path])?;
             }
         }
+        let step = std::time::Instant::now();
         delta.apply_edges()?;
+        tracing::debug!(
+            "applied edge changes in {:.2} s",
+            step.elapsed().as_secs_f64()
+        );
         delta.remove_unreferenced_nodes()?;
+        tracing::debug!(
+            "removed unreferenced nodes at {:.2} s",
+            step.elapsed().as_secs_f64()
+        );
         let names: Vec<String> = delta.names.drain().collect();
         resolve_graph_nodes_named(conn, &names)?;
+        tracing::debug!(
+            "resolved {} names at {:.2} s",
+            names.len(),
+            step.elapsed().as_secs_f64()
+        );
         Ok(std::mem::take(&mut delta.counts))
     }
 
@@ -995,9 +1021,13 @@ impl Delta<'_> {
         let mut read = conn.prepare(
             "SELECT forward_count, reverse_count FROM call_edges WHERE caller_id = ?1 AND callee_id = ?2",
         )?;
-        let mut write = conn.prepare(
-            "INSERT OR REPLACE INTO call_edges(caller_id, callee_id, count, forward_count, reverse_count)
+        let mut insert = conn.prepare(
+            "INSERT INTO call_edges(caller_id, callee_id, count, forward_count, reverse_count)
              VALUES (?1, ?2, max(?3, ?4), ?3, ?4)",
+        )?;
+        let mut update = conn.prepare(
+            "UPDATE call_edges SET count = max(?3, ?4), forward_count = ?3, reverse_count = ?4
+             WHERE caller_id = ?1 AND callee_id = ?2",
         )?;
         let mut delete =
             conn.prepare("DELETE FROM call_edges WHERE caller_id = ?1 AND callee_id = ?2")?;
@@ -1016,8 +1046,10 @@ impl Delta<'_> {
             let gone = new_forward == 0 && new_reverse == 0;
             if gone {
                 delete.execute(params![caller, callee])?;
+            } else if old.is_some() {
+                update.execute(params![caller, callee, new_forward, new_reverse])?;
             } else {
-                write.execute(params![caller, callee, new_forward, new_reverse])?;
+                insert.execute(params![caller, callee, new_forward, new_reverse])?;
             }
             let step = match (old.is_some(), gone) {
                 (false, false) => 1,
@@ -1038,8 +1070,13 @@ impl Delta<'_> {
             "UPDATE graph_nodes SET callers = callers + ?2, callees = callees + ?3 WHERE id = ?1",
         )?;
         for (node, (callers, callees)) in degree {
-            update.execute(params![node, callers, callees])?;
-            self.touched_nodes.insert(node);
+            if callers != 0 || callees != 0 {
+                update.execute(params![node, callers, callees])?;
+            }
+            if callers < 0 || callees < 0 {
+                // Lost an edge: perhaps no longer referenced at all.
+                self.touched_nodes.insert(node);
+            }
         }
         let mut update = conn.prepare("UPDATE graph_nodes SET reverse_len = ?2 WHERE id = ?1")?;
         for (node, len) in self.reverse_len.drain() {
@@ -1072,6 +1109,7 @@ impl Delta<'_> {
             }
             delete.execute([id])?;
             self.names.remove(&name);
+            self.node_ids.remove(&name);
         }
         Ok(())
     }

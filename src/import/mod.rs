@@ -312,7 +312,8 @@ impl Source<'_> {
             fts,
         };
         let mut loader = Loader::new(&conn, sink)?;
-        let read = self.read(&mut loader, &reporter, progress, None)?;
+        let cache = self.start_reading(None, progress, READ_AHEAD)?;
+        let read = self.read(&mut loader, &reporter, cache)?;
         reporter.phase(Phase::Linking);
         tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
         let (counts, fts) = loader.finish()?;
@@ -368,12 +369,28 @@ impl Source<'_> {
     /// Writes only what changed into a copy of the current database.
     fn delta(&self, progress: Arc<Progress>) -> Result<ImportSummary> {
         let (project, tmp, started) = (self.project, self.tmp, self.started);
+        // The reader starts at once with the digests of the current database and reads ahead
+        // while the database is copied.
+        let known = Arc::new(delta::known_entries(&db::open_read_only(&project.db)?)?);
+        tracing::debug!(
+            "read {} entry digests at {:.2} s",
+            known.len(),
+            started.elapsed().as_secs_f64()
+        );
+        let reporter = Reporter::start(
+            self.args,
+            self.cache_path,
+            self.cache_meta.len(),
+            &progress,
+            started,
+        )?;
+        let cache = self.start_reading(Some(known.clone()), progress, DELTA_READ_AHEAD)?;
         let _ = fs::remove_file(tmp);
         fs::copy(&project.db, tmp).with_context(|| {
             format!("cannot copy {} to {}", project.db.display(), tmp.display())
         })?;
         tracing::debug!(
-            "copied the database in {:.2} s",
+            "copied the database at {:.2} s",
             started.elapsed().as_secs_f64()
         );
         let conn =
@@ -383,30 +400,22 @@ impl Source<'_> {
         // resolution, inline annotations); the end state is consistent, as a test checks.
         conn.execute_batch("PRAGMA foreign_keys = OFF")?;
         register_functions(&conn)?;
-        let reporter = Reporter::start(
-            self.args,
-            self.cache_path,
-            self.cache_meta.len(),
-            &progress,
-            started,
-        )?;
         conn.execute_batch("BEGIN")?;
-        let delta = Delta::start(&conn)?;
-        let (root, known) = (delta.root.clone(), delta.known.clone());
-        tracing::debug!(
-            "read {} entry digests at {:.2} s",
-            known.len(),
-            started.elapsed().as_secs_f64()
-        );
+        let delta = Delta::start(&conn, known)?;
+        let root = delta.root.clone();
         let mut loader = Loader::new(&conn, Sink::Delta(Box::new(delta)))?;
         loader.root = root;
-        let read = self.read(&mut loader, &reporter, progress, Some(known))?;
+        let read = self.read(&mut loader, &reporter, cache)?;
         tracing::debug!(
             "compared entries in {:.2} s",
             started.elapsed().as_secs_f64()
         );
         reporter.phase(Phase::Linking);
         let counts = loader.finish_delta()?;
+        tracing::debug!(
+            "brought derived rows up to date at {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
         reporter.phase(Phase::Indexing);
         conn.execute_batch(SUMMARIES_SQL)?;
         let bytes = self.write_meta(&conn, &read)?;
@@ -438,40 +447,43 @@ impl Source<'_> {
         })
     }
 
-    /// Streams the cache, then the vars file, into `loader`.
-    fn read(
+    /// Starts reading the cache.
+    fn start_reading(
         &self,
-        loader: &mut Loader<'_>,
-        reporter: &Reporter,
-        progress: Arc<Progress>,
         known: Option<Arc<KnownEntries>>,
-    ) -> Result<Read> {
-        let limits = Limits {
-            max_entry_bytes: self.args.max_entry_mb.saturating_mul(1 << 20),
-        };
-        let cache = stream(
+        progress: Arc<Progress>,
+        ahead: usize,
+    ) -> Result<Reading> {
+        Reading::start(
             self.cache_path,
             DocumentKind::Cache,
-            limits,
+            self.limits(),
             known,
-            loader,
-            Some(reporter),
             progress,
-        )?;
+            ahead,
+        )
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            max_entry_bytes: self.args.max_entry_mb.saturating_mul(1 << 20),
+        }
+    }
+
+    /// Writes the cache being read into `loader`, then reads the vars file into it.
+    fn read(&self, loader: &mut Loader<'_>, reporter: &Reporter, cache: Reading) -> Result<Read> {
+        let cache = cache.finish(loader, Some(reporter))?;
         let mut vars = None;
         if let Some(vars_path) = &self.project.vars {
-            vars = Some((
-                vars_path.clone(),
-                stream(
-                    vars_path,
-                    DocumentKind::Vars,
-                    limits,
-                    None,
-                    loader,
-                    None,
-                    Arc::new(Progress::default()),
-                )?,
-            ));
+            let reading = Reading::start(
+                vars_path,
+                DocumentKind::Vars,
+                self.limits(),
+                None,
+                Arc::new(Progress::default()),
+                READ_AHEAD,
+            )?;
+            vars = Some((vars_path.clone(), reading.finish(loader, None)?));
         }
         Ok(Read { cache, vars })
     }
@@ -518,50 +530,82 @@ fn file_size(path: &Path) -> Result<u64> {
         .len())
 }
 
-/// Reads one document on a separate thread while this thread writes its events.
-fn stream(
-    path: &Path,
+/// A document being read on a thread of its own.
+struct Reading {
+    path: PathBuf,
     kind: DocumentKind,
-    limits: Limits,
-    known: Option<Arc<KnownEntries>>,
-    loader: &mut Loader<'_>,
-    reporter: Option<&Reporter>,
-    progress: Arc<Progress>,
-) -> Result<ReadOutcome> {
-    let (tx, rx) = sync_channel::<Vec<Event>>(16);
-    let owned_path = path.to_path_buf();
-    let handle = std::thread::Builder::new()
-        .name("acpdb-reader".into())
-        .spawn(move || {
-            reader::read_document_with(&owned_path, kind, limits, known, progress, tx)
-        })?;
-    let mut write_error = None;
-    for batch in rx.iter() {
-        for event in batch {
-            if let Err(err) = loader.event(kind, event) {
-                write_error = Some(err);
+    rx: std::sync::mpsc::Receiver<Vec<Event>>,
+    thread: std::thread::JoinHandle<Result<ReadOutcome, reader::ReadError>>,
+}
+
+/// Batches of events the reader may be ahead of the writer in a full import.
+const READ_AHEAD: usize = 16;
+
+/// Batches a delta's reader may be ahead while the database is being copied: unchanged
+/// entries are small events, so this holds a few hundred thousand of them.
+const DELTA_READ_AHEAD: usize = 128;
+
+impl Reading {
+    /// Starts reading `path`, sending at most `ahead` batches before they are consumed.
+    fn start(
+        path: &Path,
+        kind: DocumentKind,
+        limits: Limits,
+        known: Option<Arc<KnownEntries>>,
+        progress: Arc<Progress>,
+        ahead: usize,
+    ) -> Result<Reading> {
+        let (tx, rx) = sync_channel::<Vec<Event>>(ahead);
+        let owned_path = path.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("acpdb-reader".into())
+            .spawn(move || {
+                reader::read_document_with(&owned_path, kind, limits, known, progress, tx)
+            })?;
+        Ok(Reading {
+            path: path.to_path_buf(),
+            kind,
+            rx,
+            thread,
+        })
+    }
+
+    /// Writes every event into `loader` as it arrives, until the document ends.
+    fn finish(self, loader: &mut Loader<'_>, reporter: Option<&Reporter>) -> Result<ReadOutcome> {
+        let Reading {
+            path,
+            kind,
+            rx,
+            thread,
+        } = self;
+        let mut write_error = None;
+        for batch in rx.iter() {
+            for event in batch {
+                if let Err(err) = loader.event(kind, event) {
+                    write_error = Some(err);
+                    break;
+                }
+            }
+            if write_error.is_some() {
                 break;
             }
+            if let Some(reporter) = reporter {
+                reporter.tick();
+            }
         }
-        if write_error.is_some() {
-            break;
+        drop(rx);
+        let read_result = thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the reader thread panicked"))?;
+        if let Some(err) = write_error {
+            return Err(err);
         }
-        if let Some(reporter) = reporter {
-            reporter.tick();
+        let outcome = read_result?;
+        if kind == DocumentKind::Cache {
+            loader.check_cache_shape(&path)?;
         }
+        Ok(outcome)
     }
-    drop(rx);
-    let read_result = handle
-        .join()
-        .map_err(|_| anyhow::anyhow!("the reader thread panicked"))?;
-    if let Some(err) = write_error {
-        return Err(err);
-    }
-    let outcome = read_result?;
-    if kind == DocumentKind::Cache {
-        loader.check_cache_shape(path)?;
-    }
-    Ok(outcome)
 }
 
 /// Registers SQL helper functions used during import.
