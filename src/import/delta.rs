@@ -33,7 +33,7 @@ use crate::db;
 
 use super::loader::{
     cell_value, entry_values, file_columns, list_items, resolve_graph_nodes_named, sql_params,
-    symbol_calls, symbol_columns, Loader, Sink, SYMBOL_FTS_CELLS,
+    symbol_calls, symbol_columns, Loader, Sink, DUPLICATE_KEY, SYMBOL_FTS_CELLS,
 };
 
 /// Tables of the sections a delta rewrites whole (cleared before the new cache is read).
@@ -374,6 +374,12 @@ impl<'c> Delta<'c> {
             &format!("DELETE FROM import_warnings WHERE NOT ({kept})"),
             [],
         )?;
+        // Duplicate keys are a matter of the whole map, not of one entry: the delta sees every
+        // entry, so it raises them again.
+        conn.execute(
+            "DELETE FROM import_warnings WHERE message = ?1",
+            [DUPLICATE_KEY],
+        )?;
         let entry_warnings =
             conn.query_row("SELECT EXISTS (SELECT 1 FROM import_warnings)", [], |r| {
                 r.get(0)
@@ -591,10 +597,7 @@ impl<'c> Loader<'c> {
     pub(super) fn unchanged(&mut self, section: Section, key: String, id: u32) -> Result<()> {
         let delta = self.delta();
         if !delta.seen_mut(section).insert(i64::from(id)) {
-            return self.warn(
-                format!("{}[{key:?}]", section.path()),
-                "duplicate key; the first entry is kept",
-            );
+            return self.warn(format!("{}[{key:?}]", section.path()), DUPLICATE_KEY);
         }
         match section {
             Section::Files => delta.counts.files_unchanged += 1,
@@ -638,7 +641,7 @@ impl<'c> Loader<'c> {
         let id = match stored {
             Stored::Same(id, redigested) => {
                 if !delta.seen_files.insert(id) {
-                    return self.warn(json_path(), "duplicate key; the first entry is kept");
+                    return self.warn(json_path(), DUPLICATE_KEY);
                 }
                 if redigested {
                     self.conn.execute(
@@ -651,7 +654,7 @@ impl<'c> Loader<'c> {
             }
             Stored::Differs(row) => {
                 if !delta.seen_files.insert(row.id) {
-                    return self.warn(json_path(), "duplicate key; the first entry is kept");
+                    return self.warn(json_path(), DUPLICATE_KEY);
                 }
                 self.clear_warnings(&json_path())?;
                 let delta = self.delta();
@@ -716,7 +719,7 @@ impl<'c> Loader<'c> {
         let id = match stored {
             Stored::Same(id, redigested) => {
                 if !delta.seen_symbols.insert(id) {
-                    return self.warn(json_path(), "duplicate key; the first entry is kept");
+                    return self.warn(json_path(), DUPLICATE_KEY);
                 }
                 if redigested {
                     self.conn.execute(
@@ -729,7 +732,7 @@ impl<'c> Loader<'c> {
             }
             Stored::Differs(row) => {
                 if !delta.seen_symbols.insert(row.id) {
-                    return self.warn(json_path(), "duplicate key; the first entry is kept");
+                    return self.warn(json_path(), DUPLICATE_KEY);
                 }
                 self.clear_warnings(&json_path())?;
                 let delta = self.delta();
@@ -824,7 +827,7 @@ impl<'c> Loader<'c> {
         match stored {
             Some((id, old)) => {
                 if !delta.seen_lists.insert(id) {
-                    return self.warn(json_path(), "duplicate key; the first entry is kept");
+                    return self.warn(json_path(), DUPLICATE_KEY);
                 }
                 let Some(old) = old else {
                     // Written differently, same names: only the digest changes.

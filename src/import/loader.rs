@@ -41,6 +41,9 @@ pub(super) struct Counts {
 
 pub(super) const MAX_WARNING_ROWS: u64 = 10_000;
 
+/// The warning about a key that appears twice in one map of the cache.
+pub(super) const DUPLICATE_KEY: &str = "duplicate key; the first entry is kept";
+
 pub(super) const KNOWN_LANGUAGES: &[&str] = &[
     "typescript",
     "javascript",
@@ -377,10 +380,7 @@ impl<'c> Loader<'c> {
                         .execute(params![key, path, mtime, raw])?;
                 }
                 if duplicate {
-                    self.warn(
-                        format!("source_files[{key:?}]"),
-                        "duplicate key; the first entry is kept",
-                    )?;
+                    self.warn(format!("source_files[{key:?}]"), DUPLICATE_KEY)?;
                 }
                 Ok(())
             }
@@ -412,7 +412,7 @@ impl<'c> Loader<'c> {
         }
         let json_path = || format!("files[{key:?}]");
         if self.is_duplicate(1, "files", &key)? {
-            return self.warn(json_path(), "duplicate key; the first entry is kept");
+            return self.warn(json_path(), DUPLICATE_KEY);
         }
         self.check_file(&key, &cells)?;
         self.insert_file.execute(sql_params(entry_values(
@@ -492,10 +492,7 @@ impl<'c> Loader<'c> {
             return self.delta_symbol(key, file_path, cells, extra, digest);
         }
         if self.is_duplicate(2, "symbols", &key)? {
-            return self.warn(
-                format!("symbols[{key:?}]"),
-                "duplicate key; the first entry is kept",
-            );
+            return self.warn(format!("symbols[{key:?}]"), DUPLICATE_KEY);
         }
         self.check_symbol(&key, &cells)?;
         self.insert_symbol.execute(sql_params(entry_values(
@@ -574,10 +571,7 @@ impl<'c> Loader<'c> {
         };
         let key_id = graph.node(&key)?;
         if !graph.claim_list(key_id, !forward) {
-            return self.warn(
-                format!("{}[{key:?}]", section.path()),
-                "duplicate key; the first entry is kept",
-            );
+            return self.warn(format!("{}[{key:?}]", section.path()), DUPLICATE_KEY);
         }
         let Value::Array(items) = &value else {
             self.insert_graph_list
@@ -630,10 +624,7 @@ impl<'c> Loader<'c> {
             extra_text
         ])?;
         if inserted == 0 {
-            return self.warn(
-                format!("domains[{key:?}]"),
-                "duplicate key; the first entry is kept",
-            );
+            return self.warn(format!("domains[{key:?}]"), DUPLICATE_KEY);
         }
         self.counts.domains += 1;
         let name = cells[0].as_str().unwrap_or(&key).to_string();
@@ -748,10 +739,7 @@ impl<'c> Loader<'c> {
         }
         values.push(&extra_text);
         if self.insert_var.execute(values.as_slice())? == 0 {
-            self.warn(
-                format!("variables[{key:?}]"),
-                "duplicate key; the first entry is kept",
-            )?;
+            self.warn(format!("variables[{key:?}]"), DUPLICATE_KEY)?;
         }
         Ok(())
     }

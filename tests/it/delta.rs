@@ -9,7 +9,7 @@ use acpdb::project::{Project, ProjectArgs};
 use rusqlite::Connection;
 use serde_json::{json, Map, Value};
 
-use crate::common::{stderr, TempProject};
+use crate::common::{acpdb, stderr, TempProject};
 
 /// A small deterministic generator (xorshift64*), so that a failing script can be replayed.
 struct Rng(u64);
@@ -306,6 +306,21 @@ fn rows(conn: &Connection, sql: &str) -> Vec<String> {
     .collect()
 }
 
+/// Asserts that two databases hold the same derived rows (see [`DERIVED`]).
+fn assert_same_tables(delta: &Path, full: &Path, context: &str) {
+    let a = Connection::open(delta).unwrap();
+    let b = Connection::open(full).unwrap();
+    for sql in DERIVED {
+        let (mine, theirs) = (rows(&a, sql), rows(&b, sql));
+        let only_delta: Vec<_> = mine.iter().filter(|r| !theirs.contains(r)).collect();
+        let only_full: Vec<_> = theirs.iter().filter(|r| !mine.contains(r)).collect();
+        assert!(
+            mine == theirs,
+            "{context}: {sql}\nonly after the delta: {only_delta:?}\nonly after the full import: {only_full:?}"
+        );
+    }
+}
+
 /// Tool calls over a sample of the cache's names, plus the overviews.
 fn tool_calls(cache: &Value, rng: &mut Rng) -> Vec<(&'static str, Value)> {
     let symbols = cache["symbols"].as_object().unwrap();
@@ -487,4 +502,81 @@ fn a_reader_keeps_its_snapshot_until_the_delta_is_swapped_in() {
     reader.execute_batch("COMMIT").unwrap();
     let fresh = acpdb::db::open_read_only(&project.db()).unwrap();
     assert_eq!(count(&fresh), 5);
+}
+
+/// A cache as text, with duplicate keys, lists of unknown names and lists that are not lists.
+fn quirky(revision: u32) -> String {
+    let (lines, callee, extra_symbol) = match revision {
+        0 => (1, "g", ""),
+        _ => (
+            5,
+            "h",
+            r#", "h": {"name": "g", "qualified_name": "b.ts:g", "type": "function", "file": "b.ts", "lines": [1, 2]}"#,
+        ),
+    };
+    format!(
+        r#"{{"version": "0.7.0", "generated_at": "2026-01-01T00:00:00Z", "project": {{"name": "p", "root": "."}},
+        "stats": {{"files": 1, "symbols": 1, "lines": 1}}, "source_files": {{}},
+        "files": {{"a.ts": {{"path": "a.ts", "lines": {lines}, "language": "typescript", "domains": ["core"], "inline": [{{"line": 1, "type": "todo", "value": "x"}}]}},
+                  "a.ts": {{"path": "a.ts", "lines": 2, "language": "typescript"}},
+                  "b.ts": {{"path": "b.ts", "lines": 1, "language": "klingon"}}}},
+        "symbols": {{"f": {{"name": "f", "qualified_name": "a.ts:f", "type": "function", "file": "a.ts", "lines": [1, 1], "calls": ["{callee}", "nobody"]}},
+                    "f": {{"name": "f", "qualified_name": "a.ts:f2", "type": "function", "file": "a.ts", "lines": [2, 2]}},
+                    "g": {{"name": "g", "qualified_name": "a.ts:g", "type": "widget", "file": "a.ts", "lines": [3, 3]}}{extra_symbol}}},
+        "graph": {{"forward": {{"f": ["g", "g", "{callee}", "ghost"], "f": ["h"], "odd": 7}},
+                   "reverse": {{"g": ["f", "f"], "{callee}": ["f"]}}}}}}"#
+    )
+}
+
+#[test]
+fn duplicates_unknown_names_and_odd_lists_apply_as_a_full_import_would() {
+    for (before, after) in [(0, 1), (1, 0), (1, 1)] {
+        let delta = TempProject::with_cache(&quirky(before), None);
+        delta.import();
+        fs::write(delta.cache_path(), quirky(after)).unwrap();
+        let summary = import(delta.root(), false);
+        assert!(summary.delta.is_some(), "{}", summary.line());
+        let full = TempProject::with_cache(&quirky(after), None);
+        full.import();
+        let context = format!("revision {before} to {after}");
+        assert_eq!(export(&delta.db()), export(&full.db()), "{context}");
+        assert_same_tables(&delta.db(), &full.db(), &context);
+    }
+}
+
+#[test]
+fn a_second_import_waits_for_the_first_and_names_it() {
+    use std::io::BufRead;
+
+    let project = TempProject::generated(10);
+    project.generate(3000);
+    let mut first = acpdb()
+        .arg("-C")
+        .arg(project.root())
+        .args(["import", "--full", "--progress-interval", "0.01"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first import holds the lock from before its first progress line.
+    let mut lines = std::io::BufReader::new(first.stderr.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    assert!(line.starts_with("import: "), "{line}");
+    let second = project.run(&["import", "--no-progress"]);
+    let first_pid = first.id();
+    for _ in lines {}
+    assert!(first.wait().unwrap().success());
+    assert!(second.status.success(), "{}", stderr(&second));
+    let err = stderr(&second);
+    assert!(
+        err.contains(&format!("another import (pid {first_pid}) is writing")),
+        "{err}"
+    );
+    // It ran after the first one finished: a delta on its result, with nothing to change.
+    assert!(
+        err.lines()
+            .last()
+            .unwrap()
+            .starts_with("delta: no entry changed"),
+        "{err}"
+    );
 }

@@ -460,6 +460,8 @@ fn database_opens_in_the_sqlite3_shell() {
 
 #[test]
 fn killed_import_leaves_previous_database() {
+    // Each import below is a delta import (the database exists and came from the same cache),
+    // killed while it reads, while it links and while it finishes.
     use std::io::BufRead;
 
     let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
@@ -503,8 +505,11 @@ fn killed_import_leaves_previous_database() {
         );
     }
     assert_eq!(killed_in, phases, "an import was not killed in every phase");
-    // The next import cleans up what the killed ones left and succeeds.
-    project.import();
+    // The next import cleans up what the killed ones left and succeeds. Like the killed ones, it
+    // is a delta on the previous database (same cache path, same schema).
+    let out = project.import();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.lines().last().unwrap().starts_with("delta: "), "{err}");
     let leftovers: Vec<_> = fs::read_dir(project.root().join(".acp"))
         .unwrap()
         .filter_map(|e| e.ok())
