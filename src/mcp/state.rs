@@ -266,12 +266,12 @@ impl IndexState {
         };
         let progress = Arc::new(Progress::default());
         let total = std::fs::metadata(&cache).map(|m| m.len()).unwrap_or(0);
-        if self
+        let serving = self
             .current
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .is_some()
-        {
+            .is_some();
+        if serving {
             *self.stale.lock().unwrap_or_else(PoisonError::into_inner) = Some(format!(
                 "The index is stale: {reason}; it is being re-imported and this answer comes from the previous import."
             ));
@@ -290,6 +290,9 @@ impl IndexState {
         );
         let started = Instant::now();
         let spawned = std::thread::Builder::new().name("acpdb-import".into()).spawn(move || {
+            if serving {
+                yield_to_tool_calls();
+            }
             let result = import::import_with_progress(&project, &ImportArgs::default(), progress);
             match result {
                 Ok(summary) => {
@@ -343,3 +346,17 @@ fn signature(project: &Project) -> Signature {
         project.vars.as_deref().and_then(freshness::quick_signature),
     )
 }
+
+/// Lowers the calling thread's scheduling priority (nice 10), so that a re-import running while
+/// the previous database answers leaves the cores to tool calls first. The threads an import
+/// starts (the reader, the full-text builder) inherit it.
+#[cfg(target_os = "linux")]
+fn yield_to_tool_calls() {
+    // On Linux, priorities are per thread: `who = 0` is the calling thread only.
+    // SAFETY: setpriority takes plain integers and touches no memory of ours.
+    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
+}
+
+/// Elsewhere a priority applies to the whole process, which must keep answering: unchanged.
+#[cfg(not(target_os = "linux"))]
+fn yield_to_tool_calls() {}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Delta import benchmark (docs/benchmarks.md, "Delta import").
+#
+# Usage:
+#   benches/delta.sh [--files N] [--changed PERCENT] [--dir DIR] [--duration S]
+#
+# Generates a cache of N files (10 symbols each, 4.5 call edges per symbol; default 100000, i.e.
+# 1M symbols) and a revision of it with PERCENT of the files changed (default 1: their
+# summaries, their symbols' summaries and callees, so the call graph changes with them). Then,
+# with the release build:
+#   1. a full import of the base cache (`/usr/bin/time -v`: seconds, peak RSS, database size);
+#   2. a delta import of the revision onto that database (same measures);
+#   3. `acpdb serve` under the default benchmark mix for S seconds (default 60) while idle, and
+#      again while it applies the same delta itself after the revision lands in the middle of the
+#      run: p50/p99 of the point tools in both runs.
+# Needs jq. Writes everything below DIR (default: a new temporary directory).
+set -euo pipefail
+
+files=100000
+changed=1
+dir=""
+duration=60
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --files) files="$2"; shift 2 ;;
+        --changed) changed="$2"; shift 2 ;;
+        --dir) dir="$2"; shift 2 ;;
+        --duration) duration="$2"; shift 2 ;;
+        *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
+    esac
+done
+command -v jq >/dev/null || { echo "delta.sh: jq is required" >&2; exit 1; }
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+(cd "$repo" && cargo build --release --quiet)
+acpdb="$repo/target/release/acpdb"
+dir="${dir:-$(mktemp -d)}"
+project="$dir/project"
+gen=(gen-fixture --files "$files" --symbols-per-file 10 --edges-per-symbol 4.5)
+
+measure() { # label, then the command; prints "label: seconds s, peak RSS MB"
+    local label="$1"; shift
+    /usr/bin/time -f "%e %M" -o "$dir/time.txt" "$@" 2> "$dir/$label.log" || {
+        cat "$dir/$label.log" >&2; exit 1; }
+    read -r secs rss < "$dir/time.txt"
+    echo "$label: $secs s, peak RSS $((rss / 1024)) MB; $(tail -n 1 "$dir/$label.log")"
+    eval "${label}_secs=$secs"
+}
+size_mb() { echo $(( $(stat -c %s "$1") / 1000000 )); }
+
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$acpdb" "${gen[@]}" --out "$dir/rev1" --revision 1 --changed-percent "$changed" 2>/dev/null
+"$acpdb" "${gen[@]}" --out "$project" 2>/dev/null
+measure full "$acpdb" import -C "$project" --full --no-progress
+cp "$project/.acp/acp.db" "$dir/base.db"
+cp "$project/.acp/acp.cache.json" "$dir/base.cache.json"
+base_mb=$(size_mb "$dir/base.db")
+
+cp "$dir/rev1/.acp/acp.cache.json" "$project/.acp/acp.cache.json"
+measure delta "$acpdb" import -C "$project" --no-progress
+delta_mb=$(size_mb "$project/.acp/acp.db")
+echo "database: ${base_mb} MB after the full import, ${delta_mb} MB after the delta"
+echo "delta time / full import time: $(jq -n "$delta_secs / $full_secs * 100 | . * 10 | round / 10")%"
+
+# Serving: idle, then during the server's own delta import of the same revision.
+cp "$dir/base.db" "$project/.acp/acp.db"
+cp "$dir/base.cache.json" "$project/.acp/acp.cache.json"
+touch -r "$dir/base.db" "$project/.acp/acp.cache.json"
+"$acpdb" bench -C "$project" --stdio --duration "$duration" --json > "$dir/idle.json" 2>/dev/null
+before=$("$acpdb" sql -C "$project" --csv "SELECT value FROM meta WHERE key = 'imported_at'" 2>/dev/null | tail -n 1)
+"$acpdb" bench -C "$project" --stdio --duration "$duration" --json > "$dir/during.json" 2>/dev/null &
+bench=$!
+sleep $((duration / 4))
+cp "$dir/rev1/.acp/acp.cache.json" "$project/.acp/acp.cache.json.new"
+mv "$project/.acp/acp.cache.json.new" "$project/.acp/acp.cache.json"
+wait "$bench"
+after=$("$acpdb" sql -C "$project" --csv "SELECT value FROM meta WHERE key = 'imported_at'" 2>/dev/null | tail -n 1)
+[[ "$before" != "$after" ]] || { echo "delta.sh: the server did not apply the delta during the run" >&2; exit 1; }
+
+echo
+echo "| point tool | idle p50 / p99 (ms) | during the delta p50 / p99 (ms) | p99 ratio |"
+echo "|---|---:|---:|---:|"
+jq -r --slurpfile d "$dir/during.json" '
+  .tools[] | select(.label | test("^acp_query:(callers|callees|search)|primer|depth") | not)
+  | . as $i | ($d[0].tools[] | select(.label == $i.label)) as $x
+  | "| \(.label) | \(.p50_ms) / \(.p99_ms) | \($x.p50_ms) / \($x.p99_ms) | \(($x.p99_ms / .p99_ms * 100 | round) / 100) |"' \
+  "$dir/idle.json"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
