@@ -39,42 +39,59 @@ fn section_code(section: Section) -> u8 {
 
 /// The digests of the entries a database holds, each with its section and row id.
 ///
-/// Digests are uniformly spread, so a directory by their top bits (about one bucket per entry)
-/// finds an entry with two memory reads instead of a binary search's twenty.
+/// A new cache mostly lists its entries in the order of the previous one, which is the stored
+/// rows' id order: [`KnownEntries::find`] first tries the entry after the last one found (a
+/// sequential read), then a directory by the digests' top bits (digests are uniformly spread,
+/// so about one entry per bucket: two memory reads instead of a binary search's twenty).
 #[derive(Debug, Default)]
 pub struct KnownEntries {
-    /// Sorted as unsigned numbers.
-    digests: Vec<u64>,
-    /// `buckets[b]..buckets[b + 1]` are the digests whose top `bits` bits are `b`.
+    /// Per section (in the order of [`DIGESTED`]), the stored entries in row id order.
+    rows: [Rows; 4],
+    /// Every digest, sorted as an unsigned number.
+    sorted: Vec<u64>,
+    /// For each of `sorted`, its section (index into [`DIGESTED`]) and its index in that
+    /// section's `rows`.
+    places: Vec<(u8, u32)>,
+    /// `buckets[b]..buckets[b + 1]` are the indexes of `sorted` whose top `bits` bits are `b`.
     buckets: Vec<u32>,
     bits: u32,
-    /// Row ids, in the order of `digests`.
-    ids: Vec<u32>,
-    /// Indexes into [`DIGESTED`], in the order of `digests`.
-    sections: Vec<u8>,
 }
 
+/// A section's stored entries in row id order.
+#[derive(Debug, Default)]
+struct Rows {
+    digests: Vec<i64>,
+    ids: Vec<u32>,
+}
+
+/// Where [`KnownEntries::find`] looks first in each section: just after the last entry found.
+#[derive(Debug, Default, Clone)]
+pub struct Hints([usize; 4]);
+
 impl KnownEntries {
-    /// Indexes `(digest, section, row id)` triples.
+    /// Indexes `(digest, section, row id)` triples of the digested sections.
     pub fn new(mut entries: Vec<(i64, Section, u32)>) -> KnownEntries {
-        entries.sort_unstable_by_key(|(digest, _, _)| *digest as u64);
-        let bits = entries.len().max(1).ilog2().clamp(1, 30);
-        let mut known = KnownEntries {
-            digests: Vec::with_capacity(entries.len()),
-            buckets: vec![0; (1usize << bits) + 1],
-            bits,
-            ids: Vec::with_capacity(entries.len()),
-            sections: Vec::with_capacity(entries.len()),
-        };
+        entries.sort_unstable_by_key(|(_, section, id)| (section_code(*section), *id));
+        let mut known = KnownEntries::default();
+        let mut all = Vec::with_capacity(entries.len());
         for (digest, section, id) in entries {
-            known.digests.push(digest as u64);
-            known.ids.push(id);
-            known.sections.push(section_code(section));
+            let code = section_code(section);
+            let Some(rows) = known.rows.get_mut(usize::from(code)) else {
+                continue;
+            };
+            all.push((digest as u64, code, rows.ids.len() as u32));
+            rows.digests.push(digest);
+            rows.ids.push(id);
         }
+        all.sort_unstable_by_key(|(digest, _, _)| *digest);
+        known.bits = all.len().max(2).ilog2().clamp(1, 30);
+        known.sorted = all.iter().map(|(digest, _, _)| *digest).collect();
+        known.places = all.iter().map(|(_, code, at)| (*code, *at)).collect();
+        known.buckets = vec![0; (1usize << known.bits) + 1];
         // buckets[b] = the first index whose bucket is at least b.
         let mut i = 0;
         for b in 0..known.buckets.len() {
-            while i < known.digests.len() && known.bucket(known.digests[i]) < b {
+            while i < known.sorted.len() && known.bucket(known.sorted[i]) < b {
                 i += 1;
             }
             known.buckets[b] = i as u32;
@@ -87,36 +104,42 @@ impl KnownEntries {
     }
 
     /// The row id of the entry of `section` with this digest, if the database holds one.
-    pub fn find(&self, section: Section, digest: i64) -> Option<u32> {
-        if self.digests.is_empty() {
+    pub fn find(&self, section: Section, digest: i64, hints: &mut Hints) -> Option<u32> {
+        let code = section_code(section);
+        let rows = self.rows.get(usize::from(code))?;
+        let hint = &mut hints.0[usize::from(code)];
+        if rows.digests.get(*hint) == Some(&digest) {
+            *hint += 1;
+            return Some(rows.ids[*hint - 1]);
+        }
+        if self.sorted.is_empty() {
             return None;
         }
-        let code = section_code(section);
-        let digest = digest as u64;
-        let b = self.bucket(digest);
-        let range = self.buckets[b] as usize..self.buckets[b + 1] as usize;
-        range
-            .filter(|&i| self.digests[i] == digest && self.sections[i] == code)
-            .map(|i| self.ids[i])
-            .next()
+        let unsigned = digest as u64;
+        let b = self.bucket(unsigned);
+        let at = (self.buckets[b] as usize..self.buckets[b + 1] as usize)
+            .find(|&i| self.sorted[i] == unsigned && self.places[i].0 == code)
+            .map(|i| self.places[i].1 as usize)?;
+        *hint = at + 1;
+        Some(rows.ids[at])
     }
 
     /// Every known entry: its section and row id.
     pub fn entries(&self) -> impl Iterator<Item = (Section, u32)> + '_ {
-        self.sections
+        DIGESTED
             .iter()
-            .zip(&self.ids)
-            .map(|(code, id)| (DIGESTED[usize::from(*code)], *id))
+            .zip(&self.rows)
+            .flat_map(|(section, rows)| rows.ids.iter().map(move |id| (*section, *id)))
     }
 
     /// Number of known entries.
     pub fn len(&self) -> usize {
-        self.digests.len()
+        self.sorted.len()
     }
 
     /// Whether no entry is known.
     pub fn is_empty(&self) -> bool {
-        self.digests.is_empty()
+        self.sorted.is_empty()
     }
 }
 
@@ -145,14 +168,15 @@ mod tests {
             (-3, Section::Files, 1),
             (5, Section::GraphReverse, 9),
         ]);
-        assert_eq!(known.find(Section::Files, -3), Some(1));
-        assert_eq!(known.find(Section::Symbols, 5), Some(2));
-        assert_eq!(known.find(Section::GraphReverse, 5), Some(9));
-        assert_eq!(known.find(Section::GraphForward, 5), None);
-        assert_eq!(known.find(Section::Files, 4), None);
+        let hints = &mut Hints::default();
+        assert_eq!(known.find(Section::Files, -3, hints), Some(1));
+        assert_eq!(known.find(Section::Symbols, 5, hints), Some(2));
+        assert_eq!(known.find(Section::GraphReverse, 5, hints), Some(9));
+        assert_eq!(known.find(Section::GraphForward, 5, hints), None);
+        assert_eq!(known.find(Section::Files, 4, hints), None);
         assert_eq!(known.len(), 3);
         assert_eq!(known.entries().count(), 3);
-        assert_eq!(KnownEntries::default().find(Section::Files, 0), None);
+        assert_eq!(KnownEntries::default().find(Section::Files, 0, hints), None);
     }
 
     #[test]
@@ -172,9 +196,11 @@ mod tests {
             ])
             .collect();
         let known = KnownEntries::new(entries.clone());
-        for (digest, section, id) in entries {
-            assert_eq!(known.find(section, digest), Some(id));
+        // In order (each found just after the last), and in reverse (each found by its bucket).
+        let hints = &mut Hints::default();
+        for (digest, section, id) in entries.iter().chain(entries.iter().rev()) {
+            assert_eq!(known.find(*section, *digest, hints), Some(*id));
         }
-        assert_eq!(known.find(Section::Files, 0), None);
+        assert_eq!(known.find(Section::Files, 0, hints), None);
     }
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
-use super::digest::{entry_digest, KnownEntries, DIGESTED};
+use super::digest::{entry_digest, Hints, KnownEntries, DIGESTED};
 use super::fields::{self, Record};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -136,12 +136,8 @@ pub enum Event {
         digest: Option<i64>,
     },
     /// An entry whose digest the database already holds (see [`read_document_with`]): not
-    /// parsed, only named, with the id of the row that holds it.
-    Unchanged {
-        section: Section,
-        key: String,
-        id: u32,
-    },
+    /// parsed, only the id of the row that holds it.
+    Unchanged { section: Section, id: u32 },
     /// One element of a streamed array section.
     Item { list: List, value: Value },
 }
@@ -254,6 +250,7 @@ pub fn read_document_with(
         batch: Vec::with_capacity(BATCH),
         kind,
         known,
+        hints: Hints::default(),
     };
     match reader.document() {
         Ok(()) => {
@@ -441,6 +438,16 @@ impl Scanner {
         let scalar = !matches!(first, b'{' | b'[' | b'"');
         loop {
             while i < self.buf.len() {
+                if in_string {
+                    // Jump to the next quote or backslash: strings are most of a cache.
+                    match memchr::memchr2(b'"', b'\\', &self.buf[i..]) {
+                        Some(skip) => i += skip,
+                        None => {
+                            i = self.buf.len();
+                            break;
+                        }
+                    }
+                }
                 let b = self.buf[i];
                 if in_string {
                     match b {
@@ -581,6 +588,7 @@ struct Reader {
     kind: DocumentKind,
     /// Digests of the entries a delta import's database holds.
     known: Option<Arc<KnownEntries>>,
+    hints: Hints,
 }
 
 impl Reader {
@@ -727,9 +735,8 @@ impl Reader {
                 .map_err(|f| f.in_path(|| path.to_string()))?;
             let digest = digested.then(|| entry_digest(section, key, &reader.scan.buf[start..end]));
             if let (Some(digest), Some(known)) = (digest, &reader.known) {
-                if let Some(id) = known.find(section, digest) {
-                    let key = key.to_string();
-                    return reader.send(Event::Unchanged { section, key, id });
+                if let Some(id) = known.find(section, digest, &mut reader.hints) {
+                    return reader.send(Event::Unchanged { section, id });
                 }
             }
             let value: Value = reader

@@ -594,9 +594,18 @@ impl<'c> Loader<'c> {
 
     /// An entry whose digest the database holds: only marked as seen (a second time, it is a
     /// duplicate key).
-    pub(super) fn unchanged(&mut self, section: Section, key: String, id: u32) -> Result<()> {
+    pub(super) fn unchanged(&mut self, section: Section, id: u32) -> Result<()> {
         let delta = self.delta();
         if !delta.seen_mut(section).insert(i64::from(id)) {
+            let key: String = self.conn.query_row(
+                match section {
+                    Section::Files => "SELECT key FROM files WHERE id = ?1",
+                    Section::Symbols => "SELECT key FROM symbols WHERE id = ?1",
+                    _ => "SELECT n.name FROM graph_lists l JOIN graph_nodes n ON n.id = l.node_id WHERE l.id = ?1",
+                },
+                [id],
+                |r| r.get(0),
+            )?;
             return self.warn(format!("{}[{key:?}]", section.path()), DUPLICATE_KEY);
         }
         match section {

@@ -231,7 +231,7 @@ impl<'c> Loader<'c> {
                 value,
                 digest,
             } => self.entry(section, key, value, digest),
-            Event::Unchanged { section, key, id } => self.unchanged(section, key, id),
+            Event::Unchanged { section, id } => self.unchanged(section, id),
             Event::Item { list, value } => self.item(list, value),
         }
     }
