@@ -6,6 +6,7 @@
 //! `isError` results. stdout carries only protocol messages; logs go to stderr.
 
 pub mod errors;
+mod prompts;
 mod resources;
 mod server;
 pub mod state;

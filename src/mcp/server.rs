@@ -7,10 +7,10 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, ErrorData, RoleServer, ServerHandler};
@@ -37,7 +37,9 @@ constraints) from SQLite. Start with acp_get_architecture for the project's shap
 acp_query (search, symbol, file, callers/callees with depth) to find code, acp_constraints \
 before changing a file, and acp_generate_primer or acp_context for a ready-made briefing. \
 Record debugging with acp_debug and temporary code with acp_hack. Long lists come in pages: \
-pass the returned next_cursor back as cursor.";
+pass the returned next_cursor back as cursor. Prompts: acp-onboard when starting on the \
+codebase, acp-before-edit {path} before changing a file, acp-debug {problem} to debug with a \
+recorded session.";
 
 /// How long a read query may take, which decides where it runs (see `AcpServer::answer`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -508,6 +510,7 @@ impl ServerHandler for AcpServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_prompts()
                 .enable_logging()
                 .build(),
         )
@@ -572,6 +575,30 @@ impl ServerHandler for AcpServer {
             })
         })?;
         Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(super::prompts::list()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        super::prompts::exists(&request.name)?;
+        let pool = self.state.pool().map_err(errors::unavailable)?;
+        let arguments = request.arguments.unwrap_or_default();
+        let prompt = tokio::task::block_in_place(|| {
+            on_pool(&pool, self.time_limit, |conn| {
+                Ok(super::prompts::render(conn, &request.name, &arguments))
+            })
+        })??;
+        Ok(prompt.into())
     }
 
     async fn list_resource_templates(

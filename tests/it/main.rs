@@ -12,6 +12,7 @@ mod gen;
 mod import;
 mod journal;
 mod mcp;
+mod prompts;
 mod queries;
 mod reference_parity;
 mod tidy;
