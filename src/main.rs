@@ -38,6 +38,8 @@ enum Command {
     Sql(console::SqlArgs),
     /// Query the index like the acp_query tool (symbol, file, domain, callers, callees, search, stats).
     Query(tools::QueryArgs),
+    /// What a change touches (files, symbols or a diff): callers, lock levels, domains, tests.
+    Impact(tools::ImpactArgs),
     /// Serve the index to AI agents over MCP on stdin/stdout.
     Serve(mcp::ServeArgs),
     /// Show debug sessions recorded with acp_debug.
@@ -56,7 +58,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     acpdb::logging::init(&cli.log_level);
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
@@ -79,12 +81,22 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
-fn run(cli: Cli) -> Result<()> {
+/// Runs a command; its exit status is 0 unless the command says otherwise (`impact --fail-on`).
+fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
-        Command::GenFixture(args) => gen::run(args),
+        Command::GenFixture(args) => gen::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Impact(args) => {
+            let project = Project::from_args(&cli.project)?;
+            let locked = tools::run_impact(&project, args)?;
+            Ok(if locked {
+                ExitCode::from(tools::IMPACT_LOCKED_STATUS)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
         command => {
             let project = Project::from_args(&cli.project)?;
-            match command {
+            let done = match command {
                 Command::Import(args) => import::run(&project, args).map(|_| ()),
                 Command::ExportCache(args) => export::run(&project, args),
                 Command::Sql(args) => console::run(&project, args),
@@ -94,8 +106,9 @@ fn run(cli: Cli) -> Result<()> {
                 Command::Hack(args) => journal::run_hack(&project, args),
                 Command::ExportAttempts(args) => journal::run_export_attempts(&project, args),
                 Command::Bench(args) => bench::run(&project, args),
-                Command::GenFixture(_) => unreachable!("handled above"),
-            }
+                Command::GenFixture(_) | Command::Impact(_) => unreachable!("handled above"),
+            };
+            done.map(|()| ExitCode::SUCCESS)
         }
     }
 }

@@ -21,6 +21,7 @@ use crate::query::context::{context, GetContextParams};
 use crate::query::domain_files::{domain_files, GetDomainFilesParams};
 use crate::query::expand::{acp_expand, acp_expand_variable, ExpandParams, ExpandVariableParams};
 use crate::query::file_context::{file_context, GetFileContextParams};
+use crate::query::impact::{acp_impact, at_least_as_strict, ImpactParams, ImpactResponse};
 use crate::query::primer::{generate_primer, GeneratePrimerParams};
 use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
 use crate::query::{architecture, hotpaths, QueryError, QueryResult};
@@ -39,6 +40,7 @@ pub const INDEX_TOOLS: &[&str] = &[
     "acp_expand",
     "acp_expand_variable",
     "acp_constraints",
+    "acp_impact",
 ];
 
 /// Pretty-printed JSON, keys in declaration order (the reference server's text form).
@@ -155,6 +157,11 @@ pub mod answer {
     pub fn constraints(conn: &Connection, params: &ConstraintsParams) -> QueryResult<String> {
         pretty(&acp_constraints(conn, params)?)
     }
+
+    /// `acp_impact`.
+    pub fn impact(conn: &Connection, params: &ImpactParams) -> QueryResult<String> {
+        pretty(&acp_impact(conn, params)?)
+    }
 }
 
 /// Calls the read-only tool `name` with JSON `args`; returns the answer's text exactly as the
@@ -173,6 +180,7 @@ pub fn call(conn: &Connection, name: &str, args: &Value) -> QueryResult<String> 
         "acp_expand" => answer::expand(conn, &decode(args)?),
         "acp_expand_variable" => answer::expand_variable(conn, &decode(args)?),
         "acp_constraints" => answer::constraints(conn, &decode(args)?),
+        "acp_impact" => answer::impact(conn, &decode(args)?),
         _ => Err(QueryError::invalid(format!(
             "Unknown tool: {name}. Valid tools: {}",
             INDEX_TOOLS.join(", ")
@@ -234,5 +242,159 @@ pub fn run_query(project: &crate::project::Project, args: &QueryArgs) -> anyhow:
     let text =
         call(&conn, "acp_query", &args.to_arguments()).map_err(|e| anyhow::anyhow!("{e}"))?;
     writeln!(std::io::stdout().lock(), "{text}")?;
+    Ok(())
+}
+
+/// Options of `acpdb impact`: what a change touches, for a pre-commit hook or a CI step.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ImpactArgs {
+    /// Changed files (paths relative to the project root).
+    #[arg(long, num_args = 1..)]
+    pub files: Vec<String>,
+    /// Changed symbols (qualified names, keys or unique simple names).
+    #[arg(long, num_args = 1..)]
+    pub symbols: Vec<String>,
+    /// A unified diff to read (`-` for stdin, e.g. `git diff | acpdb impact --diff -`).
+    #[arg(long, value_name = "FILE|-")]
+    pub diff: Option<std::path::PathBuf>,
+    /// Levels of callers to follow (1-5, default 2).
+    #[arg(long)]
+    pub depth: Option<u32>,
+    /// Impacted symbols to list (0: totals only; default 100, at most 500).
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Exit with status 3 when a touched file's lock level is LEVEL or stricter (frozen,
+    /// restricted, approval-required, tests-required, docs-required, review-required).
+    #[arg(long, value_name = "LEVEL")]
+    pub fail_on: Option<String>,
+    /// Print the answer as JSON (the `acp_impact` tool's) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Status `acpdb impact --fail-on` exits with when a touched file is locked at the level given
+/// or stricter.
+pub const IMPACT_LOCKED_STATUS: u8 = 3;
+
+/// Runs `acpdb impact`; returns whether a touched file is locked at `--fail-on` or stricter.
+pub fn run_impact(project: &crate::project::Project, args: &ImpactArgs) -> anyhow::Result<bool> {
+    use std::io::Read as _;
+    if let Some(level) = &args.fail_on {
+        if !crate::query::impact::LOCK_LEVELS.contains(&level.as_str()) {
+            anyhow::bail!(
+                "--fail-on: unknown lock level `{level}` (one of {})",
+                crate::query::impact::LOCK_LEVELS.join(", ")
+            );
+        }
+    }
+    let diff = match &args.diff {
+        None => None,
+        Some(path) if path.as_os_str() == "-" => {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text)?;
+            Some(text)
+        }
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?,
+        ),
+    };
+    let params = ImpactParams {
+        files: (!args.files.is_empty()).then(|| args.files.clone()),
+        symbols: (!args.symbols.is_empty()).then(|| args.symbols.clone()),
+        diff,
+        depth: args.depth,
+        limit: args.limit,
+        cursor: None,
+    };
+    let conn = crate::db::open_read_only(&project.db)?;
+    crate::freshness::warn_if_outdated(project);
+    let answer = acp_impact(&conn, &params).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(
+            out,
+            "{}",
+            pretty(&answer).map_err(|e| anyhow::anyhow!("{e}"))?
+        )?;
+    } else {
+        write_impact_table(&mut out, &answer)?;
+    }
+    let locked = args.fail_on.as_deref().is_some_and(|threshold| {
+        answer
+            .files
+            .iter()
+            .any(|f| f.role == "touched" && at_least_as_strict(&f.lock_level, threshold))
+    });
+    Ok(locked)
+}
+
+/// The readable form of an impact answer.
+fn write_impact_table(
+    out: &mut impl std::io::Write,
+    answer: &ImpactResponse,
+) -> std::io::Result<()> {
+    let t = &answer.totals;
+    writeln!(
+        out,
+        "{} changed symbols in {} touched files; {} impacted symbols in {} files (depth {}{})",
+        t.changed_symbols,
+        t.touched_files,
+        t.impacted_symbols,
+        t.impacted_files,
+        t.depth,
+        if t.walk_capped { ", walk capped" } else { "" }
+    )?;
+    writeln!(
+        out,
+        "\n{:<10} {:<18} {:<9} {:<10} file",
+        "role", "lock level", "allowed", "approval"
+    )?;
+    for f in &answer.files {
+        writeln!(
+            out,
+            "{:<10} {:<18} {:<9} {:<10} {}{}",
+            f.role,
+            f.lock_level,
+            if f.can_modify.allowed { "yes" } else { "NO" },
+            if f.can_modify.approval_needed {
+                "needed"
+            } else {
+                "-"
+            },
+            f.file,
+            if f.indexed { "" } else { " (not indexed)" }
+        )?;
+    }
+    if !answer.changed.is_empty() {
+        writeln!(out, "\nchanged:")?;
+        for s in &answer.changed {
+            writeln!(out, "  {}", s.name)?;
+        }
+    }
+    if !answer.impacted.is_empty() {
+        writeln!(out, "\nimpacted (distance: path of calls):")?;
+        for group in &answer.impacted {
+            writeln!(out, "  {}", group.file.as_deref().unwrap_or("(no file)"))?;
+            for s in &group.symbols {
+                writeln!(out, "    {}: {}", s.distance, s.path.join(" -> "))?;
+            }
+        }
+    }
+    if answer.truncated {
+        writeln!(
+            out,
+            "  … more: raise --limit, or use --json and its next_cursor"
+        )?;
+    }
+    for (label, items) in [
+        ("domains", &answer.domains),
+        ("layers", &answer.layers),
+        ("likely tests", &answer.likely_tests),
+    ] {
+        if !items.is_empty() {
+            writeln!(out, "\n{label}: {}", items.join(", "))?;
+        }
+    }
     Ok(())
 }

@@ -27,6 +27,7 @@ use crate::query::context::GetContextParams;
 use crate::query::domain_files::GetDomainFilesParams;
 use crate::query::expand::{ExpandParams, ExpandVariableParams};
 use crate::query::file_context::GetFileContextParams;
+use crate::query::impact::ImpactParams;
 use crate::query::primer::GeneratePrimerParams;
 use crate::query::symbol_context::GetSymbolContextParams;
 use crate::query::QueryResult;
@@ -319,6 +320,24 @@ impl AcpServer {
             answer::constraints(conn, &params)
         })
         .await
+    }
+
+    #[tool(
+        name = "acp_impact",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
+        description = "Before an edit, or for a diff: what the change touches and whether it may be made. Give files, symbols or a unified diff (git diff). Answers the changed symbols; the symbols that call them up to depth (default 2, max 5), each with its distance and one shortest call path, grouped by file; every touched and impacted file with its lock level and can_modify {allowed, approval_needed, requirements}; domains, layers and likely tests; totals. limit 0 returns the totals only; long lists are paged with next_cursor."
+    )]
+    async fn acp_impact(
+        &self,
+        Parameters(params): Parameters<ImpactParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(Weight::Heavy, move |conn| answer::impact(conn, &params))
+            .await
     }
 
     #[tool(

@@ -19,6 +19,7 @@ pub mod expand;
 pub mod file_context;
 pub mod graph;
 pub mod hotpaths;
+pub mod impact;
 pub mod lookup;
 pub mod names;
 pub mod ordered;

@@ -9,6 +9,7 @@ mod cli;
 mod console;
 mod delta;
 mod gen;
+mod impact;
 mod import;
 mod journal;
 mod mcp;

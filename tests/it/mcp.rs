@@ -352,6 +352,12 @@ async fn stdio_answers_equal_the_shared_dispatcher_for_every_golden_call() {
             "acp_query",
             json!({"type": "search", "pattern": "session", "limit": 2}),
         ),
+        (
+            "acp_impact",
+            json!({"files": ["src/auth/session.ts"], "depth": 3}),
+        ),
+        ("acp_impact", json!({"symbols": ["digest"], "limit": 0})),
+        ("acp_impact", json!({"symbols": ["nope"]})),
     ]
     .into_iter()
     .map(|(tool, arguments)| (tool.to_string(), arguments));
@@ -1024,7 +1030,7 @@ async fn tools_carry_annotations() {
     let project = demo();
     let client = Client::spawn(project.root(), &[]).await;
     let tools = client.service.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 14);
+    assert_eq!(tools.len(), 15);
     for tool in &tools {
         let hints = tool
             .annotations

@@ -77,7 +77,7 @@ impl TempProject {
     /// A copy of an existing project directory (e.g. a fixture).
     pub(crate) fn copy_of(source: &Path) -> TempProject {
         let dir = tempfile::tempdir().expect("temp dir");
-        copy_dir(source, dir.path());
+        copy_tree(source, dir.path());
         let _ = fs::remove_file(dir.path().join(".acp/acp.db"));
         let _ = fs::remove_file(dir.path().join(".acp/acp.journal.db"));
         TempProject { dir }
@@ -128,13 +128,14 @@ impl TempProject {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies a directory tree.
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
     for entry in fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
         let target = to.join(entry.file_name());
         if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
+            copy_tree(&entry.path(), &target);
         } else {
             fs::copy(entry.path(), &target).unwrap();
         }
