@@ -415,6 +415,33 @@ pub fn default_mix(conn: &Connection, options: MixOptions) -> Result<Workload> {
         Call::new("acp_constraints", json!({ "file": f }))
     });
 
+    // acp_impact of a 10-file diff at depth 2: each file's hunk replaces the first line of its
+    // first symbol.
+    let mut changed = Vec::new();
+    while changed.len() < 10 * samples {
+        let more = sampler.column("files", "path")?;
+        if more.is_empty() {
+            break;
+        }
+        changed.extend(more);
+    }
+    let mut first_line =
+        conn.prepare("SELECT min(line_start) FROM symbols WHERE file_path = ?1")?;
+    for chunk in changed.chunks(10).take(samples) {
+        let mut diff = String::new();
+        for path in chunk {
+            let line: Option<i64> = first_line.query_row([path], |r| r.get(0))?;
+            let line = line.unwrap_or(1).max(1);
+            diff.push_str(&format!(
+                "--- a/{path}\n+++ b/{path}\n@@ -{line},1 +{line},1 @@\n-before\n+after\n"
+            ));
+        }
+        mix.calls.push(
+            Call::new("acp_impact", json!({ "diff": diff, "depth": 2 }))
+                .labelled("acp_impact:diff(10 files)"),
+        );
+    }
+
     Ok(Workload {
         version: FORMAT_VERSION,
         description: Some(format!(
