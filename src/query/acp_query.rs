@@ -43,8 +43,9 @@ pub struct QueryParams {
     /// Search pattern: words or a substring (`session`), or a glob with `*` / `?`
     /// (`validate*`, `*Session`). Case-insensitive; regular expressions are not interpreted.
     pub pattern: Option<String>,
-    /// Most results per page (1-100, default 20).
-    #[schemars(extend("type" = "integer", "minimum" = 1, "maximum" = 100, "default" = 20))]
+    /// Most results per page (1-100, default 20). With search, callers or callees, 0 returns
+    /// the totals only (to check that a result is small before fetching it).
+    #[schemars(extend("type" = "integer", "minimum" = 0, "maximum" = 100, "default" = 20))]
     pub limit: Option<i64>,
     /// Hops to follow for callers/callees (1-5, default 1): 2 adds callers of callers, etc.
     #[schemars(extend("type" = "integer", "minimum" = 1, "maximum" = 5, "default" = 1))]
@@ -85,7 +86,14 @@ fn bounded(value: Option<i64>, field: &str, default: u32, max: u32) -> QueryResu
         None => Ok(default),
         Some(n) if n >= 1 && n <= i64::from(max) => Ok(n as u32),
         Some(n) => Err(QueryError::invalid_with(
-            format!("Invalid {field}: {n} (must be 1-{max})"),
+            format!(
+                "Invalid {field}: {n} (must be 1-{max}{})",
+                if field == "limit" {
+                    "; 0 for the totals only, with search, callers or callees"
+                } else {
+                    ""
+                }
+            ),
             serde_json::json!({"field": field, "minimum": 1, "maximum": max}),
         )),
     }
@@ -133,7 +141,14 @@ pub fn acp_query(conn: &Connection, params: &QueryParams) -> QueryResult<QueryRe
             serde_json::json!({"field": "type", "allowed": QUERY_TYPES}),
         ));
     }
-    let limit = bounded(params.limit, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
+    // `limit: 0` asks a list for its totals only: one item is computed, none is returned.
+    let totals_only =
+        params.limit == Some(0) && matches!(query_type, "search" | "callers" | "callees");
+    let limit = if totals_only {
+        1
+    } else {
+        bounded(params.limit, "limit", DEFAULT_LIMIT, MAX_LIMIT)?
+    };
     if query_type == "stats" {
         return Ok(QueryResponse::Stats(stats(conn)?));
     }
@@ -153,7 +168,13 @@ pub fn acp_query(conn: &Connection, params: &QueryParams) -> QueryResult<QueryRe
                 "pattern",
                 query_type,
             )?;
-            Ok(QueryResponse::Search(search(conn, &pattern, page)?))
+            let mut found = search(conn, &pattern, page)?;
+            if totals_only {
+                found.result.matches.clear();
+                found.result.truncated = false;
+                found.result.next_cursor = None;
+            }
+            Ok(QueryResponse::Search(found))
         }
         "callers" | "callees" => {
             let name = required_key(params.name.as_deref(), cursor.as_ref(), "name", query_type)?;
@@ -176,9 +197,13 @@ pub fn acp_query(conn: &Connection, params: &QueryParams) -> QueryResult<QueryRe
             } else {
                 Direction::Callees
             };
-            Ok(QueryResponse::Relations(relations(
-                conn, direction, &name, depth, page,
-            )?))
+            let mut found = relations(conn, direction, &name, depth, page)?;
+            if totals_only {
+                found.result.clear();
+                found.truncated = false;
+                found.next_cursor = None;
+            }
+            Ok(QueryResponse::Relations(found))
         }
         other => {
             let name = required_key(params.name.as_deref(), cursor.as_ref(), "name", other)?;

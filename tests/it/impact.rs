@@ -323,3 +323,58 @@ async fn acp_impact_answers_over_mcp_and_refuses_bad_arguments() {
     }
     client.close().await;
 }
+
+#[test]
+fn limit_zero_answers_the_totals_of_a_list_only() {
+    let project = TempProject::copy_of(&fixture("demo"));
+    project.import();
+    let conn = Connection::open(project.db()).unwrap();
+    let call = |args: Value| -> Value {
+        serde_json::from_str(&acpdb::tools::call(&conn, "acp_query", &args).unwrap()).unwrap()
+    };
+    for (args, list) in [
+        (
+            json!({"type": "search", "pattern": "session"}),
+            "/result/matches",
+        ),
+        (
+            json!({"type": "callers", "name": "validateSession", "depth": 2}),
+            "/result",
+        ),
+        (
+            json!({"type": "callees", "name": "main", "depth": 3}),
+            "/result",
+        ),
+    ] {
+        let mut counted = args.clone();
+        counted["limit"] = json!(0);
+        let full = call(args.clone());
+        let totals = call(counted);
+        assert!(
+            !full.pointer(list).unwrap().as_array().unwrap().is_empty(),
+            "{args}"
+        );
+        assert_eq!(totals.pointer(list).unwrap(), &json!([]), "{args}");
+        let total = |v: &Value| {
+            v.pointer("/result/total")
+                .or_else(|| v.get("total"))
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(total(&totals), total(&full), "{args}");
+        assert_eq!(
+            totals
+                .pointer("/result/truncated")
+                .or_else(|| totals.get("truncated")),
+            Some(&json!(false))
+        );
+    }
+    // Other types still need at least one.
+    let err = acpdb::tools::call(
+        &conn,
+        "acp_query",
+        &json!({"type": "symbol", "name": "main", "limit": 0}),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("0 for the totals only"), "{err}");
+}

@@ -1000,7 +1000,7 @@ async fn numbers_and_objects_sent_as_strings_are_accepted_and_type_errors_name_t
     assert_eq!(err.code, -32602);
     assert_eq!(
         err.message,
-        r#"limit: expected an integer from 1 to 100, got "abc""#
+        r#"limit: expected an integer from 0 to 100, got "abc""#
     );
     let err = client
         .err(

@@ -312,8 +312,8 @@ fn parameter_errors() {
             "'pattern' required for search query",
         ),
         (
-            json!({"type": "search", "pattern": "x", "limit": 0}),
-            "Invalid limit: 0 (must be 1-100)",
+            json!({"type": "file", "name": "x", "limit": 0}),
+            "Invalid limit: 0 (must be 1-100; 0 for the totals only, with search, callers or callees)",
         ),
         (
             json!({"type": "search", "pattern": "x", "limit": 101}),
