@@ -87,9 +87,9 @@ fn bounded(value: Option<i64>, field: &str, default: u32, max: u32) -> QueryResu
         Some(n) if n >= 1 && n <= i64::from(max) => Ok(n as u32),
         Some(n) => Err(QueryError::invalid_with(
             format!(
-                "Invalid {field}: {n} (must be 1-{max}{})",
+                "Invalid {field}: {n} (must be 1-{max}){}",
                 if field == "limit" {
-                    "; 0 for the totals only, with search, callers or callees"
+                    "; 0 gives the totals only, with search, callers or callees"
                 } else {
                     ""
                 }

@@ -376,5 +376,5 @@ fn limit_zero_answers_the_totals_of_a_list_only() {
         &json!({"type": "symbol", "name": "main", "limit": 0}),
     )
     .unwrap_err();
-    assert!(err.to_string().contains("0 for the totals only"), "{err}");
+    assert!(err.to_string().contains("0 gives the totals only"), "{err}");
 }

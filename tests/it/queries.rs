@@ -313,7 +313,7 @@ fn parameter_errors() {
         ),
         (
             json!({"type": "file", "name": "x", "limit": 0}),
-            "Invalid limit: 0 (must be 1-100; 0 for the totals only, with search, callers or callees)",
+            "Invalid limit: 0 (must be 1-100); 0 gives the totals only, with search, callers or callees",
         ),
         (
             json!({"type": "search", "pattern": "x", "limit": 101}),
