@@ -8,6 +8,7 @@ mod bench;
 mod cli;
 mod console;
 mod gen;
+mod http;
 mod import;
 mod journal;
 mod mcp;
