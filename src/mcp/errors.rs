@@ -7,6 +7,7 @@ use rmcp::ErrorData;
 
 use super::state::{Unavailable, UnavailableReason};
 use crate::journal::JournalError;
+use crate::project::Project;
 use crate::query::resources::{resource_templates, ResourceError};
 use crate::query::QueryError;
 
@@ -28,6 +29,9 @@ pub const RESOURCE_NOT_FOUND: i32 = -32002;
 pub const INDEX_BUILDING: i32 = -32003;
 /// The query ran past the server's time limit.
 pub const QUERY_TIME_LIMIT: i32 = -32004;
+
+/// The server is read-only: the journal tools are not served here.
+pub const JOURNAL_READ_ONLY: i32 = -32005;
 
 /// A query-layer error.
 pub(crate) fn query(err: QueryError) -> ErrorData {
@@ -94,4 +98,27 @@ pub(crate) fn invalid_params(message: impl Into<String>) -> ErrorData {
 /// A failure of the server itself.
 pub(crate) fn internal(message: impl Into<String>) -> ErrorData {
     ErrorData::new(ErrorCode(INTERNAL_ERROR), message.into(), None)
+}
+
+/// A journal tool called on a read-only server: names where the journal lives instead.
+pub(crate) fn journal_read_only(project: &Project) -> ErrorData {
+    let journal = project
+        .journal_db
+        .strip_prefix(&project.root)
+        .unwrap_or(&project.journal_db);
+    let attempts = project
+        .attempts
+        .strip_prefix(&project.root)
+        .unwrap_or(&project.attempts);
+    ErrorData::new(
+        ErrorCode(JOURNAL_READ_ONLY),
+        format!(
+            "This server is read-only (acpdb serve --read-only) and does not keep a journal: \
+             acp_debug and acp_hack record into the journal in your own checkout, \
+             {} (exported to {}). Run `acpdb serve` (stdio) in your checkout for them.",
+            journal.display(),
+            attempts.display()
+        ),
+        Some(serde_json::json!({"journal": journal, "attempts": attempts})),
+    )
 }

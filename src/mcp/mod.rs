@@ -6,6 +6,7 @@
 //! `isError` results. stdout carries only protocol messages; logs go to stderr.
 
 pub mod errors;
+pub mod http;
 mod prompts;
 mod resources;
 mod server;
@@ -14,6 +15,9 @@ mod stdio;
 
 pub use stdio::answer_for_line;
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -26,12 +30,63 @@ pub use server::AcpServer;
 /// Options of `acpdb serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Seconds between checks of the cache file for changes (0 disables re-import on change).
+    /// Seconds between checks of the cache file for changes (0 disables re-import on change);
+    /// with --read-only, of the database file for a replacement.
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     pub watch_interval: f64,
     /// Longest a read query may run before it is interrupted and answered with error -32004.
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     pub query_timeout: f64,
+    /// Connections in the read pool [default: two per core, at least 4].
+    #[arg(long, value_name = "N")]
+    pub pool_size: Option<u32>,
+    /// Serve the database as it is: never import or write, reopen the file when it is
+    /// replaced; acp_debug and acp_hack answer an error (the journal stays on developers'
+    /// machines). For fleets of servers sharing one database file or copies of it.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Serve MCP over Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:8931) instead of stdio;
+    /// `GET /healthz` reports the index state.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// With --http: answer each request on its own, without sessions (any request may reach
+    /// any server of a fleet).
+    #[arg(long, requires = "http")]
+    pub stateless: bool,
+    /// With --http: require `Authorization: Bearer <token>` on every request, the token being
+    /// this file's content (needed to bind a non-loopback address).
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub token_file: Option<PathBuf>,
+    /// With --http: a browser origin allowed besides the loopback ones, e.g.
+    /// https://tools.example.com:443 (repeatable); requests from other origins get 403.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    pub allow_origin: Vec<String>,
+    /// With --http: a `Host` name allowed besides the loopback ones (repeatable); on a
+    /// non-loopback address without it, any Host is accepted (the token guards).
+    #[arg(long, value_name = "HOST", requires = "http")]
+    pub allow_host: Vec<String>,
+    /// With --http: largest request body in bytes; larger ones get 413.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20, requires = "http")]
+    pub max_body: usize,
+    /// With --http: requests answered at once; more get 503 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 256, requires = "http")]
+    pub max_concurrent: usize,
+    /// With --http: longest a request may take, its answer included; longer ones get 503.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 30.0,
+        requires = "http"
+    )]
+    pub request_timeout: f64,
+    /// With --http: after SIGTERM, longest the calls in flight may take to finish.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        requires = "http"
+    )]
+    pub drain_timeout: f64,
 }
 
 /// A number of seconds given on the command line as a duration; `flag` names it in the error.
@@ -41,38 +96,93 @@ fn seconds(value: f64, flag: &str) -> Result<Duration> {
     })
 }
 
-/// Runs the MCP server on stdin/stdout until the client disconnects.
+/// Runs the MCP server on stdin/stdout until the client disconnects, or over HTTP (`--http`)
+/// until SIGTERM.
 pub fn run(project: &Project, args: &ServeArgs) -> Result<()> {
     let watch_interval = seconds(args.watch_interval, "--watch-interval")?;
     let query_timeout = seconds(args.query_timeout, "--query-timeout")?;
     if query_timeout.is_zero() {
         anyhow::bail!("--query-timeout must be more than 0 seconds");
     }
+    let options = state::Options {
+        pool_size: match args.pool_size {
+            Some(0) => anyhow::bail!("--pool-size must be at least 1"),
+            Some(n) => n,
+            None => state::default_pool_size(),
+        },
+        read_only: args.read_only,
+    };
+    let http = match args.http {
+        Some(addr) => {
+            let request_timeout = seconds(args.request_timeout, "--request-timeout")?;
+            if request_timeout.is_zero() {
+                anyhow::bail!("--request-timeout must be more than 0 seconds");
+            }
+            let options = http::HttpOptions {
+                addr,
+                stateless: args.stateless,
+                token: args
+                    .token_file
+                    .as_deref()
+                    .map(http::read_token)
+                    .transpose()?,
+                allowed_origins: args.allow_origin.clone(),
+                allowed_hosts: args.allow_host.clone(),
+                max_body_bytes: args.max_body,
+                max_concurrent: args.max_concurrent,
+                request_timeout,
+                drain_timeout: seconds(args.drain_timeout, "--drain-timeout")?,
+            };
+            options.check()?;
+            Some(options)
+        }
+        None => None,
+    };
+    // Over HTTP, calls from many clients run at once: one worker per core.
+    let workers = match http {
+        Some(_) => std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
+        None => 2,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()?;
-    runtime.block_on(serve(project.clone(), watch_interval, query_timeout))
+    runtime.block_on(async {
+        let state = state::IndexState::start(project.clone(), options);
+        let server = AcpServer::new(state.clone(), query_timeout);
+        if !watch_interval.is_zero() {
+            watch(state.clone(), watch_interval);
+        }
+        match http {
+            Some(options) => http::serve(state, server, options).await,
+            None => serve_stdio(&project.root, server).await,
+        }
+    })
 }
 
-async fn serve(project: Project, watch_interval: Duration, query_timeout: Duration) -> Result<()> {
-    let state = state::IndexState::start(project.clone());
-    let server = AcpServer::new(state.clone(), query_timeout);
-    if !watch_interval.is_zero() {
-        let watched = state.clone();
-        let period = watch_interval;
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(period);
+/// Checks every `period` for a changed cache (re-imported) or, read-only, a replaced database.
+fn watch(state: Arc<state::IndexState>, period: Duration) {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(period);
+        ticker.tick().await;
+        loop {
             ticker.tick().await;
-            loop {
-                ticker.tick().await;
-                let state = watched.clone();
-                let _ = tokio::task::spawn_blocking(move || state.poll_changes()).await;
-            }
-        });
-    }
+            let state = state.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                if state.read_only() {
+                    state.poll_database();
+                } else {
+                    state.poll_changes();
+                }
+            })
+            .await;
+        }
+    });
+}
+
+async fn serve_stdio(root: &std::path::Path, server: AcpServer) -> Result<()> {
     let service = server.serve(stdio::StdioTransport::new()).await?;
-    tracing::info!("serving {} over MCP on stdio", project.root.display());
+    tracing::info!("serving {} over MCP on stdio", root.display());
     service.waiting().await?;
     Ok(())
 }

@@ -126,6 +126,9 @@ impl AcpServer {
             return Ok(journal.clone());
         }
         let project = self.state.project();
+        if self.state.read_only() {
+            return Err(errors::journal_read_only(&project));
+        }
         let state = self.state.clone();
         let index = Arc::new(DatabaseIndex::new(move || {
             let pool = state.pool().ok()?;

@@ -15,8 +15,33 @@ use crate::freshness::{self, Freshness};
 use crate::import::{self, ImportArgs};
 use crate::project::{find_cache, Project};
 
-/// Connections per read pool.
-const POOL_SIZE: u32 = 8;
+/// Read connections per core by default: a query that waits on I/O leaves its core to another.
+const CONNECTIONS_PER_CORE: u32 = 2;
+
+/// The default size of the read pool: two connections per core, at least four.
+pub fn default_pool_size() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    (cores * CONNECTIONS_PER_CORE).max(4)
+}
+
+/// How a server serves its index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Connections in the read pool.
+    pub pool_size: u32,
+    /// Serve the database as it is: never import, never write, reopen it when the file is
+    /// replaced; the journal tools are refused.
+    pub read_only: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            pool_size: default_pool_size(),
+            read_only: false,
+        }
+    }
+}
 
 /// Why the index cannot answer right now.
 #[derive(Debug, Clone)]
@@ -58,6 +83,7 @@ enum Phase {
 
 /// Shared state of a running server.
 pub struct IndexState {
+    options: Options,
     project: RwLock<Project>,
     current: RwLock<Option<Arc<ReadPool>>>,
     phase: Mutex<Phase>,
@@ -67,14 +93,18 @@ pub struct IndexState {
     /// The cache changed while an import ran: import again when it ends.
     rerun: AtomicBool,
     signature: Mutex<Option<Signature>>,
+    /// The served database file's identity, in read-only mode.
+    db_file: Mutex<Option<FileId>>,
 }
 
 type Signature = (Option<(u64, String)>, Option<(u64, String)>);
 
 impl IndexState {
-    /// Decides what to serve and starts an import in the background when needed.
-    pub fn start(project: Project) -> Arc<IndexState> {
+    /// Decides what to serve and starts an import in the background when needed (never in
+    /// read-only mode, which serves the database file as it is).
+    pub fn start(project: Project, options: Options) -> Arc<IndexState> {
         let state = Arc::new(IndexState {
+            options,
             project: RwLock::new(project.clone()),
             current: RwLock::new(None),
             phase: Mutex::new(Phase::NoCache),
@@ -82,7 +112,12 @@ impl IndexState {
             importing: AtomicBool::new(false),
             rerun: AtomicBool::new(false),
             signature: Mutex::new(None),
+            db_file: Mutex::new(None),
         });
+        if options.read_only {
+            state.start_read_only(&project);
+            return state;
+        }
         *state
             .signature
             .lock()
@@ -125,6 +160,58 @@ impl IndexState {
         state
     }
 
+    /// Opens the database as it is; another schema version than this build reads is an error
+    /// to fix by publishing a database built by the same acpdb version.
+    fn start_read_only(&self, project: &Project) {
+        *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) = file_id(&project.db);
+        match freshness::check_with(project, freshness::Compare::Metadata) {
+            Ok(Freshness::Incompatible(reason)) => {
+                tracing::error!("{reason}; a read-only server cannot rebuild it");
+                *self.phase.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Phase::FirstBuildFailed(format!(
+                        "{reason}, and a read-only server does not import: publish a database \
+                         imported by this acpdb version"
+                    ));
+            }
+            Ok(Freshness::Missing) => {
+                *self.phase.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Phase::FirstBuildFailed(format!(
+                        "no database at {}; a read-only server does not import: run `acpdb \
+                         import` where the cache is and copy the database here",
+                        project.db.display()
+                    ));
+            }
+            _ => self.open_current(),
+        }
+    }
+
+    /// Whether this server is read-only (see [`Options::read_only`]).
+    pub fn read_only(&self) -> bool {
+        self.options.read_only
+    }
+
+    /// In read-only mode: when the database file was replaced (a new file renamed over it),
+    /// answers from the new file from now on; calls already running finish on the old one.
+    pub fn poll_database(&self) {
+        let path = self.db_path();
+        let now = file_id(&path);
+        let changed = {
+            let mut seen = self.db_file.lock().unwrap_or_else(PoisonError::into_inner);
+            let changed = now.is_some() && *seen != now;
+            if changed {
+                *seen = now;
+            }
+            changed
+        };
+        if changed {
+            tracing::info!(
+                "{} was replaced; answering from the new file",
+                path.display()
+            );
+            self.start_read_only(&self.project());
+        }
+    }
+
     fn open_current(&self) {
         let path = self
             .project
@@ -132,7 +219,7 @@ impl IndexState {
             .unwrap_or_else(PoisonError::into_inner)
             .db
             .clone();
-        match db::read_pool(&path, POOL_SIZE) {
+        match db::read_pool(&path, self.options.pool_size) {
             Ok(pool) => {
                 *self.current.write().unwrap_or_else(PoisonError::into_inner) =
                     Some(Arc::new(pool));
@@ -335,6 +422,21 @@ impl IndexState {
             .db
             .clone()
     }
+}
+
+/// A file's identity: device, inode, size and modification time.
+type FileId = (u64, u64, u64, Option<std::time::SystemTime>);
+
+fn file_id(path: &std::path::Path) -> Option<FileId> {
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let (dev, ino) = {
+        use std::os::unix::fs::MetadataExt;
+        (meta.dev(), meta.ino())
+    };
+    #[cfg(not(unix))]
+    let (dev, ino) = (0, 0);
+    Some((dev, ino, meta.len(), meta.modified().ok()))
 }
 
 fn signature(project: &Project) -> Signature {

@@ -9,6 +9,7 @@ mod cli;
 mod console;
 mod delta;
 mod gen;
+mod http;
 mod impact;
 mod import;
 mod journal;

@@ -1,4 +1,4 @@
-//! An MCP client (rmcp's client side) driving the real `acpdb serve` over stdio.
+//! An MCP client (rmcp's client side) driving the real `acpdb serve` over stdio or HTTP.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -7,7 +7,8 @@ use rmcp::model::{
     CallToolRequestParams, ContentBlock, ErrorData, ReadResourceRequestParams, ResourceContents,
 };
 use rmcp::service::{RunningService, ServiceError};
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 
@@ -51,6 +52,18 @@ impl Client {
         .spawn()
         .expect("spawn acpdb serve");
         let service = ().serve(transport).await.expect("initialize");
+        Client { service }
+    }
+
+    /// Connects to an `acpdb serve --http` at `url` (sending `token` as a bearer token) and
+    /// initializes.
+    pub(crate) async fn http(url: &str, token: Option<&str>) -> Client {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+        if let Some(token) = token {
+            config = config.auth_header(token);
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let service = ().serve(transport).await.expect("initialize over HTTP");
         Client { service }
     }
 

@@ -1,0 +1,571 @@
+//! `acpdb serve --http`: the real binary on loopback, driven by rmcp's Streamable HTTP client
+//! and by raw HTTP/1.1 requests written on a socket (for what a well-behaved client never
+//! sends: wrong tokens and origins, oversized and unfinished bodies, dropped connections).
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::mcp::{wait_ready, Client};
+use crate::common::{fixture, TempProject};
+
+/// A running `acpdb serve --http 127.0.0.1:0`, killed when dropped.
+struct HttpServer {
+    child: Child,
+    addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl HttpServer {
+    /// Starts `acpdb -C root serve --http 127.0.0.1:0 <args>` and waits for its address.
+    fn start(root: &std::path::Path, args: &[&str]) -> HttpServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_acpdb"))
+            .arg("-C")
+            .arg(root)
+            .args(["--log-level", "info", "serve", "--http", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("ACPDB_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn acpdb serve --http");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let addr = loop {
+            let Some(Ok(line)) = lines.next() else {
+                let _ = child.kill();
+                panic!(
+                    "the server ended before listening: {}",
+                    stderr.lock().unwrap()
+                );
+            };
+            stderr.lock().unwrap().push_str(&(line.clone() + "\n"));
+            if let Some(rest) = line.split("over MCP at http://").nth(1) {
+                break rest.split('/').next().unwrap().parse().unwrap();
+            }
+        };
+        let tail = stderr.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                tail.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
+        HttpServer {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Sends SIGTERM and waits for the exit, at most `seconds`.
+    fn terminate(&mut self, seconds: u64) -> ExitStatus {
+        // SAFETY: kill(2) with the pid of our own child and a valid signal.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no exit {seconds} s after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP answer: status and everything after the status line.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    text: String,
+}
+
+/// Headers of a POST to `/mcp` with a JSON body of `length` bytes.
+fn post_head(addr: SocketAddr, length: usize, extra: &[(&str, &str)]) -> String {
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nConnection: close\r\n\
+         Content-Length: {length}\r\n"
+    );
+    for (name, value) in extra {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head + "\r\n"
+}
+
+fn read_answer(mut stream: TcpStream) -> Answer {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let status = raw
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {raw:?}"));
+    Answer { status, text: raw }
+}
+
+/// POSTs `body` to `/mcp` with `extra` headers and reads the whole answer.
+fn post(addr: SocketAddr, body: &str, extra: &[(&str, &str)]) -> Answer {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(post_head(addr, body.len(), extra).as_bytes())
+        .unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    read_answer(stream)
+}
+
+fn get(addr: SocketAddr, path: &str) -> Answer {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    read_answer(stream)
+}
+
+/// The JSON body of an answer.
+fn json_body(answer: &Answer) -> Value {
+    let start = answer.text.find('{').expect("a JSON body");
+    let end = answer.text.rfind('}').unwrap();
+    serde_json::from_str(&answer.text[start..=end]).unwrap()
+}
+
+fn tool_call(id: u32, tool: &str, arguments: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": arguments}})
+    .to_string()
+}
+
+fn demo() -> TempProject {
+    let project = TempProject::copy_of(&fixture("demo"));
+    project.import();
+    project
+}
+
+/// Calls covering every index tool, with answers and with errors.
+fn calls() -> Vec<(String, Value)> {
+    let golden: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("golden/demo.json")).unwrap())
+            .unwrap();
+    let mut calls: Vec<(String, Value)> = golden["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| {
+            Some((
+                c.get("tool")?.as_str()?.to_string(),
+                c.get("arguments").cloned().unwrap_or(json!({})),
+            ))
+        })
+        .filter(|(tool, _)| acpdb::tools::INDEX_TOOLS.contains(&tool.as_str()))
+        .collect();
+    calls.extend([
+        (
+            "acp_impact".into(),
+            json!({"files": ["src/auth/session.ts"], "depth": 3}),
+        ),
+        (
+            "acp_expand".into(),
+            json!({"text": "See $SYM_VALIDATESESSION and $NOPE"}),
+        ),
+        (
+            "acp_constraints".into(),
+            json!({"file": "src/auth/session.ts"}),
+        ),
+        (
+            "acp_query".into(),
+            json!({"type": "callers", "name": "digest", "depth": "2"}),
+        ),
+        ("acp_query".into(), json!({"type": "nope"})),
+        ("acp_nope".into(), json!({})),
+    ]);
+    calls
+}
+
+/// Every answer (text or error code and message) of `calls` and of the resources.
+async fn transcript(client: &Client, calls: &[(String, Value)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (tool, arguments) in calls {
+        out.push(match client.call(tool, arguments.clone()).await {
+            Ok(answer) => format!("{tool} {arguments} => {:?}", answer.texts),
+            Err(err) => format!("{tool} {arguments} => error {} {}", err.code, err.message),
+        });
+    }
+    let resources = client.service.list_all_resources().await.unwrap();
+    let templates = client.service.list_all_resource_templates().await.unwrap();
+    out.push(format!("templates {templates:?}"));
+    let mut uris: Vec<String> = resources.iter().map(|r| r.uri.to_string()).collect();
+    uris.extend([
+        "acp://file/src%2Fauth%2Fsession.ts".into(),
+        "acp://symbol/src/auth/session.ts:validateSession".into(),
+        "acp://file/no/such/file.ts".into(),
+    ]);
+    for uri in uris {
+        out.push(match client.read(&uri).await {
+            Ok(text) => format!("{uri} => {text}"),
+            Err(err) => format!("{uri} => error {} {}", err.code, err.message),
+        });
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_tool_and_resource_answers_over_http_as_over_stdio() {
+    let project = demo();
+    let calls = calls();
+    let tools: HashSet<&str> = calls.iter().map(|(t, _)| t.as_str()).collect();
+    for tool in acpdb::tools::INDEX_TOOLS {
+        assert!(tools.contains(tool), "{tool} is never called");
+    }
+    let stdio = Client::spawn(project.root(), &[]).await;
+    wait_ready(&stdio, 60).await;
+    let expected = transcript(&stdio, &calls).await;
+    assert!(expected.iter().any(|t| t.contains("error -32602")));
+    assert!(expected.iter().any(|t| t.contains("error -32002")));
+    stdio.close().await;
+    for mode in [&[][..], &["--stateless"][..]] {
+        let server = HttpServer::start(project.root(), mode);
+        let client = Client::http(&server.url(), None).await;
+        let over_http = transcript(&client, &calls).await;
+        assert_eq!(over_http.len(), expected.len());
+        for (http, stdio) in over_http.iter().zip(&expected) {
+            assert_eq!(http, stdio, "{mode:?}");
+        }
+        // The journal tools write over HTTP as over stdio.
+        let marked = client
+            .ok("acp_hack", json!({"action": "mark", "data": {"file": "src/auth/session.ts", "line": 3, "reason": "over http"}}))
+            .await;
+        assert!(marked.to_string().contains("over http"), "{marked}");
+        client.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_are_named_by_mcp_session_id_and_unknown_ones_are_404() {
+    let project = demo();
+    let server = HttpServer::start(project.root(), &[]);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let answer = post(server.addr, &init, &[]);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let session = answer
+        .text
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("mcp-session-id: ")
+                .map(str::to_string)
+        })
+        .expect("a session id");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let with_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    assert_eq!(post(server.addr, initialized, &with_session).status, 202);
+    let call = tool_call(2, "acp_query", json!({"type": "stats"}));
+    let answer = post(server.addr, &call, &with_session);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(
+        answer.text.contains("\"id\":2") && answer.text.contains("files"),
+        "{answer:?}"
+    );
+    let unknown = [
+        ("Mcp-Session-Id", "no-such-session"),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    assert_eq!(post(server.addr, &call, &unknown).status, 404);
+    // Without a session, only initialize is accepted.
+    assert_eq!(post(server.addr, &call, &[]).status, 400);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_is_required_off_loopback_and_checked_on_every_request() {
+    let project = demo();
+    let refused = Command::new(env!("CARGO_BIN_EXE_acpdb"))
+        .arg("-C")
+        .arg(project.root())
+        .args(["serve", "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(message.contains("--token-file"), "{message}");
+
+    let token = "s3cret-token-8c1f";
+    let token_file = project.root().join("token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    let server = HttpServer::start(
+        project.root(),
+        &["--token-file", token_file.to_str().unwrap()],
+    );
+    let call = tool_call(1, "acp_query", json!({"type": "stats"}));
+    let stateless_call = [("MCP-Protocol-Version", "2025-06-18")];
+    for auth in [
+        None,
+        Some("Bearer wrong"),
+        Some("Bearer s3cret-token-8c1"),
+        Some(token),
+    ] {
+        let mut headers = stateless_call.to_vec();
+        if let Some(auth) = auth {
+            headers.push(("Authorization", auth));
+        }
+        let answer = post(server.addr, &call, &headers);
+        assert_eq!(answer.status, 401, "{auth:?}: {answer:?}");
+        assert!(answer
+            .text
+            .to_ascii_lowercase()
+            .contains("www-authenticate: bearer"));
+    }
+    let client = Client::http(&server.url(), Some(token)).await;
+    let stats = client.ok("acp_query", json!({"type": "stats"})).await;
+    assert!(stats["result"]["files"].as_u64().unwrap() > 0, "{stats}");
+    client.close().await;
+    // The health check needs no token (load balancers probe it).
+    assert_eq!(get(server.addr, "/healthz").status, 200);
+    assert!(!server.stderr().contains(token), "the token was logged");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
+    let project = demo();
+    let server = HttpServer::start(
+        project.root(),
+        &[
+            "--stateless",
+            "--max-body",
+            "4096",
+            "--max-concurrent",
+            "1",
+            "--request-timeout",
+            "1",
+            "--allow-origin",
+            "https://tools.example.com:443",
+        ],
+    );
+    let call = tool_call(1, "acp_query", json!({"type": "stats"}));
+    let version = ("MCP-Protocol-Version", "2025-06-18");
+    for (origin, status) in [
+        ("http://evil.example", 403),
+        ("http://localhost.evil.example:8080", 403),
+        ("https://tools.example.com", 200),
+        (&format!("http://127.0.0.1:{}", server.addr.port())[..], 200),
+        ("http://localhost:3000", 200),
+    ] {
+        let answer = post(server.addr, &call, &[version, ("Origin", origin)]);
+        assert_eq!(answer.status, status, "{origin}: {answer:?}");
+    }
+    // A Host the server does not answer to (DNS rebinding) is refused too.
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    let head = post_head(server.addr, call.len(), &[version])
+        .replace(&format!("Host: {}", server.addr), "Host: evil.example");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(call.as_bytes()).unwrap();
+    assert_eq!(read_answer(stream).status, 403);
+
+    let padding = " ".repeat(5000);
+    let oversized = format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"{padding}}}");
+    let answer = post(server.addr, &oversized, &[version]);
+    assert_eq!(answer.status, 413, "{answer:?}");
+    assert!(answer.text.contains("4096"), "{answer:?}");
+
+    // One unfinished request takes the only slot: the next is refused at once, and the
+    // unfinished one ends at the time limit.
+    let mut unfinished = TcpStream::connect(server.addr).unwrap();
+    unfinished
+        .write_all(post_head(server.addr, call.len(), &[version]).as_bytes())
+        .unwrap();
+    unfinished.write_all(&call.as_bytes()[..10]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let busy = post(server.addr, &call, &[version]);
+    assert_eq!(busy.status, 503, "{busy:?}");
+    assert!(
+        busy.text.to_ascii_lowercase().contains("retry-after: 1"),
+        "{busy:?}"
+    );
+    let started = Instant::now();
+    let timed_out = read_answer(unfinished);
+    assert_eq!(timed_out.status, 503, "{timed_out:?}");
+    assert!(
+        timed_out.text.contains("--request-timeout"),
+        "{timed_out:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let answer = post(server.addr, &call, &[version]);
+    assert_eq!(
+        answer.status, 200,
+        "the slot was not given back: {answer:?}"
+    );
+
+    let health = get(server.addr, "/healthz");
+    assert_eq!(health.status, 200);
+    assert_eq!(json_body(&health)["index"], "ready", "{health:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clients_that_disconnect_mid_call_do_not_disturb_the_others() {
+    let project = TempProject::generated(1500);
+    let server = HttpServer::start(project.root(), &["--stateless"]);
+    let client = Client::http(&server.url(), None).await;
+    let expected = client
+        .ok(
+            "acp_query",
+            json!({"type": "search", "pattern": "validate*", "limit": 50}),
+        )
+        .await;
+    let addr = server.addr;
+    let version = ("MCP-Protocol-Version", "2025-06-18");
+    let droppers = std::thread::spawn(move || {
+        for i in 0..40 {
+            let call = tool_call(
+                i,
+                "acp_query",
+                json!({"type": "search", "pattern": "validate*", "limit": 100}),
+            );
+            let mut stream = TcpStream::connect(addr).unwrap();
+            stream
+                .write_all(post_head(addr, call.len(), &[version]).as_bytes())
+                .unwrap();
+            // Half of them leave mid-body, the others right after sending the call.
+            let sent = if i % 2 == 0 {
+                call.len() / 2
+            } else {
+                call.len()
+            };
+            stream.write_all(&call.as_bytes()[..sent]).unwrap();
+            drop(stream);
+        }
+    });
+    for _ in 0..40 {
+        let answer = client
+            .ok(
+                "acp_query",
+                json!({"type": "search", "pattern": "validate*", "limit": 50}),
+            )
+            .await;
+        assert_eq!(answer, expected);
+    }
+    droppers.join().unwrap();
+    let answer = client
+        .ok(
+            "acp_query",
+            json!({"type": "search", "pattern": "validate*", "limit": 50}),
+        )
+        .await;
+    assert_eq!(answer, expected);
+    client.close().await;
+    assert_eq!(get(server.addr, "/healthz").status, 200);
+}
+
+#[test]
+fn sigterm_stops_accepting_finishes_calls_in_flight_and_exits_0() {
+    let project = demo();
+    let mut server = HttpServer::start(project.root(), &["--stateless"]);
+    let call = tool_call(9, "acp_query", json!({"type": "stats"}));
+    let version = ("MCP-Protocol-Version", "2025-06-18");
+    // A call in flight: its body is half sent when the signal arrives.
+    let mut in_flight = TcpStream::connect(server.addr).unwrap();
+    in_flight
+        .write_all(post_head(server.addr, call.len(), &[version]).as_bytes())
+        .unwrap();
+    in_flight.write_all(&call.as_bytes()[..20]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: kill(2) with the pid of our own child and a valid signal.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !server.stderr().contains("SIGTERM") {
+        assert!(Instant::now() < deadline, "{}", server.stderr());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        TcpStream::connect(server.addr).is_err(),
+        "new connections are still accepted after SIGTERM"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    in_flight.write_all(&call.as_bytes()[20..]).unwrap();
+    let answer = read_answer(in_flight);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(json_body(&answer)["id"], 9, "{answer:?}");
+    let status = server.terminate(10);
+    assert_eq!(status.code(), Some(0), "{}", server.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn read_only_servers_share_one_database_and_refuse_the_journal() {
+    let project = demo();
+    std::fs::remove_file(project.cache_path()).unwrap();
+    let args = ["--read-only", "--stateless", "--watch-interval", "0.1"];
+    let first = HttpServer::start(project.root(), &args);
+    let second = HttpServer::start(project.root(), &args);
+    let calls = calls();
+    let a = Client::http(&first.url(), None).await;
+    let b = Client::http(&second.url(), None).await;
+    let (one, two) = tokio::join!(transcript(&a, &calls), transcript(&b, &calls));
+    assert_eq!(one, two);
+    assert!(one.iter().filter(|t| !t.contains("=> error")).count() > 100);
+
+    let err = a.err("acp_debug", json!({"action": "list"})).await;
+    assert_eq!(err.code, -32005, "{err:?}");
+    assert!(err.message.contains(".acp/acp.journal.db"), "{err:?}");
+    let err = b.err("acp_hack", json!({"action": "list"})).await;
+    assert_eq!(err.code, -32005, "{err:?}");
+    assert!(!project.root().join(".acp/acp.journal.db").exists());
+
+    let health = json_body(&get(first.addr, "/healthz"));
+    assert_eq!(health["index"], "ready", "{health}");
+    assert_eq!(health["read_only"], true, "{health}");
+
+    // A new database renamed over the served one answers from then on, without a restart.
+    let files = |stats: Value| stats["result"]["files"].as_u64().unwrap();
+    let before = files(a.ok("acp_query", json!({"type": "stats"})).await);
+    let other = TempProject::generated(30);
+    let staged = project.root().join(".acp/acp.db.new");
+    std::fs::copy(other.db(), &staged).unwrap();
+    std::fs::rename(&staged, project.db()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (x, y) = tokio::join!(
+            a.ok("acp_query", json!({"type": "stats"})),
+            b.ok("acp_query", json!({"type": "stats"}))
+        );
+        if files(x.clone()) == 30 && files(y.clone()) == 30 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still {x} {y}, was {before}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_ne!(before, 30);
+    a.close().await;
+    b.close().await;
+}
