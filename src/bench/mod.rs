@@ -52,7 +52,7 @@ pub struct BenchArgs {
     /// `--`) instead of calling the query functions in this process.
     #[arg(long)]
     pub stdio: bool,
-    /// Drive a server over MCP Streamable HTTP at URL (e.g. http://127.0.0.1:8931/mcp), or,
+    /// Drive a server over MCP Streamable HTTP at URL (e.g. `http://127.0.0.1:8931/mcp`), or,
     /// without URL, `acpdb serve --http 127.0.0.1:0` on this project, started and stopped here.
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "", conflicts_with_all = ["stdio", "server"])]
     pub http: Option<String>,
