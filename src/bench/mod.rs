@@ -1,13 +1,15 @@
 //! `acpdb bench`: replays a workload of tool calls and reports per-group latency percentiles,
 //! start-up time and peak memory.
 //!
-//! Two modes: in-process ([`inprocess`], the query functions through [`crate::tools::call`])
-//! and `--stdio` ([`stdio`], a server process driven as an MCP client, by default
-//! `acpdb serve` on the same project, or any command given after `--`). The workload is a JSON
+//! Three modes: in-process ([`inprocess`], the query functions through [`crate::tools::call`]),
+//! `--stdio` ([`stdio`], a server process driven as an MCP client, by default
+//! `acpdb serve` on the same project, or any command given after `--`) and `--http` ([`http`],
+//! `--clients` MCP clients at once over Streamable HTTP). The workload is a JSON
 //! file ([`workload`]) or a default mix sampled from the index database. Calls run one at a
-//! time, in workload order: `--warmup` unmeasured passes, then `--iterations` passes or as many
+//! time (per client), in workload order: `--warmup` unmeasured passes, then `--iterations` passes or as many
 //! as fit in `--duration` seconds. See `docs/benchmarks.md` for the formats and for results.
 
+pub mod http;
 pub mod inprocess;
 pub mod report;
 pub mod stdio;
@@ -50,6 +52,22 @@ pub struct BenchArgs {
     /// `--`) instead of calling the query functions in this process.
     #[arg(long)]
     pub stdio: bool,
+    /// Drive a server over MCP Streamable HTTP at URL (e.g. `http://127.0.0.1:8931/mcp`), or,
+    /// without URL, `acpdb serve --http 127.0.0.1:0` on this project, started and stopped here.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "", conflicts_with_all = ["stdio", "server"])]
+    pub http: Option<String>,
+    /// With --http: MCP clients at once, each with its own session, one call at a time.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "http")]
+    pub clients: usize,
+    /// With --http: send this file's content as the bearer token.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub token_file: Option<PathBuf>,
+    /// With --http URL: the server's process id, to report its peak RSS.
+    #[arg(long, value_name = "PID", requires = "http")]
+    pub server_pid: Option<u32>,
+    /// With --http and no URL: start the server with `--stateless`.
+    #[arg(long, requires = "http")]
+    pub stateless: bool,
     /// Calls per group in the default mix.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub samples: usize,
@@ -179,7 +197,12 @@ pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
     let mut recorder = Recorder::new(workload.calls.iter().map(|c| (c.group(), c.tool.clone())));
     let stdio = args.stdio || !args.server.is_empty();
     let mut report = Report {
-        mode: if stdio { "stdio" } else { "in-process" },
+        mode: match (&args.http, stdio) {
+            (Some(_), _) => "http",
+            (None, true) => "stdio",
+            (None, false) => "in-process",
+        },
+        clients: args.http.as_ref().map(|_| args.clients),
         server: None,
         server_info: None,
         project: project.root.display().to_string(),
@@ -189,13 +212,54 @@ pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
         passes: 0,
         calls: 0,
         elapsed_s: 0.0,
+        calls_per_s: 0.0,
         startup: None,
         peak_rss_kb: None,
         tools: Vec::new(),
     };
-    let replayed = if stdio {
+    let replayed = if let Some(url) = &args.http {
+        let token = args
+            .token_file
+            .as_deref()
+            .map(crate::mcp::http::read_token)
+            .transpose()?;
+        let spawned = if url.is_empty() {
+            let mut command = default_server(project, "info")?;
+            command.extend(["--http".into(), "127.0.0.1:0".into()]);
+            if args.stateless {
+                command.push("--stateless".into());
+            }
+            if let Some(file) = &args.token_file {
+                command.extend(["--token-file".into(), file.display().to_string()]);
+            }
+            Some(http::SpawnedServer::start(command)?)
+        } else {
+            None
+        };
+        let load = http::Load {
+            url: spawned
+                .as_ref()
+                .map_or_else(|| url.clone(), |s| s.url.clone()),
+            token,
+            clients: args.clients,
+        };
+        report.server = Some(match &spawned {
+            Some(server) => server.command.clone(),
+            None => vec![url.clone()],
+        });
+        let replayed = http::replay(&load, &workload, args.warmup, stop, &mut recorder);
+        let pid = spawned
+            .as_ref()
+            .map(http::SpawnedServer::pid)
+            .or(args.server_pid);
+        report.peak_rss_kb = pid.and_then(http::server_peak_rss_kb);
+        if let Some(server) = spawned {
+            server.stop();
+        }
+        replayed?
+    } else if stdio {
         let command = if args.server.is_empty() {
-            default_server(project)?
+            default_server(project, "warn")?
         } else {
             args.server.clone()
         };
@@ -221,6 +285,7 @@ pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
     report.passes = replayed.passes;
     report.calls = replayed.calls;
     report.elapsed_s = replayed.elapsed.as_secs_f64();
+    report.calls_per_s = replayed.calls as f64 / report.elapsed_s.max(f64::MIN_POSITIVE);
     report.tools = recorder.finish();
     for tool in &report.tools {
         if let Some(error) = &tool.first_error {
@@ -242,13 +307,13 @@ pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// `acpdb -C <root> --db <db> [--cache <cache>] serve` with this executable.
-fn default_server(project: &Project) -> Result<Vec<String>> {
+/// `acpdb --log-level <level> -C <root> --db <db> [--cache <cache>] serve` with this executable.
+fn default_server(project: &Project, log_level: &str) -> Result<Vec<String>> {
     let exe = std::env::current_exe()?;
     let mut command = vec![
         exe.display().to_string(),
         "--log-level".into(),
-        "warn".into(),
+        log_level.into(),
         "-C".into(),
         project.root.display().to_string(),
         "--db".into(),

@@ -94,6 +94,23 @@ impl Recorder {
         }
     }
 
+    /// Adds the calls `other` recorded (another client of the same workload).
+    pub fn absorb(&mut self, other: Recorder) {
+        for tool in other.unsupported {
+            if !self.is_unsupported(&tool) {
+                self.unsupported.push(tool);
+            }
+        }
+        for theirs in other.groups {
+            let group = self.group(&theirs.label, &theirs.tool);
+            group.latencies.extend(theirs.latencies);
+            group.errors += theirs.errors;
+            if group.first_error.is_none() {
+                group.first_error = theirs.first_error;
+            }
+        }
+    }
+
     /// Per-group statistics.
     pub fn finish(self) -> Vec<GroupStats> {
         let unsupported = self.unsupported;
@@ -193,8 +210,11 @@ impl Startup {
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// `in-process` or `stdio`.
+    /// `in-process`, `stdio` or `http`.
     pub mode: &'static str,
+    /// Concurrent clients (http mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clients: Option<usize>,
     /// The server command (stdio mode).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<Vec<String>>,
@@ -215,6 +235,8 @@ pub struct Report {
     pub calls: usize,
     /// Wall-clock time of the measured passes, in seconds.
     pub elapsed_s: f64,
+    /// Measured calls per second of wall-clock time, all clients together.
+    pub calls_per_s: f64,
     /// Server start-up (stdio mode).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub startup: Option<Startup>,
@@ -238,14 +260,19 @@ impl Report {
         let _ = writeln!(out, "project: {}", self.project);
         let _ = writeln!(
             out,
-            "workload: {} ({} calls per pass); {} warm-up + {} measured passes, {} calls in {:.2} s",
+            "workload: {} ({} calls per pass); {} warm-up + {} measured passes, {} calls in {:.2} s ({:.0} calls/s)",
             self.workload,
             self.workload_calls,
             self.warmup_passes,
             self.passes,
             self.calls,
-            self.elapsed_s
+            self.elapsed_s,
+            self.calls_per_s
         );
+        if let Some(clients) = self.clients {
+            let errors: u64 = self.tools.iter().map(|t| t.errors).sum();
+            let _ = writeln!(out, "clients: {clients} at once; {errors} errors");
+        }
         if let Some(startup) = &self.startup {
             let _ = writeln!(
                 out,
@@ -253,10 +280,10 @@ impl Report {
                 startup.initialize_ms, startup.first_tool_ms
             );
         }
-        let whose = if self.mode == "stdio" {
-            "server"
-        } else {
+        let whose = if self.mode == "in-process" {
             "this process"
+        } else {
+            "server"
         };
         match self.peak_rss_kb {
             Some(kb) => {

@@ -155,25 +155,19 @@ impl StdioServer {
 
     fn request(&self, tool: &str, arguments: &Value) -> Result<Result<(), ErrorData>> {
         let service = self.service.as_ref().context("not connected")?;
-        let mut params = CallToolRequestParams::new(tool.to_string());
-        if let Value::Object(map) = arguments {
-            params = params.with_arguments(map.clone());
-        }
-        match self.runtime.block_on(service.call_tool(params)) {
-            Ok(result) if result.is_error == Some(true) => Ok(Err(ErrorData::internal_error(
-                format!("{tool} answered with isError: {:?}", result.content),
-                None,
-            ))),
-            Ok(result) => {
-                std::hint::black_box(result);
-                Ok(Ok(()))
-            }
-            Err(ServiceError::McpError(error)) => Ok(Err(error)),
-            Err(other) => Err(anyhow!(
-                "{tool}: the connection to the server failed: {other}{}",
+        let result = self
+            .runtime
+            .block_on(service.call_tool(call_params(tool, arguments)));
+        let failure = match &result {
+            Err(err) if !matches!(err, ServiceError::McpError(_)) => err.to_string(),
+            _ => String::new(),
+        };
+        answered(tool, result).ok_or_else(|| {
+            anyhow!(
+                "{tool}: the connection to the server failed: {failure}{}",
                 self.stderr_note()
-            )),
-        }
+            )
+        })
     }
 
     fn stderr_note(&self) -> String {
@@ -191,16 +185,48 @@ impl StdioServer {
 
 impl Target for StdioServer {
     fn call(&mut self, tool: &str, arguments: &Value) -> Result<Outcome> {
-        Ok(match self.request(tool, arguments)? {
-            Ok(()) => Outcome::Answer,
-            Err(ErrorData { code, message, .. })
-                if code.0 == -32602 && message.starts_with("Unknown tool") =>
-            {
-                Outcome::Unsupported
-            }
-            Err(ErrorData { code, message, .. }) => {
-                Outcome::Error(format!("{}: {message}", code.0))
-            }
-        })
+        Ok(outcome(self.request(tool, arguments)?))
+    }
+}
+
+/// The outcome of a call a server answered: an answer, an unknown tool, or an error.
+pub(super) fn outcome(answer: Result<(), ErrorData>) -> Outcome {
+    match answer {
+        Ok(()) => Outcome::Answer,
+        Err(ErrorData { code, message, .. })
+            if code.0 == -32602 && message.starts_with("Unknown tool") =>
+        {
+            Outcome::Unsupported
+        }
+        Err(ErrorData { code, message, .. }) => Outcome::Error(format!("{}: {message}", code.0)),
+    }
+}
+
+/// The parameters of a `tools/call` of `tool` with `arguments`.
+pub(super) fn call_params(tool: &str, arguments: &Value) -> CallToolRequestParams {
+    let mut params = CallToolRequestParams::new(tool.to_string());
+    if let Value::Object(map) = arguments {
+        params = params.with_arguments(map.clone());
+    }
+    params
+}
+
+/// What a call's result says: `Ok` for an answer (an `isError` result counts as an error),
+/// `Err` of the JSON-RPC error, or `None` when the connection failed.
+pub(super) fn answered(
+    tool: &str,
+    result: Result<rmcp::model::CallToolResult, ServiceError>,
+) -> Option<Result<(), ErrorData>> {
+    match result {
+        Ok(result) if result.is_error == Some(true) => Some(Err(ErrorData::internal_error(
+            format!("{tool} answered with isError: {:?}", result.content),
+            None,
+        ))),
+        Ok(result) => {
+            std::hint::black_box(result);
+            Some(Ok(()))
+        }
+        Err(ServiceError::McpError(error)) => Some(Err(error)),
+        Err(_) => None,
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! rmcp's `StreamableHttpService` speaks the protocol (sessions with `Mcp-Session-Id`, or
 //! stateless JSON answers with `--stateless`), checks the `Host` and `Origin` headers against
-//! DNS rebinding and answers an oversized body with 413. In front of it, [`guard`] checks the
+//! DNS rebinding and answers an oversized body with 413. In front of it, a guard checks the
 //! bearer token, refuses requests beyond the concurrency limit with 503 and ends those that run
 //! past the time limit. SIGTERM or SIGINT stops accepting connections, lets the calls in flight
 //! finish (up to the drain time), then closes the sessions.

@@ -58,7 +58,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "http")]
     pub token_file: Option<PathBuf>,
     /// With --http: a browser origin allowed besides the loopback ones, e.g.
-    /// https://tools.example.com:443 (repeatable); requests from other origins get 403.
+    /// `https://tools.example.com:443` (repeatable); requests from other origins get 403.
     #[arg(long, value_name = "ORIGIN", requires = "http")]
     pub allow_origin: Vec<String>,
     /// With --http: a `Host` name allowed besides the loopback ones (repeatable); on a

@@ -73,7 +73,8 @@ fn assert_table(table: &str) {
     assert!(table.contains("peak RSS"), "{table}");
 }
 
-/// Checks a JSON report: every default group present with percentiles, all answered.
+/// Checks a JSON report: every default group present with percentiles, all answered, four
+/// calls each (two samples, two passes) per client.
 fn assert_json(text: &str, mode: &str) -> Value {
     let report: Value = serde_json::from_str(text).expect("--json prints JSON");
     assert_eq!(report["mode"], mode);
@@ -88,7 +89,8 @@ fn assert_json(text: &str, mode: &str) -> Value {
             .find(|t| t["label"] == *group)
             .unwrap_or_else(|| panic!("{group} missing from {report}"));
         assert_eq!(stats["status"], "ok", "{stats}");
-        assert_eq!(stats["count"], 4, "{stats}");
+        let clients = report["clients"].as_u64().unwrap_or(1);
+        assert_eq!(stats["count"], 4 * clients, "{stats}");
         assert_eq!(stats["errors"], 0, "{stats}");
         for key in ["p50_ms", "p95_ms", "p99_ms", "max_ms"] {
             assert!(stats[key].as_f64().is_some(), "{group}: {key} in {stats}");
@@ -194,4 +196,83 @@ fn duration_mode_and_invalid_workloads() {
     let out = project.run(&["bench", "--workload", bad.to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("version"));
+}
+
+#[test]
+fn http_clients_at_once_against_a_server_the_bench_starts() {
+    let project = imported_demo();
+    let report = assert_json(
+        &bench(&project, &["--http", "--clients", "3", "--json"]),
+        "http",
+    );
+    assert_eq!(report["clients"], 3);
+    let calls = report["calls"].as_u64().unwrap();
+    assert_eq!(calls, 3 * 2 * report["workload_calls"].as_u64().unwrap());
+    assert!(
+        report["calls_per_s"].as_f64().is_some_and(|r| r > 0.0),
+        "{report}"
+    );
+    assert!(
+        report["server"][0].as_str().unwrap().ends_with("acpdb"),
+        "{report}"
+    );
+
+    // Against a running server given by URL, with its token and pid.
+    let token = project.root().join("token");
+    std::fs::write(&token, "bench-token").unwrap();
+    let token = token.to_str().unwrap();
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_acpdb"))
+        .arg("-C")
+        .arg(project.root())
+        .args([
+            "--log-level",
+            "info",
+            "serve",
+            "--stateless",
+            "--token-file",
+            token,
+        ])
+        .args(["--http", "127.0.0.1:0"])
+        .env_remove("ACPDB_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(server.stderr.take().unwrap());
+    let url = std::io::BufRead::lines(stderr)
+        .map_while(Result::ok)
+        .find_map(|l| {
+            Some(
+                l.split("over MCP at ")
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .to_string(),
+            )
+        })
+        .expect("the server's address");
+    let pid = server.id().to_string();
+    let table = bench(
+        &project,
+        &[
+            "--http",
+            &url,
+            "--clients",
+            "2",
+            "--token-file",
+            token,
+            "--server-pid",
+            &pid,
+        ],
+    );
+    assert_table(&table);
+    assert!(table.contains("clients: 2 at once; 0 errors"), "{table}");
+    let wrong = project.root().join("wrong");
+    std::fs::write(&wrong, "not-the-token").unwrap();
+    let wrong = wrong.to_str().unwrap();
+    let out = project.run(&["bench", "--http", &url, "--token-file", wrong]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(!out.status.success());
+    let message = String::from_utf8_lossy(&out.stderr);
+    assert!(message.contains("cannot initialize"), "{message}");
 }
