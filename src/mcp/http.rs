@@ -36,8 +36,9 @@ use tokio_util::sync::CancellationToken;
 use super::server::AcpServer;
 use super::state::{IndexState, UnavailableReason};
 
-/// What `acpdb serve --http` was told (checked by [`HttpOptions::check`]).
-#[derive(Debug, Clone)]
+/// What `acpdb serve --http` was told (checked by [`HttpOptions::check`]); its `Debug` form
+/// hides the token.
+#[derive(Clone)]
 pub struct HttpOptions {
     /// The address to listen on.
     pub addr: SocketAddr,
@@ -60,6 +61,23 @@ pub struct HttpOptions {
     pub request_timeout: Duration,
     /// Longest the calls in flight may take to finish after SIGTERM.
     pub drain_timeout: Duration,
+}
+
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("addr", &self.addr)
+            .field("stateless", &self.stateless)
+            .field("token", &self.token.as_ref().map(|_| "<hidden>"))
+            .field("allowed_origins", &self.allowed_origins)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_concurrent", &self.max_concurrent)
+            .field("working", &self.working)
+            .field("request_timeout", &self.request_timeout)
+            .field("drain_timeout", &self.drain_timeout)
+            .finish()
+    }
 }
 
 impl HttpOptions {
@@ -456,6 +474,27 @@ async fn shutdown_signal() -> Result<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_output_hides_the_token() {
+        let options = HttpOptions {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            stateless: false,
+            token: Some("s3cret".into()),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_body_bytes: 1,
+            max_concurrent: 1,
+            working: 1,
+            request_timeout: Duration::from_secs(1),
+            drain_timeout: Duration::from_secs(1),
+        };
+        let shown = format!("{options:?}");
+        assert!(
+            !shown.contains("s3cret") && shown.contains("<hidden>"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn bearer_token_must_match_exactly() {
