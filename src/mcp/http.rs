@@ -36,8 +36,9 @@ use tokio_util::sync::CancellationToken;
 use super::server::AcpServer;
 use super::state::{IndexState, UnavailableReason};
 
-/// What `acpdb serve --http` was told (checked by [`HttpOptions::check`]).
-#[derive(Debug, Clone)]
+/// What `acpdb serve --http` was told (checked by [`HttpOptions::check`]); its `Debug` form
+/// hides the token.
+#[derive(Clone)]
 pub struct HttpOptions {
     /// The address to listen on.
     pub addr: SocketAddr,
@@ -51,12 +52,32 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Largest request body, in bytes.
     pub max_body_bytes: usize,
-    /// Requests answered at once; more are refused with 503.
+    /// Requests accepted at once; more are refused with 503.
     pub max_concurrent: usize,
+    /// Of the accepted requests, those worked on at once (the read pool's size): the others
+    /// wait their turn without holding a thread or a connection.
+    pub working: usize,
     /// Longest a request may take from arrival to the end of its answer.
     pub request_timeout: Duration,
     /// Longest the calls in flight may take to finish after SIGTERM.
     pub drain_timeout: Duration,
+}
+
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("addr", &self.addr)
+            .field("stateless", &self.stateless)
+            .field("token", &self.token.as_ref().map(|_| "<hidden>"))
+            .field("allowed_origins", &self.allowed_origins)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_concurrent", &self.max_concurrent)
+            .field("working", &self.working)
+            .field("request_timeout", &self.request_timeout)
+            .field("drain_timeout", &self.drain_timeout)
+            .finish()
+    }
 }
 
 impl HttpOptions {
@@ -73,6 +94,9 @@ impl HttpOptions {
         }
         if self.max_concurrent == 0 {
             bail!("--max-concurrent must be at least 1");
+        }
+        if self.working == 0 {
+            bail!("--pool-size must be at least 1");
         }
         Ok(())
     }
@@ -134,6 +158,7 @@ pub fn read_token(path: &std::path::Path) -> Result<String> {
 struct Guard {
     token: Option<String>,
     slots: Arc<Semaphore>,
+    turns: Arc<Semaphore>,
     max_concurrent: usize,
     request_timeout: Duration,
 }
@@ -167,7 +192,12 @@ fn plain(status: StatusCode, text: String) -> Response {
         .into_response()
 }
 
-/// Checks the token, takes a slot of the concurrency limit and bounds the request's time.
+/// Checks the token, takes a slot of the concurrency limit, waits for a turn to be worked on
+/// and bounds the request's time (the wait included).
+///
+/// Turns keep as many requests in the MCP service as the read pool has connections: with more,
+/// calls would wait for a connection inside the service, each holding a thread that the
+/// runtime must replace; waiting here costs a queue entry.
 ///
 /// A `GET` opens a session's stream of server messages, which lives as long as the session: it
 /// takes no slot and has no time limit (rmcp ends it when the session ends).
@@ -213,13 +243,18 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
             ),
         )
     };
-    match tokio::time::timeout_at(deadline.into(), next.run(request)).await {
-        Ok(response) => {
+    let turns = guard.turns.clone();
+    let work = async move {
+        let turn = turns.acquire_owned().await;
+        (turn, next.run(request).await)
+    };
+    match tokio::time::timeout_at(deadline.into(), work).await {
+        Ok((turn, response)) => {
             let (parts, body) = response.into_parts();
             let body = Limited {
                 inner: body,
                 deadline: Box::pin(tokio::time::sleep_until(deadline.into())),
-                _slot: slot,
+                _held: (slot, turn.ok()),
             };
             Response::from_parts(parts, Body::new(body))
         }
@@ -233,12 +268,12 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     }
 }
 
-/// An answer's body holding its request's slot until sent, cut off at the request's deadline
-/// (a streamed answer that never ends would otherwise hold its slot for ever).
+/// An answer's body holding its request's slot and turn until sent, cut off at the request's
+/// deadline (a streamed answer that never ends would otherwise hold them for ever).
 struct Limited {
     inner: Body,
     deadline: Pin<Box<tokio::time::Sleep>>,
-    _slot: OwnedSemaphorePermit,
+    _held: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
 }
 
 impl HttpBody for Limited {
@@ -347,6 +382,7 @@ pub(super) async fn serve(
     let guard_state = Arc::new(Guard {
         token: options.token.clone(),
         slots: Arc::new(Semaphore::new(options.max_concurrent)),
+        turns: Arc::new(Semaphore::new(options.working)),
         max_concurrent: options.max_concurrent,
         request_timeout: options.request_timeout,
     });
@@ -438,6 +474,27 @@ async fn shutdown_signal() -> Result<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_output_hides_the_token() {
+        let options = HttpOptions {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            stateless: false,
+            token: Some("s3cret".into()),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_body_bytes: 1,
+            max_concurrent: 1,
+            working: 1,
+            request_timeout: Duration::from_secs(1),
+            drain_timeout: Duration::from_secs(1),
+        };
+        let shown = format!("{options:?}");
+        assert!(
+            !shown.contains("s3cret") && shown.contains("<hidden>"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn bearer_token_must_match_exactly() {
