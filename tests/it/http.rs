@@ -603,3 +603,46 @@ fn requests_beyond_the_pool_wait_their_turn() {
     assert_eq!(json_body(&answer)["id"], 2, "{answer:?}");
     assert!(waited >= Duration::from_millis(600), "{waited:?}");
 }
+
+#[test]
+fn healthz_reports_importing_ready_stale_and_no_cache() {
+    let project = TempProject::with_cache("{}", None);
+    project.generate(3000);
+    let server = HttpServer::start(project.root(), &["--watch-interval", "0.1"]);
+    let first = get(server.addr, "/healthz");
+    assert_eq!(first.status, 503, "{first:?}");
+    let health = json_body(&first);
+    assert_eq!(health["index"], "importing", "{health}");
+    assert!(
+        health["progress"]["bytes_total"].as_u64() > Some(1_000_000),
+        "{health}"
+    );
+    let wait_for = |index: &str| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let health = json_body(&get(server.addr, "/healthz"));
+            if health["index"] == index {
+                return health;
+            }
+            assert!(Instant::now() < deadline, "never {index}: {health}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let ready = wait_for("ready");
+    assert_eq!(ready["status"], "ok");
+    // A changed cache is re-imported while the previous import answers: stale meanwhile.
+    project.generate(3100);
+    let stale = wait_for("stale");
+    assert_eq!(stale["status"], "ok", "{stale}");
+    assert!(
+        stale["message"].as_str().unwrap().contains("stale"),
+        "{stale}"
+    );
+    wait_for("ready");
+
+    let empty = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(empty.path(), &[]);
+    let answer = get(server.addr, "/healthz");
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert_eq!(json_body(&answer)["index"], "no_cache", "{answer:?}");
+}
