@@ -86,7 +86,29 @@ pub struct DeltaCounts {
     pub edges_removed: u64,
 }
 
+/// What happened to one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Added,
+    Changed,
+    Unchanged,
+}
+
 impl DeltaCounts {
+    /// Counts one file or symbol entry (call-graph lists are counted as `lists_changed`).
+    fn count(&mut self, section: Section, change: Change) {
+        let slot = match (section, change) {
+            (Section::Files, Change::Added) => &mut self.files_added,
+            (Section::Files, Change::Changed) => &mut self.files_changed,
+            (Section::Files, Change::Unchanged) => &mut self.files_unchanged,
+            (Section::Symbols, Change::Added) => &mut self.symbols_added,
+            (Section::Symbols, Change::Changed) => &mut self.symbols_changed,
+            (Section::Symbols, Change::Unchanged) => &mut self.symbols_unchanged,
+            _ => return,
+        };
+        *slot += 1;
+    }
+
     /// `+12 files ~40 symbols -3 symbols +180 edges -95 edges`, leaving out zeros.
     pub fn changes(&self) -> String {
         let parts: Vec<String> = [
@@ -608,11 +630,7 @@ impl<'c> Loader<'c> {
             )?;
             return self.warn(format!("{}[{key:?}]", section.path()), DUPLICATE_KEY);
         }
-        match section {
-            Section::Files => delta.counts.files_unchanged += 1,
-            Section::Symbols => delta.counts.symbols_unchanged += 1,
-            _ => {}
-        }
+        delta.counts.count(section, Change::Unchanged);
         Ok(())
     }
 
@@ -627,6 +645,78 @@ impl<'c> Loader<'c> {
         Ok(())
     }
 
+    /// Writes a file or symbol entry if it is new or differs from its stored row. Returns
+    /// `None` when there is nothing more to do (unchanged, or a duplicate key), else the row id
+    /// and, for a changed entry, its stored row before the update.
+    fn write_entry(
+        &mut self,
+        section: Section,
+        key: &str,
+        path: Option<&str>,
+        cells: &[Cell],
+        extra: &str,
+        digest: i64,
+    ) -> Result<Option<(i64, Option<StoredRow>)>> {
+        let files = section == Section::Files;
+        let json_path = || format!("{}[{key:?}]", section.path());
+        let delta = self.delta();
+        let (by_key, columns) = if files {
+            (&mut delta.file_by_key, delta.file_columns)
+        } else {
+            (&mut delta.symbol_by_key, delta.symbol_columns)
+        };
+        let stored = lookup(by_key, columns, key, path, cells, extra, digest)?;
+        let id = match &stored {
+            Stored::Same(id, _) => *id,
+            Stored::Differs(row) => row.id,
+            Stored::Absent => {
+                let insert = if files {
+                    &mut self.insert_file
+                } else {
+                    &mut self.insert_symbol
+                };
+                insert.execute(sql_params(entry_values(key, path, cells, extra, digest)))?;
+                let id = self.conn.last_insert_rowid();
+                let delta = self.delta();
+                delta.seen_mut(section).insert(id);
+                delta.counts.count(section, Change::Added);
+                return Ok(Some((id, None)));
+            }
+        };
+        if !self.delta().seen_mut(section).insert(id) {
+            self.warn(json_path(), DUPLICATE_KEY)?;
+            return Ok(None);
+        }
+        match stored {
+            Stored::Same(_, redigested) => {
+                if redigested {
+                    let table = if files { "files" } else { "symbols" };
+                    self.conn.execute(
+                        &format!("UPDATE {table} SET digest = ?2 WHERE id = ?1"),
+                        params![id, digest],
+                    )?;
+                }
+                self.delta().counts.count(section, Change::Unchanged);
+                Ok(None)
+            }
+            Stored::Differs(row) => {
+                self.clear_warnings(&json_path())?;
+                let delta = self.delta();
+                delta.counts.count(section, Change::Changed);
+                let update = if files {
+                    &mut delta.update_file
+                } else {
+                    &mut delta.update_symbol
+                };
+                let values =
+                    entry_values(key, path, cells, extra, digest).chain([ValueRef::Integer(id)]);
+                update.execute(sql_params(values))?;
+                Ok(Some((id, Some(row))))
+            }
+            Stored::Absent => unreachable!("inserted above"),
+        }
+    }
+
     pub(super) fn delta_file(
         &mut self,
         key: String,
@@ -635,66 +725,22 @@ impl<'c> Loader<'c> {
         extra: String,
         digest: i64,
     ) -> Result<()> {
-        let json_path = || format!("files[{key:?}]");
-        let delta = self.delta();
-        let columns = delta.file_columns;
-        let stored = lookup(
-            &mut delta.file_by_key,
-            columns,
-            &key,
-            Some(&path),
-            &cells,
-            &extra,
-            digest,
-        )?;
-        let id = match stored {
-            Stored::Same(id, redigested) => {
-                if !delta.seen_files.insert(id) {
-                    return self.warn(json_path(), DUPLICATE_KEY);
-                }
-                if redigested {
-                    self.conn.execute(
-                        "UPDATE files SET digest = ?2 WHERE id = ?1",
-                        params![id, digest],
-                    )?;
-                }
-                self.delta().counts.files_unchanged += 1;
-                return Ok(());
-            }
-            Stored::Differs(row) => {
-                if !delta.seen_files.insert(row.id) {
-                    return self.warn(json_path(), DUPLICATE_KEY);
-                }
-                self.clear_warnings(&json_path())?;
-                let delta = self.delta();
-                delta.fts_file(0, &row)?;
-                if let Some(old_path) = row.text(1) {
-                    delta.paths.insert(old_path.to_string());
-                }
-                delta.files_to_clear.push(row.id);
-                delta.counts.files_changed += 1;
-                let values = entry_values(&key, Some(&path), &cells, &extra, digest)
-                    .chain([ValueRef::Integer(row.id)]);
-                delta.update_file.execute(sql_params(values))?;
-                row.id
-            }
-            Stored::Absent => {
-                self.insert_file.execute(sql_params(entry_values(
-                    &key,
-                    Some(&path),
-                    &cells,
-                    &extra,
-                    digest,
-                )))?;
-                let id = self.conn.last_insert_rowid();
-                let delta = self.delta();
-                delta.seen_files.insert(id);
-                delta.counts.files_added += 1;
-                id
-            }
+        let Some((id, old)) =
+            self.write_entry(Section::Files, &key, Some(&path), &cells, &extra, digest)?
+        else {
+            return Ok(());
         };
+        let delta = self.delta();
+        if let Some(old) = old {
+            delta.fts_file(0, &old)?;
+            if let Some(old_path) = old.text(1) {
+                delta.paths.insert(old_path.to_string());
+            }
+            delta.files_to_clear.push(id);
+        }
         self.check_file(&key, &cells)?;
         let delta = self.delta();
+        let columns = delta.file_columns;
         let row = delta
             .file_by_id
             .query_row([id], |r| StoredRow::read(r, columns))?;
@@ -712,56 +758,15 @@ impl<'c> Loader<'c> {
         extra: String,
         digest: i64,
     ) -> Result<()> {
-        let json_path = || format!("symbols[{key:?}]");
-        let delta = self.delta();
-        let columns = delta.symbol_columns;
         let path = file_path.as_deref();
-        let stored = lookup(
-            &mut delta.symbol_by_key,
-            columns,
-            &key,
-            path,
-            &cells,
-            &extra,
-            digest,
-        )?;
-        let id = match stored {
-            Stored::Same(id, redigested) => {
-                if !delta.seen_symbols.insert(id) {
-                    return self.warn(json_path(), DUPLICATE_KEY);
-                }
-                if redigested {
-                    self.conn.execute(
-                        "UPDATE symbols SET digest = ?2 WHERE id = ?1",
-                        params![id, digest],
-                    )?;
-                }
-                self.delta().counts.symbols_unchanged += 1;
-                return Ok(());
-            }
-            Stored::Differs(row) => {
-                if !delta.seen_symbols.insert(row.id) {
-                    return self.warn(json_path(), DUPLICATE_KEY);
-                }
-                self.clear_warnings(&json_path())?;
-                let delta = self.delta();
-                delta.unlink_symbol(&row)?;
-                delta.counts.symbols_changed += 1;
-                let values = entry_values(&key, path, &cells, &extra, digest)
-                    .chain([ValueRef::Integer(row.id)]);
-                delta.update_symbol.execute(sql_params(values))?;
-                row.id
-            }
-            Stored::Absent => {
-                self.insert_symbol
-                    .execute(sql_params(entry_values(&key, path, &cells, &extra, digest)))?;
-                let id = self.conn.last_insert_rowid();
-                let delta = self.delta();
-                delta.seen_symbols.insert(id);
-                delta.counts.symbols_added += 1;
-                id
-            }
+        let Some((id, old)) =
+            self.write_entry(Section::Symbols, &key, path, &cells, &extra, digest)?
+        else {
+            return Ok(());
         };
+        if let Some(old) = old {
+            self.delta().unlink_symbol(&old)?;
+        }
         self.check_symbol(&key, &cells)?;
         let delta = self.delta();
         delta.fts_symbol(1, id, &cells)?;
