@@ -296,13 +296,7 @@ impl Source<'_> {
         conn.execute_batch(WRITE_PRAGMAS)?;
         db::migrate(&mut conn, Some(db::LOAD_SCHEMA_VERSION))?;
         register_functions(&conn)?;
-        let reporter = Reporter::start(
-            self.args,
-            self.cache_path,
-            self.cache_meta.len(),
-            &progress,
-            started,
-        )?;
+        let reporter = self.reporter(&progress)?;
 
         conn.execute_batch("BEGIN")?;
         let spill_dir = tmp.parent().unwrap_or(Path::new("."));
@@ -377,13 +371,7 @@ impl Source<'_> {
             known.len(),
             started.elapsed().as_secs_f64()
         );
-        let reporter = Reporter::start(
-            self.args,
-            self.cache_path,
-            self.cache_meta.len(),
-            &progress,
-            started,
-        )?;
+        let reporter = self.reporter(&progress)?;
         let cache = self.start_reading(Some(known.clone()), progress, DELTA_READ_AHEAD)?;
         let _ = fs::remove_file(tmp);
         fs::copy(&project.db, tmp).with_context(|| {
@@ -445,6 +433,17 @@ impl Source<'_> {
             db_bytes: file_size(tmp)?,
             ..summary
         })
+    }
+
+    /// The progress reporter of this import.
+    fn reporter(&self, progress: &Arc<Progress>) -> Result<Reporter> {
+        Reporter::start(
+            self.args,
+            self.cache_path,
+            self.cache_meta.len(),
+            progress,
+            self.started,
+        )
     }
 
     /// Starts reading the cache.
