@@ -20,4 +20,5 @@ pub mod mcp;
 pub mod project;
 pub mod query;
 pub mod replace;
+pub mod schemas;
 pub mod tools;

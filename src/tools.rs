@@ -3,16 +3,13 @@
 //! the MCP tool methods call it with typed arguments, and [`call`] (for `acpdb query` and the
 //! in-process benchmark) dispatches to it by name, so they cannot drift apart.
 
-use std::any::TypeId;
-use std::collections::HashMap;
 use std::io::Write as _;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::query::acp_query::{acp_query, QueryParams};
 use crate::query::check_constraints::{check_constraints, CheckConstraintsParams};
@@ -48,6 +45,35 @@ pub fn pretty<T: Serialize>(value: &T) -> QueryResult<String> {
     Ok(serde_json::to_string_pretty(value)?)
 }
 
+/// A tool's answer: the text every client reads and, for the tools that declare an output
+/// schema ([`crate::schemas::output`]), the same JSON as a value (MCP `structuredContent`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The answer as the tool's text content.
+    pub text: String,
+    /// The answer as structured content, for the tools with an output schema.
+    pub structured: Option<Value>,
+}
+
+impl Answer {
+    /// The answer of a tool with an output schema: `value` as pretty text and as a JSON value.
+    pub fn typed<T: Serialize>(value: &T) -> QueryResult<Answer> {
+        Ok(Answer {
+            text: pretty(value)?,
+            structured: Some(serde_json::to_value(value)?),
+        })
+    }
+}
+
+impl From<String> for Answer {
+    fn from(text: String) -> Answer {
+        Answer {
+            text,
+            structured: None,
+        }
+    }
+}
+
 /// Decodes tool arguments the way the MCP layer does: a missing argument object is `{}`, and
 /// values are coerced to the types of `T`'s input schema ([`crate::args::coerce`]).
 pub fn decode<T: DeserializeOwned + JsonSchema + 'static>(args: &Value) -> QueryResult<T> {
@@ -56,27 +82,8 @@ pub fn decode<T: DeserializeOwned + JsonSchema + 'static>(args: &Value) -> Query
     } else {
         args.clone()
     };
-    crate::args::coerce(&input_schema::<T>(), &mut args).map_err(QueryError::invalid)?;
+    crate::args::coerce(&crate::schemas::input::<T>(), &mut args).map_err(QueryError::invalid)?;
     serde_json::from_value(args).map_err(|e| QueryError::invalid(e.to_string()))
-}
-
-/// A JSON Schema object.
-type Schema = Map<String, Value>;
-
-/// The JSON Schema of a parameter type, generated once per type.
-fn input_schema<T: JsonSchema + 'static>() -> Arc<Schema> {
-    static SCHEMAS: OnceLock<Mutex<HashMap<TypeId, Arc<Schema>>>> = OnceLock::new();
-    let mut schemas = SCHEMAS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    schemas
-        .entry(TypeId::of::<T>())
-        .or_insert_with(|| match schemars::schema_for!(T).to_value() {
-            Value::Object(schema) => Arc::new(schema),
-            _ => Arc::default(),
-        })
-        .clone()
 }
 
 /// The answer text of each read-only tool, from its typed arguments: the one table of which
@@ -136,13 +143,13 @@ pub mod answer {
     }
 
     /// `acp_query`.
-    pub fn query(conn: &Connection, params: &QueryParams) -> QueryResult<String> {
-        pretty(&acp_query(conn, params)?)
+    pub fn query(conn: &Connection, params: &QueryParams) -> QueryResult<Answer> {
+        Answer::typed(&acp_query(conn, params)?)
     }
 
     /// `acp_expand`.
-    pub fn expand(conn: &Connection, params: &ExpandParams) -> QueryResult<String> {
-        pretty(&acp_expand(conn, params)?)
+    pub fn expand(conn: &Connection, params: &ExpandParams) -> QueryResult<Answer> {
+        Answer::typed(&acp_expand(conn, params)?)
     }
 
     /// `acp_expand_variable`.
@@ -154,13 +161,13 @@ pub mod answer {
     }
 
     /// `acp_constraints`.
-    pub fn constraints(conn: &Connection, params: &ConstraintsParams) -> QueryResult<String> {
-        pretty(&acp_constraints(conn, params)?)
+    pub fn constraints(conn: &Connection, params: &ConstraintsParams) -> QueryResult<Answer> {
+        Answer::typed(&acp_constraints(conn, params)?)
     }
 
     /// `acp_impact`.
-    pub fn impact(conn: &Connection, params: &ImpactParams) -> QueryResult<String> {
-        pretty(&acp_impact(conn, params)?)
+    pub fn impact(conn: &Connection, params: &ImpactParams) -> QueryResult<Answer> {
+        Answer::typed(&acp_impact(conn, params)?)
     }
 }
 
@@ -176,11 +183,11 @@ pub fn call(conn: &Connection, name: &str, args: &Value) -> QueryResult<String> 
         "acp_get_hotpaths" => answer::hotpaths(conn),
         "acp_generate_primer" => answer::primer(conn, &decode(args)?),
         "acp_context" => answer::context(conn, &decode(args)?),
-        "acp_query" => answer::query(conn, &decode(args)?),
-        "acp_expand" => answer::expand(conn, &decode(args)?),
+        "acp_query" => Ok(answer::query(conn, &decode(args)?)?.text),
+        "acp_expand" => Ok(answer::expand(conn, &decode(args)?)?.text),
         "acp_expand_variable" => answer::expand_variable(conn, &decode(args)?),
-        "acp_constraints" => answer::constraints(conn, &decode(args)?),
-        "acp_impact" => answer::impact(conn, &decode(args)?),
+        "acp_constraints" => Ok(answer::constraints(conn, &decode(args)?)?.text),
+        "acp_impact" => Ok(answer::impact(conn, &decode(args)?)?.text),
         _ => Err(QueryError::invalid(format!(
             "Unknown tool: {name}. Valid tools: {}",
             INDEX_TOOLS.join(", ")

@@ -4,13 +4,17 @@
 //! The journal only records: it never changes the files themselves.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use rusqlite::{params, OptionalExtension, Transaction};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::attempts::{self, HistoryEntry, Status};
-use super::{files, limited, md5, optional, required, stamp, Journal, JournalError, Response};
+use super::{
+    files, limited, md5, optional, required, stamp, Journal, JournalError, Response, Written,
+};
+use crate::schemas::Schema;
 
 /// Files larger than this are hashed but not snapshotted (acp-cli's limit).
 const SNAPSHOT_LIMIT: usize = 100_000;
@@ -52,6 +56,24 @@ pub struct DebugData {
     pub resolution: Option<String>,
 }
 
+/// An `acp_debug` answer: the fields of its action's answer after `"action"`.
+#[derive(Serialize, JsonSchema)]
+#[serde(tag = "action", rename_all = "lowercase")]
+enum DebugAnswer {
+    Start(Written<Started>),
+    Attempt(Written<Logged>),
+    Result(Written<Recorded>),
+    Revert(Written<Reverted>),
+    Resolve(Written<Resolved>),
+    Status(StatusAnswer),
+    List(Listed),
+}
+
+/// The JSON Schema of `acp_debug`'s answers.
+pub(super) fn answer_schema() -> Arc<Schema> {
+    crate::schemas::output::<DebugAnswer>()
+}
+
 /// Runs one `acp_debug` action. Files are read before the write transaction begins, so that a
 /// slow read never holds other writers up.
 pub(crate) fn run(journal: &Journal, request: DebugRequest) -> Result<Response, JournalError> {
@@ -59,32 +81,36 @@ pub(crate) fn run(journal: &Journal, request: DebugRequest) -> Result<Response, 
         JournalError::InvalidParams("Missing required parameter: action".to_owned())
     })?;
     let data = request.data.unwrap_or_default();
-    match action {
-        "start" => journal.write_and_export(|tx| start(journal, tx, &data)),
+    let answer = match action {
+        "start" => DebugAnswer::Start(journal.write_and_export(|tx| start(journal, tx, &data))?),
         "attempt" => {
             let planned = PlannedAttempt::new(journal, &data)?;
-            journal.write_and_export(|tx| attempt(journal, tx, planned))
+            DebugAnswer::Attempt(journal.write_and_export(|tx| attempt(journal, tx, planned))?)
         }
         "result" => {
             let hashes = current_hashes(journal, &data)?;
-            journal.write_and_export(|tx| result(journal, tx, &data, &hashes))
+            DebugAnswer::Result(journal.write_and_export(|tx| result(journal, tx, &data, &hashes))?)
         }
         "revert" => {
             let hashes = current_hashes(journal, &data)?;
-            journal.write_and_export(|tx| revert(journal, tx, &data, &hashes))
+            DebugAnswer::Revert(journal.write_and_export(|tx| revert(journal, tx, &data, &hashes))?)
         }
-        "resolve" => journal.write_and_export(|tx| resolve(journal, tx, &data)),
-        "status" => Response::new(&journal.read(|tx| status(tx, &data))?),
-        "list" => Response::new(&journal.read(list)?),
-        other => Err(JournalError::InvalidParams(format!(
-            "Invalid action: {other}. Use: start, attempt, result, revert, resolve, status, list"
-        ))),
-    }
+        "resolve" => {
+            DebugAnswer::Resolve(journal.write_and_export(|tx| resolve(journal, tx, &data))?)
+        }
+        "status" => DebugAnswer::Status(journal.read(|tx| status(tx, &data))?),
+        "list" => DebugAnswer::List(journal.read(list)?),
+        other => {
+            let actions = "start, attempt, result, revert, resolve, status, list";
+            let message = format!("Invalid action: {other}. Use: {actions}");
+            return Err(JournalError::InvalidParams(message));
+        }
+    };
+    Response::new(&answer)
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Started {
-    action: &'static str,
     session_id: String,
     created_at: String,
     status: &'static str,
@@ -121,7 +147,6 @@ fn start(
     )?;
     attempts::touch(tx, &created_at)?;
     Ok(Started {
-        action: "start",
         session_id,
         created_at,
         status: "active",
@@ -130,9 +155,8 @@ fn start(
     })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Logged {
-    action: &'static str,
     session_id: String,
     attempt_id: String,
     description: String,
@@ -225,7 +249,6 @@ fn attempt(
     }
     attempts::touch(tx, &created_at)?;
     Ok(Logged {
-        action: "attempt",
         session_id: session_id.to_owned(),
         attempt_id,
         description: description.to_owned(),
@@ -235,9 +258,8 @@ fn attempt(
     })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Recorded {
-    action: &'static str,
     session_id: String,
     attempt_id: String,
     status: &'static str,
@@ -306,7 +328,6 @@ fn result(
     )?;
     attempts::touch(tx, &recorded_at)?;
     Ok(Recorded {
-        action: "result",
         session_id: session_id.to_owned(),
         attempt_id: attempt_id.to_owned(),
         status,
@@ -316,9 +337,8 @@ fn result(
     })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Reverted {
-    action: &'static str,
     session_id: String,
     attempt_id: String,
     status: &'static str,
@@ -361,7 +381,6 @@ fn revert(
     )?;
     attempts::touch(tx, &reverted_at)?;
     Ok(Reverted {
-        action: "revert",
         session_id: session_id.to_owned(),
         attempt_id: attempt_id.to_owned(),
         status: "reverted",
@@ -370,9 +389,8 @@ fn revert(
     })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Resolved {
-    action: &'static str,
     session_id: String,
     status: &'static str,
     resolution: String,
@@ -414,7 +432,6 @@ fn resolve(
     )?;
     attempts::touch(tx, &resolved_at)?;
     Ok(Resolved {
-        action: "resolve",
         session_id: session_id.to_owned(),
         status: "resolved",
         resolution: resolution.to_owned(),
@@ -423,13 +440,12 @@ fn resolve(
     })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct StatusAnswer {
-    action: &'static str,
     session: SessionView,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct SessionView {
     id: String,
     status: String,
@@ -443,7 +459,7 @@ struct SessionView {
     attempts: Vec<AttemptView>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct AttemptView {
     id: String,
     description: String,
@@ -504,7 +520,6 @@ fn status(tx: &Transaction<'_>, data: &DebugData) -> Result<StatusAnswer, Journa
         attempt.files = attempt_files(tx, &session.id, &attempt.id)?;
     }
     Ok(StatusAnswer {
-        action: "status",
         session: SessionView {
             id: session.id,
             status: session.status,
@@ -518,14 +533,13 @@ fn status(tx: &Transaction<'_>, data: &DebugData) -> Result<StatusAnswer, Journa
     })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Listed {
-    action: &'static str,
     sessions: Vec<SessionSummary>,
     total: usize,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct SessionSummary {
     id: String,
     status: String,
@@ -554,7 +568,6 @@ fn list(tx: &Transaction<'_>) -> Result<Listed, JournalError> {
         })?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Listed {
-        action: "list",
         total: sessions.len(),
         sessions,
     })

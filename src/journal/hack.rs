@@ -9,6 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{optional, paths, required, stamp, Journal, JournalError, Response};
+use crate::schemas::Schema;
+use std::sync::Arc;
 
 /// Parameters of the `acp_hack` tool.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -61,25 +63,43 @@ pub struct CacheHack {
     pub created_at: String,
 }
 
+/// An `acp_hack` answer: the fields of its action's answer after `"action"`.
+#[derive(Serialize, JsonSchema)]
+#[serde(tag = "action", rename_all = "lowercase")]
+enum HackAnswer {
+    Mark(Marked),
+    List(Listed),
+    Revert(Removed),
+    Cleanup(Cleanup),
+}
+
+/// The JSON Schema of `acp_hack`'s answers.
+pub(super) fn answer_schema() -> Arc<Schema> {
+    crate::schemas::output::<HackAnswer>()
+}
+
 /// Runs one `acp_hack` action.
 pub(crate) fn run(journal: &Journal, request: HackRequest) -> Result<Response, JournalError> {
     let action = request.action.as_deref().ok_or_else(|| {
         JournalError::InvalidParams("Missing required parameter: action".to_owned())
     })?;
     let data = request.data.unwrap_or_default();
-    match action {
-        "mark" => Response::new(&journal.write(false, |tx| mark(journal, tx, &data))?),
-        "list" => Response::new(&list(journal, &data)?),
-        "revert" => Response::new(&revert(journal, &data)?),
-        "cleanup" => Response::new(&cleanup(journal)?),
-        other => Err(JournalError::InvalidParams(format!(
-            "Invalid action: {other}. Use: mark, list, revert, cleanup"
-        ))),
-    }
+    let answer = match action {
+        "mark" => HackAnswer::Mark(journal.write(false, |tx| mark(journal, tx, &data))?),
+        "list" => HackAnswer::List(list(journal, &data)?),
+        "revert" => HackAnswer::Revert(revert(journal, &data)?),
+        "cleanup" => HackAnswer::Cleanup(cleanup(journal)?),
+        other => {
+            return Err(JournalError::InvalidParams(format!(
+                "Invalid action: {other}. Use: mark, list, revert, cleanup"
+            )))
+        }
+    };
+    Response::new(&answer)
 }
 
 /// A hack as every action shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 struct Hack {
     id: String,
     file: String,
@@ -95,9 +115,8 @@ struct Hack {
     source: &'static str,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Marked {
-    action: &'static str,
     hack: Hack,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     unindexed_files: Vec<String>,
@@ -138,7 +157,6 @@ fn mark(journal: &Journal, tx: &Transaction<'_>, data: &HackData) -> Result<Mark
         ],
     )?;
     Ok(Marked {
-        action: "mark",
         unindexed_files: journal.unindexed(std::slice::from_ref(&file)),
         hack: Hack {
             id,
@@ -154,9 +172,8 @@ fn mark(journal: &Journal, tx: &Transaction<'_>, data: &HackData) -> Result<Mark
     })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Listed {
-    action: &'static str,
     hacks: Vec<Hack>,
     total: usize,
     expired_count: usize,
@@ -173,16 +190,14 @@ fn list(journal: &Journal, data: &HackData) -> Result<Listed, JournalError> {
         .filter(|hack| !expired_only || hack.expired)
         .collect();
     Ok(Listed {
-        action: "list",
         total: hacks.len(),
         expired_count: hacks.iter().filter(|hack| hack.expired).count(),
         hacks,
     })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Removed {
-    action: &'static str,
     id: String,
     removed: bool,
 }
@@ -198,7 +213,6 @@ fn revert(journal: &Journal, data: &HackData) -> Result<Removed, JournalError> {
     })?;
     if removed {
         return Ok(Removed {
-            action: "revert",
             id: id.to_owned(),
             removed: true,
         });
@@ -214,15 +228,14 @@ fn revert(journal: &Journal, data: &HackData) -> Result<Removed, JournalError> {
     )))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Cleanup {
-    action: &'static str,
     expired_hacks: Vec<ExpiredHack>,
     count: usize,
     message: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct ExpiredHack {
     id: String,
     file: String,
@@ -243,7 +256,6 @@ fn cleanup(journal: &Journal) -> Result<Cleanup, JournalError> {
         .collect();
     let count = expired_hacks.len();
     Ok(Cleanup {
-        action: "cleanup",
         expired_hacks,
         count,
         message: format!("Found {count} expired hack(s). Use 'revert' to remove."),

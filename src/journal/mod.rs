@@ -101,20 +101,33 @@ impl<F: Fn(&str) -> bool + Send + Sync> ProjectIndex for F {
     }
 }
 
+/// The JSON Schema of `acp_debug`'s answers (its MCP `outputSchema`).
+pub fn debug_answer_schema() -> Arc<crate::schemas::Schema> {
+    debug::answer_schema()
+}
+
+/// The JSON Schema of `acp_hack`'s answers (its MCP `outputSchema`).
+pub fn hack_answer_schema() -> Arc<crate::schemas::Schema> {
+    hack::answer_schema()
+}
+
 /// The source of the current time (injectable so tests can choose dates).
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
-/// A tool answer: JSON text with its keys in the order the tool reference gives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A tool answer: JSON text with its keys in the order the tool reference gives, and the same
+/// answer as a JSON value.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Response {
     text: String,
+    value: serde_json::Value,
 }
 
 impl Response {
     fn new<T: Serialize>(body: &T) -> Result<Response, JournalError> {
-        let text = serde_json::to_string_pretty(body)
-            .map_err(|e| JournalError::Internal(format!("JSON error: {e}")))?;
-        Ok(Response { text })
+        let json_error = |e: serde_json::Error| JournalError::Internal(format!("JSON error: {e}"));
+        let text = serde_json::to_string_pretty(body).map_err(json_error)?;
+        let value = serde_json::to_value(body).map_err(json_error)?;
+        Ok(Response { text, value })
     }
 
     /// The pretty-printed JSON text (what the MCP tool returns as text content).
@@ -124,12 +137,12 @@ impl Response {
 
     /// The answer as a JSON value (keys sorted; use [`Response::text`] to keep their order).
     pub fn to_value(&self) -> serde_json::Value {
-        serde_json::from_str(&self.text).expect("a response is valid JSON")
+        self.value.clone()
     }
 }
 
 /// A mutating action's answer plus the warning of an export that failed after the commit.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Written<T> {
     #[serde(flatten)]
     body: T,
@@ -258,7 +271,7 @@ impl Journal {
     fn write_and_export<T: Serialize>(
         &self,
         f: impl FnOnce(&Transaction<'_>) -> Result<T, JournalError>,
-    ) -> Result<Response, JournalError> {
+    ) -> Result<Written<T>, JournalError> {
         let body = self.write(true, f)?;
         let export_warning = match self.export() {
             Ok(_) => None,
@@ -267,7 +280,7 @@ impl Journal {
                 Some(err.message().to_owned())
             }
         };
-        Response::new(&Written {
+        Ok(Written {
             body,
             export_warning,
         })

@@ -20,18 +20,18 @@ use super::errors;
 use super::state::IndexState;
 use crate::journal::index::{DatabaseIndex, IndexConnection};
 use crate::journal::{DebugRequest, HackRequest, Journal, JournalError};
-use crate::query::acp_query::QueryParams;
+use crate::query::acp_query::{QueryParams, QueryResponse};
 use crate::query::check_constraints::CheckConstraintsParams;
-use crate::query::constraints::ConstraintsParams;
+use crate::query::constraints::{ConstraintsParams, ConstraintsResponse};
 use crate::query::context::GetContextParams;
 use crate::query::domain_files::GetDomainFilesParams;
-use crate::query::expand::{ExpandParams, ExpandVariableParams};
+use crate::query::expand::{ExpandParams, ExpandResponse, ExpandVariableParams};
 use crate::query::file_context::GetFileContextParams;
-use crate::query::impact::ImpactParams;
+use crate::query::impact::{ImpactParams, ImpactResponse};
 use crate::query::primer::GeneratePrimerParams;
 use crate::query::symbol_context::GetSymbolContextParams;
 use crate::query::QueryResult;
-use crate::tools::answer;
+use crate::tools::{answer, Answer};
 
 const INSTRUCTIONS: &str = "acpdb serves an ACP code index (files, symbols, call graph, domains, \
 constraints) from SQLite. Start with acp_get_architecture for the project's shape, then \
@@ -89,12 +89,13 @@ impl AcpServer {
     /// search) runs in `block_in_place`, so the runtime hands this worker's other tasks to
     /// another thread and cheap calls (and `ping`) keep being answered while it runs; the
     /// hand-off costs tens of microseconds, which only heavy queries pay.
-    async fn answer<F>(&self, weight: Weight, query: F) -> Result<CallToolResult, ErrorData>
+    async fn answer<F, A>(&self, weight: Weight, query: F) -> Result<CallToolResult, ErrorData>
     where
-        F: FnOnce(&Connection) -> QueryResult<String>,
+        F: FnOnce(&Connection) -> QueryResult<A>,
+        A: Into<Answer>,
     {
         let pool = self.state.pool().map_err(errors::unavailable)?;
-        let text = match weight {
+        let answer = match weight {
             // A light query runs here only when a connection is free at once: waiting for one
             // (every connection busy with heavy queries) must not hold up this worker either.
             Weight::Light => match pool.try_get() {
@@ -105,15 +106,19 @@ impl AcpServer {
                 tokio::task::block_in_place(|| on_pool(&pool, self.time_limit, query))?
             }
         };
-        self.respond(text)
+        Ok(self.respond(answer.into()))
     }
 
-    fn respond(&self, text: String) -> Result<CallToolResult, ErrorData> {
-        let mut content = vec![ContentBlock::text(text)];
+    /// The tool result of `answer`: its text (followed by a note when the index is stale) and,
+    /// for the tools with an output schema, its structured content.
+    fn respond(&self, answer: Answer) -> CallToolResult {
+        let mut content = vec![ContentBlock::text(answer.text)];
         if let Some(note) = self.state.stale_note() {
             content.push(ContentBlock::text(note));
         }
-        Ok(CallToolResult::success(content))
+        let mut result = CallToolResult::success(content);
+        result.structured_content = answer.structured;
+        result
     }
 
     /// The journal, opened on first use.
@@ -152,9 +157,9 @@ impl AcpServer {
             .await
             .map_err(|e| errors::internal(format!("journal task failed: {e}")))?
             .map_err(errors::journal)?;
-        Ok(CallToolResult::success(vec![ContentBlock::text(
-            response.text().to_string(),
-        )]))
+        let mut result = CallToolResult::success(vec![ContentBlock::text(response.text())]);
+        result.structured_content = Some(response.to_value());
+        Ok(result)
     }
 }
 
@@ -249,6 +254,7 @@ fn limited<T>(
 impl AcpServer {
     #[tool(
         name = "acp_query",
+        output_schema = crate::schemas::output::<QueryResponse>(),
         annotations(
             read_only_hint = true,
             destructive_hint = false,
@@ -269,6 +275,7 @@ impl AcpServer {
 
     #[tool(
         name = "acp_expand",
+        output_schema = crate::schemas::output::<ExpandResponse>(),
         annotations(
             read_only_hint = true,
             destructive_hint = false,
@@ -307,6 +314,7 @@ impl AcpServer {
 
     #[tool(
         name = "acp_constraints",
+        output_schema = crate::schemas::output::<ConstraintsResponse>(),
         annotations(
             read_only_hint = true,
             destructive_hint = false,
@@ -327,6 +335,7 @@ impl AcpServer {
 
     #[tool(
         name = "acp_impact",
+        output_schema = crate::schemas::output::<ImpactResponse>(),
         annotations(
             read_only_hint = true,
             destructive_hint = false,
@@ -488,6 +497,7 @@ impl AcpServer {
     }
     #[tool(
         name = "acp_debug",
+        output_schema = crate::journal::debug_answer_schema(),
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -506,6 +516,7 @@ impl AcpServer {
 
     #[tool(
         name = "acp_hack",
+        output_schema = crate::journal::hack_answer_schema(),
         annotations(
             read_only_hint = false,
             destructive_hint = false,

@@ -66,7 +66,7 @@ impl QueryParams {
 }
 
 /// Answer of `acp_query`, shaped by its type.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum QueryResponse {
     /// `symbol`.

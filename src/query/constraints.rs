@@ -26,7 +26,7 @@ pub struct ConstraintsParams {
 }
 
 /// Whether and how the file may be modified.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct CanModify {
     /// Changes are allowed at all.
     pub allowed: bool,
@@ -37,7 +37,7 @@ pub struct CanModify {
 }
 
 /// A constraint declared on one symbol of the file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SymbolConstraint {
     /// Qualified name of the symbol.
     pub symbol: String,
@@ -55,7 +55,7 @@ pub struct SymbolConstraint {
 }
 
 /// Answer of `acp_constraints`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ConstraintsResponse {
     /// Canonical path.
     pub file: String,

@@ -57,7 +57,7 @@ pub struct ExpandVariableParams {
 }
 
 /// How one variable was expanded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ExpansionDetail {
     /// The variable's type (`symbol`, `file`, `domain`, `layer`, ...).
     #[serde(rename = "type")]
@@ -82,8 +82,22 @@ impl Serialize for Expansions {
     }
 }
 
+/// An object of [`ExpansionDetail`]s keyed by variable name.
+impl schemars::JsonSchema for Expansions {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Expansions".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "object",
+            "additionalProperties": generator.subschema_for::<ExpansionDetail>(),
+        })
+    }
+}
+
 /// Answer of `acp_expand`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ExpandResponse {
     /// The input text.
     pub original: String,

@@ -64,7 +64,7 @@ impl Endpoint {
 }
 
 /// One caller or callee.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Relation {
     /// Qualified name when resolved to a symbol, else the raw graph name.
     pub name: String,
@@ -91,7 +91,7 @@ pub struct RelationPage {
 }
 
 /// Answer of `acp_query` types `callers` and `callees`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RelationsResponse {
     /// `callers` or `callees`.
     #[serde(rename = "type")]

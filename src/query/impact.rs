@@ -55,7 +55,7 @@ pub struct ImpactParams {
 }
 
 /// A symbol the change touches directly.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct ChangedSymbol {
     /// Qualified name.
     pub name: String,
@@ -66,7 +66,7 @@ pub struct ChangedSymbol {
 }
 
 /// A symbol that calls a changed one, directly or through others.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct ImpactedSymbol {
     /// Qualified name (the call-graph name when it is not a known symbol).
     pub name: String,
@@ -77,7 +77,7 @@ pub struct ImpactedSymbol {
 }
 
 /// The impacted symbols of one file.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct ImpactedFile {
     /// Canonical path (`null` for call-graph names no file declares).
     pub file: Option<String>,
@@ -86,7 +86,7 @@ pub struct ImpactedFile {
 }
 
 /// What the constraints say of one touched or impacted file.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct FileImpact {
     /// Canonical path.
     pub file: String,
@@ -109,7 +109,7 @@ pub struct FileImpact {
 }
 
 /// Counts, and what was cut.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct ImpactTotals {
     /// Files the change touches.
     pub touched_files: usize,
@@ -126,7 +126,7 @@ pub struct ImpactTotals {
 }
 
 /// Answer of `acp_impact`.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct ImpactResponse {
     /// The changed symbols.
     pub changed: Vec<ChangedSymbol>,

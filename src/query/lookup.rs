@@ -52,7 +52,7 @@ pub fn var_entry(conn: &Connection, name: &str) -> QueryResult<Option<Entry>> {
 }
 
 /// Answer of `acp_query` type `symbol`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct SymbolResponse {
     /// Always `symbol`.
     #[serde(rename = "type")]
@@ -103,7 +103,7 @@ pub fn symbol(conn: &Connection, name: &str, limit: u32) -> QueryResult<SymbolRe
 }
 
 /// Answer of `acp_query` types `file` and `domain`: an entry with one paged list inside it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct EntryResponse {
     /// `file` or `domain`.
     #[serde(rename = "type")]
@@ -199,7 +199,7 @@ fn window(list: Option<&Value>, page: Page) -> (Vec<Value>, u64) {
 }
 
 /// Answer of `acp_query` type `stats`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct StatsResponse {
     /// Always `stats`.
     #[serde(rename = "type")]
@@ -209,7 +209,7 @@ pub struct StatsResponse {
 }
 
 /// Codebase statistics.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Stats {
     /// File entries.
     pub files: u64,

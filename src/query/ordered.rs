@@ -131,3 +131,33 @@ impl Serialize for Entry {
         map.end()
     }
 }
+
+/// Any JSON value: the members of cache entries are described by the cache schema, not here.
+impl schemars::JsonSchema for Ordered {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Ordered".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!(true)
+    }
+}
+
+/// A JSON object whose members are described by the cache schema, not here.
+impl schemars::JsonSchema for Entry {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Entry".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "object"})
+    }
+}

@@ -39,7 +39,7 @@ pub const MAX_PATTERN_CHARS: usize = 256;
 pub const TOTAL_CAP: u64 = 1_000;
 
 /// One search hit: a preview with enough to ask for details (`acp_query` symbol or file).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum SearchMatch {
     /// A symbol.
@@ -68,7 +68,7 @@ pub enum SearchMatch {
 }
 
 /// The matches of one page and the facts about all of them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct SearchResult {
     /// This page of matches, best first.
     pub matches: Vec<SearchMatch>,
@@ -85,7 +85,7 @@ pub struct SearchResult {
 }
 
 /// Answer of `acp_query` type `search`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct SearchResponse {
     /// Always `search`.
     #[serde(rename = "type")]

@@ -18,3 +18,4 @@ mod prompts;
 mod queries;
 mod reference_parity;
 mod tidy;
+mod typed;

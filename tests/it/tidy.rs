@@ -13,17 +13,21 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("logging", &[]),
     ("project", &[]),
     ("replace", &[]),
+    ("schemas", &[]),
     ("gen", &["cache"]),
     ("freshness", &["db", "project"]),
     ("query", &["cache", "db"]),
-    ("journal", &["db", "project", "replace"]),
+    ("journal", &["db", "project", "replace", "schemas"]),
     (
         "import",
         &["cache", "db", "freshness", "project", "replace"],
     ),
     ("export", &["db", "project", "query"]),
     ("console", &["db", "freshness", "project"]),
-    ("tools", &["args", "db", "freshness", "project", "query"]),
+    (
+        "tools",
+        &["args", "db", "freshness", "project", "query", "schemas"],
+    ),
     (
         "mcp",
         &[
@@ -37,6 +41,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "project",
             "query",
             "replace",
+            "schemas",
             "tools",
         ],
     ),

@@ -32,6 +32,8 @@ pub(crate) struct ToolAnswer {
     pub(crate) json: Value,
     /// Every text content item.
     pub(crate) texts: Vec<String>,
+    /// The structured content, for the tools with an output schema.
+    pub(crate) structured: Option<Value>,
 }
 
 impl Client {
@@ -90,7 +92,11 @@ impl Client {
                     .collect();
                 let first = texts.first().cloned().unwrap_or_default();
                 let json = serde_json::from_str(&first).unwrap_or(Value::String(first));
-                Ok(ToolAnswer { json, texts })
+                Ok(ToolAnswer {
+                    json,
+                    texts,
+                    structured: result.structured_content,
+                })
             }
             Err(ServiceError::McpError(ErrorData {
                 code,
