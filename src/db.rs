@@ -15,7 +15,7 @@ mod embedded {
 }
 
 /// Schema version of the bulk-loaded tables (before secondary indexes and FTS).
-pub const LOAD_SCHEMA_VERSION: i32 = 6;
+pub const LOAD_SCHEMA_VERSION: i32 = 8;
 
 /// Applies index migrations up to `target` (all when `None`).
 pub fn migrate(conn: &mut Connection, target: Option<i32>) -> Result<()> {

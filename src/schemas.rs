@@ -1,5 +1,5 @@
 //! The JSON Schemas of tool inputs and outputs, generated from their Rust types once per type:
-//! inputs as schemars writes them (the MCP layer and [`crate::tools::decode`] coerce arguments
+//! inputs as schemars writes them (the MCP layer and `tools::decode` coerce arguments
 //! by them), outputs for the serialised form, with an object at the root as MCP's
 //! `outputSchema` requires.
 

@@ -1111,7 +1111,7 @@ impl Delta<'_> {
                AND NOT EXISTS (SELECT 1 FROM graph_lists l WHERE l.node_id = n.id)",
         )?;
         let mut own_name = conn.prepare(
-            "SELECT 1 FROM symbols WHERE lower(coalesce(qualified_name, key)) = lower(?1)
+            "SELECT 1 FROM symbols WHERE coalesce(qualified_name, key) = ?1 COLLATE NOCASE
                AND coalesce(qualified_name, key) = ?1
                AND (json_type(calls_json) = 'array' OR json_type(called_by_json) = 'array')
              LIMIT 1",

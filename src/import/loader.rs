@@ -927,11 +927,14 @@ pub(super) fn rebase_absolute_paths(conn: &Connection, root: &str) -> Result<()>
 }
 
 /// Resolves call-graph nodes to symbols: by exact key, then by qualified name (the first such
-/// symbol in id order), then by a simple name that only one symbol has; NULL otherwise.
+/// symbol in id order), then by a simple name that only one symbol has; NULL otherwise. Names
+/// are compared exactly, read through the case-insensitive name indexes.
 const RESOLVE_NODES: &str = "UPDATE graph_nodes SET symbol_id = coalesce(
     (SELECT s.id FROM symbols s WHERE s.key = graph_nodes.name),
-    (SELECT min(s.id) FROM symbols s WHERE s.qualified_name = graph_nodes.name),
-    (SELECT CASE WHEN count(*) = 1 THEN min(s.id) END FROM symbols s WHERE s.name = graph_nodes.name))";
+    (SELECT min(s.id) FROM symbols s WHERE coalesce(s.qualified_name, s.key) = graph_nodes.name COLLATE NOCASE
+                                        AND s.qualified_name = graph_nodes.name),
+    (SELECT CASE WHEN count(*) = 1 THEN min(s.id) END FROM symbols s
+     WHERE s.name = graph_nodes.name COLLATE NOCASE AND s.name = graph_nodes.name))";
 
 /// Resolves every call-graph node name to a symbol.
 pub(super) fn resolve_graph_nodes(conn: &Connection) -> Result<()> {

@@ -1,10 +1,11 @@
--- The summary tables of migration V7, filled from the entry tables. Every import runs this after
--- the entries are final: a full import once after V7, a delta import after its changes. The one
+-- The summary tables of migration V9, filled from the entry tables. Every import runs this after
+-- the entries are final: a full import once after V9, a delta import after its changes. The one
 -- place these counts are defined.
 DELETE FROM index_summary;
 DELETE FROM file_languages;
 DELETE FROM file_lock_levels;
 DELETE FROM constraint_mutation_levels;
+DELETE FROM hot_nodes;
 
 INSERT INTO index_summary
 SELECT 1,
@@ -19,6 +20,11 @@ SELECT 1,
         OR path_field LIKE '%index.ts' OR path_field LIKE '%index.js' OR path_field LIKE '%app.ts'
         OR path_field LIKE '%app.py' OR path_field LIKE '%mod.rs'
         OR (path_field LIKE '%/src/%' AND path_field LIKE '%.rs'));
+
+-- 20: HOTPATH_SLOTS of src/query/hotpaths.rs (a test holds the two equal).
+INSERT INTO hot_nodes
+SELECT row_number() OVER (ORDER BY reverse_len DESC, name), name, reverse_len
+FROM graph_nodes WHERE reverse_len > 0 ORDER BY reverse_len DESC, name LIMIT 20;
 
 INSERT INTO file_languages
 SELECT language, count(*) FROM files WHERE language IS NOT NULL GROUP BY language;

@@ -1,7 +1,7 @@
 -- The symbols' full-text indexes (external content: rows are read from `symbols` by rowid).
 -- Part of the index schema (docs/schema.md); the importer creates them in a separate file,
 -- fills them on a second thread while the entries load, and copies their shadow tables into the
--- index database after migration V7.
+-- index database after migration V9.
 
 -- Word and prefix search (`validate`, `validate*`) over symbols.
 CREATE VIRTUAL TABLE symbols_fts USING fts5(

@@ -16,7 +16,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::lookup::{domain_entry, file_entry, symbol_entry, var_entry, vars_loaded, Entry};
-use super::names::{not_found, project_root, suggest_variables};
+use super::names::{not_found, project_root, suggest_variables, NAME_IS, QUALIFIED_NAME_IS};
 use super::{QueryError, QueryResult};
 use crate::cache::paths::canonical_path;
 
@@ -326,11 +326,11 @@ impl<'c> Expander<'c> {
             "id, coalesce(name, key), file_path, line_start, line_end, signature, purpose, summary";
         let mut statements = vec![
             format!("SELECT {COLUMNS} FROM symbols WHERE key = ?1"),
-            format!("SELECT {COLUMNS} FROM symbols WHERE qualified_name = ?1 ORDER BY id LIMIT 1"),
+            format!("SELECT {COLUMNS} FROM symbols WHERE {QUALIFIED_NAME_IS} ORDER BY id LIMIT 1"),
         ];
         if !value.contains(':') {
             statements.push(format!(
-                "SELECT {COLUMNS} FROM symbols WHERE name = ?1 AND (SELECT count(*) FROM (SELECT 1 FROM symbols WHERE name = ?1 LIMIT 2)) = 1"
+                "SELECT {COLUMNS} FROM symbols WHERE {NAME_IS} AND (SELECT count(*) FROM (SELECT 1 FROM symbols WHERE {NAME_IS} LIMIT 2)) = 1"
             ));
         }
         for sql in statements {

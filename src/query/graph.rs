@@ -15,7 +15,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::cursor::{import_stamp, page_info, Page};
-use super::names::{find_symbol, resolve_symbol};
+use super::names::{find_symbol, resolve_symbol, NAME_IS};
 use super::QueryResult;
 
 /// Deepest walk accepted for `depth`.
@@ -123,7 +123,9 @@ pub fn resolve_endpoint(conn: &Connection, name: &str) -> QueryResult<(Endpoint,
         return Ok((Endpoint::Symbol(symbol.id), symbol.qualified_name));
     }
     let same_name: i64 = conn
-        .prepare_cached("SELECT count(*) FROM (SELECT 1 FROM symbols WHERE name = ?1 LIMIT 2)")?
+        .prepare_cached(&format!(
+            "SELECT count(*) FROM (SELECT 1 FROM symbols WHERE {NAME_IS} LIMIT 2)"
+        ))?
         .query_row([name], |r| r.get(0))?;
     if same_name < 2 {
         let node: Option<(i64, Option<i64>, Option<String>)> = conn

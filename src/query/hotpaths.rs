@@ -1,16 +1,16 @@
 //! `acp_get_hotpaths`: the most called names of the call graph, acp-mcp's way.
 //!
 //! acp-mcp counts the raw length of every `graph.reverse` list (duplicates included), takes the
-//! 20 longest and keeps those whose name is a key of `symbols`. The counts come from
-//! `graph_nodes.reverse_len` through its `(reverse_len DESC, name)` index; ties, which acp-mcp
-//! leaves in hash order, are broken by name.
+//! 20 longest and keeps those whose name is a key of `symbols`. The counts come from the
+//! `hot_nodes` summary table, filled at import from `graph_nodes.reverse_len`; ties, which
+//! acp-mcp leaves in hash order, are broken by name.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::QueryResult;
 
-/// How many `graph.reverse` entries acp-mcp considers.
+/// How many `graph.reverse` entries acp-mcp considers (the rows of `hot_nodes`).
 pub const HOTPATH_SLOTS: usize = 20;
 
 /// One hot symbol.
@@ -29,10 +29,7 @@ pub struct Hotpath {
 /// The top [`HOTPATH_SLOTS`] `graph.reverse` keys by list length, kept when they are symbol keys.
 pub fn hotpaths(conn: &Connection) -> QueryResult<Vec<Hotpath>> {
     let mut slots: Vec<(String, i64)> = conn
-        .prepare_cached(
-            "SELECT name, reverse_len FROM graph_nodes WHERE reverse_len > 0
-             ORDER BY reverse_len DESC, name LIMIT ?1",
-        )?
+        .prepare_cached("SELECT name, reverse_len FROM hot_nodes ORDER BY rank LIMIT ?1")?
         .query_map([HOTPATH_SLOTS as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
     if slots.len() < HOTPATH_SLOTS {

@@ -13,6 +13,15 @@ use crate::cache::paths::{canonical_path, split_qualified_name};
 pub const MAX_SUGGESTIONS: usize = 5;
 
 /// A symbol row, enough to locate it.
+/// A `WHERE` condition: the symbol's qualified name is `?1` (exactly), read through the
+/// case-insensitive index `symbols_qualified_name`.
+pub(crate) const QUALIFIED_NAME_IS: &str =
+    "coalesce(qualified_name, key) = ?1 COLLATE NOCASE AND qualified_name = ?1";
+
+/// A `WHERE` condition: the symbol's simple name is `?1` (exactly), read through the
+/// case-insensitive index `symbols_name`.
+pub(crate) const NAME_IS: &str = "name = ?1 COLLATE NOCASE AND name = ?1";
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SymbolRef {
     /// Row id.
@@ -110,7 +119,7 @@ pub fn find_symbol(conn: &Connection, name: &str) -> QueryResult<Option<(SymbolR
     }
     for form in &forms {
         let by_qualified = conn
-            .prepare_cached(&format!("SELECT {SYMBOL_COLUMNS} FROM symbols WHERE qualified_name = ?1 ORDER BY id LIMIT 1"))?
+            .prepare_cached(&format!("SELECT {SYMBOL_COLUMNS} FROM symbols WHERE {QUALIFIED_NAME_IS} ORDER BY id LIMIT 1"))?
             .query_row([form], symbol_ref)
             .optional()?;
         if let Some(symbol) = by_qualified {
@@ -140,7 +149,7 @@ pub fn find_symbol(conn: &Connection, name: &str) -> QueryResult<Option<(SymbolR
 
 fn symbols_named(conn: &Connection, name: &str, limit: usize) -> QueryResult<Vec<SymbolRef>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {SYMBOL_COLUMNS} FROM symbols WHERE name = ?1 ORDER BY qualified_name, id LIMIT ?2"
+        "SELECT {SYMBOL_COLUMNS} FROM symbols WHERE {NAME_IS} ORDER BY qualified_name, id LIMIT ?2"
     ))?;
     let rows = stmt.query_map(params![name, limit as i64], symbol_ref)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -148,7 +157,7 @@ fn symbols_named(conn: &Connection, name: &str, limit: usize) -> QueryResult<Vec
 
 fn count_symbols_named(conn: &Connection, name: &str) -> QueryResult<i64> {
     Ok(conn
-        .prepare_cached("SELECT count(*) FROM symbols WHERE name = ?1")?
+        .prepare_cached(&format!("SELECT count(*) FROM symbols WHERE {NAME_IS}"))?
         .query_row([name], |r| r.get(0))?)
 }
 

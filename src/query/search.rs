@@ -177,6 +177,11 @@ const HIT_COLUMNS: &str = "kind, id, score, tier, sort_key";
 const SYMBOL_SORT_KEY: &str = "coalesce(s.qualified_name, s.key)";
 const FILE_SORT_KEY: &str = "f.path";
 const QNAME: &str = "lower(coalesce(s.qualified_name, s.key))";
+/// The qualified name as its case-insensitive index (`symbols_qualified_name`) holds it: a
+/// range of it is a range of [`QNAME`].
+const QNAME_NOCASE: &str = "coalesce(s.qualified_name, s.key) COLLATE NOCASE";
+/// The simple name as its case-insensitive index (`symbols_name`) holds it.
+const NAME_NOCASE: &str = "s.name COLLATE NOCASE";
 
 /// A source of symbol rows from full-text index `table` matched by `param`, ordered within
 /// their tier by `score` (lowest first).
@@ -198,14 +203,15 @@ fn file_source(table: &str, param: &str, score: &str, tier: &str, filter: &str) 
     )
 }
 
-/// A source of symbol rows whose lower-cased `expr` (an indexed expression) starts with `:lo`.
+/// A source of symbol rows whose `range` (an expression a case-insensitive index holds)
+/// starts with `:lo` (lower-cased).
 ///
-/// Rows are ordered within their tier by `expr`, so a simple-name range is read from the index
-/// alone.
-fn symbol_prefix_source(expr: &str, tier: u8, filter: &str) -> String {
+/// Rows are ordered within their tier by `key`, the lower-cased `range`, so a simple-name range
+/// is read from the index alone.
+fn symbol_prefix_source(range: &str, key: &str, tier: u8, filter: &str) -> String {
     format!(
-        "SELECT * FROM (SELECT 0, s.id, 0.0, {tier}, {expr} FROM symbols s
-         WHERE {expr} >= :lo AND {expr} < :lo || char(1114111) AND {filter} LIMIT :cap)"
+        "SELECT * FROM (SELECT 0, s.id, 0.0, {tier}, {key} FROM symbols s
+         WHERE {range} >= :lo AND {range} < :lo || char(1114111) AND {filter} LIMIT :cap)"
     )
 }
 
@@ -232,7 +238,7 @@ fn narrow_qname_prefix(conn: &Connection, plan: &Plan) -> QueryResult<bool> {
     let n: i64 = conn
         .prepare_cached(&format!(
             "SELECT count(*) FROM (SELECT 1 FROM symbols s
-             WHERE {QNAME} >= ?1 AND {QNAME} < ?1 || char(1114111) LIMIT ?2)"
+             WHERE {QNAME_NOCASE} >= ?1 AND {QNAME_NOCASE} < ?1 || char(1114111) LIMIT ?2)"
         ))?
         .query_row(
             rusqlite::params![prefix.to_ascii_lowercase(), QNAME_RANGE_LIMIT],
@@ -262,7 +268,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
             let quoted = fts_quote(text);
             q.sources.push(format!(
                 "SELECT * FROM (SELECT 0, s.id, 0.0, 0, {SYMBOL_SORT_KEY}
-                 FROM symbols s WHERE s.name = :p LIMIT :cap)"
+                 FROM symbols s WHERE s.name = :p COLLATE NOCASE AND s.name = :p LIMIT :cap)"
             ));
             q.sources.push(symbol_source(
                 "symbols_trigram",
@@ -337,7 +343,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
             );
             q.sources.push(format!(
                 "SELECT * FROM (SELECT 0, s.id, 0.0, {symbol_tier}, {SYMBOL_SORT_KEY}
-                 FROM symbols s WHERE s.name = :p LIMIT :cap)"
+                 FROM symbols s WHERE s.name = :p COLLATE NOCASE AND s.name = :p LIMIT :cap)"
             ));
             if has_word_chars(text) {
                 q.sources.push(symbol_source(
@@ -377,8 +383,12 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
             // trigrams of every literal run (`src*Report` by `report`, not by all of `src`).
             if let Some(prefix) = prefix {
                 q.params.push((":lo", prefix.to_ascii_lowercase()));
-                q.sources
-                    .push(symbol_prefix_source("lower(s.name)", 2, name_glob));
+                q.sources.push(symbol_prefix_source(
+                    NAME_NOCASE,
+                    "lower(s.name)",
+                    2,
+                    name_glob,
+                ));
             } else if !runs.is_empty() {
                 q.sources.push(symbol_source(
                     "symbols_trigram",
@@ -390,7 +400,8 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                 q.params.push((":sn", all_runs("name : ")));
             }
             if prefix.is_some() && (narrow_qname_prefix || runs.is_empty()) {
-                q.sources.push(symbol_prefix_source(QNAME, 4, &qname_glob));
+                q.sources
+                    .push(symbol_prefix_source(QNAME_NOCASE, QNAME, 4, &qname_glob));
             } else if !runs.is_empty() {
                 q.sources.push(symbol_source(
                     "symbols_trigram",

@@ -45,7 +45,7 @@ pub struct NameIndex {
 
 /// Simple names of symbols: the lower-cased name index and the symbol trigram index.
 pub const SYMBOL_NAMES: NameIndex = NameIndex {
-    prefix_sql: "SELECT name FROM symbols WHERE lower(name) >= ?1 AND lower(name) < ?1 || char(1114111) ORDER BY lower(name) LIMIT ?2",
+    prefix_sql: "SELECT name FROM symbols WHERE name COLLATE NOCASE >= ?1 AND name COLLATE NOCASE < ?1 || char(1114111) ORDER BY name COLLATE NOCASE LIMIT ?2",
     folded: true,
     trigram_sql: Some(
         "SELECT s.name FROM (SELECT rowid AS id FROM symbols_trigram WHERE symbols_trigram MATCH 'name : ' || ?1 LIMIT ?2) t JOIN symbols s ON s.id = t.id",

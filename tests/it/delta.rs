@@ -279,6 +279,7 @@ const DERIVED: &[&str] = &[
     "SELECT * FROM file_languages ORDER BY 1",
     "SELECT * FROM file_lock_levels ORDER BY 1",
     "SELECT * FROM constraint_mutation_levels ORDER BY 1",
+    "SELECT * FROM hot_nodes ORDER BY rank",
     "SELECT key, file_count, symbol_count FROM domains ORDER BY 1",
     "SELECT path, message FROM import_warnings ORDER BY 1, 2",
     "SELECT s.key FROM symbols_fts f JOIN symbols s ON s.id = f.rowid

@@ -1249,8 +1249,8 @@ fn hot_paths_use_indexes() {
     for sql in [
         "SELECT type FROM vars WHERE name = ?1",
         "SELECT id FROM symbols WHERE key = ?1",
-        "SELECT id FROM symbols WHERE qualified_name = ?1 ORDER BY id LIMIT 1",
-        "SELECT id FROM symbols WHERE name = ?1 AND (SELECT count(*) FROM (SELECT 1 FROM symbols WHERE name = ?1 LIMIT 2)) = 1",
+        "SELECT id FROM symbols WHERE coalesce(qualified_name, key) = ?1 COLLATE NOCASE AND qualified_name = ?1 ORDER BY id LIMIT 1",
+        "SELECT id FROM symbols WHERE name = ?1 COLLATE NOCASE AND name = ?1 AND (SELECT count(*) FROM (SELECT 1 FROM symbols WHERE name = ?1 COLLATE NOCASE AND name = ?1 LIMIT 2)) = 1",
         "SELECT id FROM files WHERE path = ?1 ORDER BY id LIMIT 1",
         "SELECT id FROM domains WHERE key = ?1",
         "SELECT count(*) FROM symbols WHERE file_path = ?1",
@@ -1292,6 +1292,19 @@ fn overview_summaries_match_the_tables() {
             rows.sort();
             rows
         };
+        let hot = |sql: &str| -> Vec<(String, i64)> {
+            let mut stmt = conn.prepare(sql).unwrap();
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+            rows.collect::<Result<_, _>>().unwrap()
+        };
+        assert_eq!(
+            hot("SELECT name, reverse_len FROM hot_nodes ORDER BY rank"),
+            hot(&format!(
+                "SELECT name, reverse_len FROM graph_nodes WHERE reverse_len > 0
+                 ORDER BY reverse_len DESC, name LIMIT {}",
+                acpdb::query::hotpaths::HOTPATH_SLOTS
+            ))
+        );
         assert_eq!(
             rows("SELECT language, files FROM file_languages"),
             rows("SELECT language, count(*) FROM files WHERE language IS NOT NULL GROUP BY 1")

@@ -9,12 +9,14 @@ CREATE UNIQUE INDEX symbols_key ON symbols(key);
 CREATE UNIQUE INDEX source_files_key ON source_files(key);
 CREATE UNIQUE INDEX graph_lists_node ON graph_lists(node_id, reverse);
 CREATE INDEX files_path ON files(path);
-CREATE INDEX symbols_qualified_name ON symbols(qualified_name);
-CREATE INDEX symbols_name ON symbols(name);
+-- Case-insensitive, so that one index serves exact lookups (`name = ?1 COLLATE NOCASE AND
+-- name = ?1`) and the case-insensitive prefix ranges of globs (`validate*`, `src/auth/*`) and
+-- of names a few typos away.
+CREATE INDEX symbols_qualified_name ON symbols(coalesce(qualified_name, key) COLLATE NOCASE);
+CREATE INDEX symbols_name ON symbols(name COLLATE NOCASE);
 CREATE INDEX symbols_file_path ON symbols(file_path, line_start);
 CREATE UNIQUE INDEX graph_nodes_name ON graph_nodes(name);
 CREATE INDEX graph_nodes_symbol ON graph_nodes(symbol_id);
-CREATE INDEX graph_nodes_reverse_len ON graph_nodes(reverse_len DESC, name);
 CREATE INDEX call_edges_callee ON call_edges(callee_id, caller_id);
 CREATE INDEX domain_files_path ON domain_files(path);
 CREATE INDEX constraints_path ON constraints(path);
@@ -22,10 +24,6 @@ CREATE INDEX constraints_path ON constraints(path);
 -- Most-imported files first (explore's key files).
 CREATE INDEX files_imported_by_count
     ON files(coalesce(json_array_length(imported_by_json), 0) DESC, key);
-
--- Case-insensitive name ranges for globs with a literal prefix (`validate*`, `src/auth/*`).
-CREATE INDEX symbols_lower_name ON symbols(lower(name));
-CREATE INDEX symbols_lower_qualified_name ON symbols(lower(coalesce(qualified_name, key)));
 
 -- symbols_fts and symbols_trigram, the symbols' full-text indexes, are defined in
 -- src/import/symbols_fts.sql: the importer builds them on a second thread while it loads.
@@ -58,6 +56,14 @@ CREATE TABLE index_summary (
     entry_point_files INTEGER NOT NULL    -- files whose own path looks like an entry point
                                           -- (main.rs, main.ts, main.py, index.ts, index.js,
                                           -- app.ts, app.py, mod.rs, or a .rs file under src/)
+);
+
+-- The longest `graph.reverse` lists, longest first, ties by name: the candidates of
+-- acp_get_hotpaths (as many rows as its HOTPATH_SLOTS, src/query/hotpaths.rs).
+CREATE TABLE hot_nodes (
+    rank        INTEGER PRIMARY KEY,  -- 1 for the longest list
+    name        TEXT NOT NULL,        -- graph_nodes.name
+    reverse_len INTEGER NOT NULL      -- graph_nodes.reverse_len, > 0
 );
 
 -- Files per language (the cache's language id, e.g. 'typescript').
