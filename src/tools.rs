@@ -11,12 +11,14 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::query::acp_query::{acp_query, QueryParams};
+use crate::query::acp_query::{acp_query, QueryParams, QueryResponse};
 use crate::query::check_constraints::{check_constraints, CheckConstraintsParams};
-use crate::query::constraints::{acp_constraints, ConstraintsParams};
+use crate::query::constraints::{acp_constraints, ConstraintsParams, ConstraintsResponse};
 use crate::query::context::{context, GetContextParams};
 use crate::query::domain_files::{domain_files, GetDomainFilesParams};
-use crate::query::expand::{acp_expand, acp_expand_variable, ExpandParams, ExpandVariableParams};
+use crate::query::expand::{
+    acp_expand, acp_expand_variable, ExpandParams, ExpandResponse, ExpandVariableParams,
+};
 use crate::query::file_context::{file_context, GetFileContextParams};
 use crate::query::impact::{acp_impact, at_least_as_strict, ImpactParams, ImpactResponse};
 use crate::query::primer::{generate_primer, GeneratePrimerParams};
@@ -55,22 +57,41 @@ pub struct Answer {
     pub structured: Option<Value>,
 }
 
-impl Answer {
-    /// The answer of a tool with an output schema: `value` as pretty text and as a JSON value.
-    pub fn typed<T: Serialize>(value: &T) -> QueryResult<Answer> {
+/// What a tool's query returns, made into an [`Answer`] only where one is sent (the command
+/// line and the in-process benchmark need the text alone).
+pub trait IntoAnswer {
+    /// The answer's text.
+    fn text(self) -> QueryResult<String>;
+    /// The whole answer.
+    fn into_answer(self) -> QueryResult<Answer>;
+}
+
+impl IntoAnswer for String {
+    fn text(self) -> QueryResult<String> {
+        Ok(self)
+    }
+
+    fn into_answer(self) -> QueryResult<Answer> {
         Ok(Answer {
-            text: pretty(value)?,
-            structured: Some(serde_json::to_value(value)?),
+            text: self,
+            structured: None,
         })
     }
 }
 
-impl From<String> for Answer {
-    fn from(text: String) -> Answer {
-        Answer {
-            text,
-            structured: None,
-        }
+/// The typed answer of a tool with an output schema.
+pub struct Typed<T>(pub T);
+
+impl<T: Serialize> IntoAnswer for Typed<T> {
+    fn text(self) -> QueryResult<String> {
+        pretty(&self.0)
+    }
+
+    fn into_answer(self) -> QueryResult<Answer> {
+        Ok(Answer {
+            text: pretty(&self.0)?,
+            structured: Some(serde_json::to_value(&self.0)?),
+        })
     }
 }
 
@@ -143,13 +164,13 @@ pub mod answer {
     }
 
     /// `acp_query`.
-    pub fn query(conn: &Connection, params: &QueryParams) -> QueryResult<Answer> {
-        Answer::typed(&acp_query(conn, params)?)
+    pub fn query(conn: &Connection, params: &QueryParams) -> QueryResult<Typed<QueryResponse>> {
+        Ok(Typed(acp_query(conn, params)?))
     }
 
     /// `acp_expand`.
-    pub fn expand(conn: &Connection, params: &ExpandParams) -> QueryResult<Answer> {
-        Answer::typed(&acp_expand(conn, params)?)
+    pub fn expand(conn: &Connection, params: &ExpandParams) -> QueryResult<Typed<ExpandResponse>> {
+        Ok(Typed(acp_expand(conn, params)?))
     }
 
     /// `acp_expand_variable`.
@@ -161,13 +182,16 @@ pub mod answer {
     }
 
     /// `acp_constraints`.
-    pub fn constraints(conn: &Connection, params: &ConstraintsParams) -> QueryResult<Answer> {
-        Answer::typed(&acp_constraints(conn, params)?)
+    pub fn constraints(
+        conn: &Connection,
+        params: &ConstraintsParams,
+    ) -> QueryResult<Typed<ConstraintsResponse>> {
+        Ok(Typed(acp_constraints(conn, params)?))
     }
 
     /// `acp_impact`.
-    pub fn impact(conn: &Connection, params: &ImpactParams) -> QueryResult<Answer> {
-        Answer::typed(&acp_impact(conn, params)?)
+    pub fn impact(conn: &Connection, params: &ImpactParams) -> QueryResult<Typed<ImpactResponse>> {
+        Ok(Typed(acp_impact(conn, params)?))
     }
 }
 
@@ -183,11 +207,11 @@ pub fn call(conn: &Connection, name: &str, args: &Value) -> QueryResult<String> 
         "acp_get_hotpaths" => answer::hotpaths(conn),
         "acp_generate_primer" => answer::primer(conn, &decode(args)?),
         "acp_context" => answer::context(conn, &decode(args)?),
-        "acp_query" => Ok(answer::query(conn, &decode(args)?)?.text),
-        "acp_expand" => Ok(answer::expand(conn, &decode(args)?)?.text),
+        "acp_query" => answer::query(conn, &decode(args)?)?.text(),
+        "acp_expand" => answer::expand(conn, &decode(args)?)?.text(),
         "acp_expand_variable" => answer::expand_variable(conn, &decode(args)?),
-        "acp_constraints" => Ok(answer::constraints(conn, &decode(args)?)?.text),
-        "acp_impact" => Ok(answer::impact(conn, &decode(args)?)?.text),
+        "acp_constraints" => answer::constraints(conn, &decode(args)?)?.text(),
+        "acp_impact" => answer::impact(conn, &decode(args)?)?.text(),
         _ => Err(QueryError::invalid(format!(
             "Unknown tool: {name}. Valid tools: {}",
             INDEX_TOOLS.join(", ")

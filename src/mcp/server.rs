@@ -31,7 +31,7 @@ use crate::query::impact::{ImpactParams, ImpactResponse};
 use crate::query::primer::GeneratePrimerParams;
 use crate::query::symbol_context::GetSymbolContextParams;
 use crate::query::QueryResult;
-use crate::tools::{answer, Answer};
+use crate::tools::{answer, Answer, IntoAnswer};
 
 const INSTRUCTIONS: &str = "acpdb serves an ACP code index (files, symbols, call graph, domains, \
 constraints) from SQLite. Start with acp_get_architecture for the project's shape, then \
@@ -92,7 +92,7 @@ impl AcpServer {
     async fn answer<F, A>(&self, weight: Weight, query: F) -> Result<CallToolResult, ErrorData>
     where
         F: FnOnce(&Connection) -> QueryResult<A>,
-        A: Into<Answer>,
+        A: IntoAnswer,
     {
         let pool = self.state.pool().map_err(errors::unavailable)?;
         let answer = match weight {
@@ -106,7 +106,8 @@ impl AcpServer {
                 tokio::task::block_in_place(|| on_pool(&pool, self.time_limit, query))?
             }
         };
-        Ok(self.respond(answer.into()))
+        let answer = answer.into_answer().map_err(errors::query)?;
+        Ok(self.respond(answer))
     }
 
     /// The tool result of `answer`: its text (followed by a note when the index is stale) and,
