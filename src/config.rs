@@ -127,9 +127,7 @@ impl PathRules {
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(PathRules::none()),
-            Err(err) => {
-                return Err(err).with_context(|| format!("cannot read {}", path.display()))
-            }
+            Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
         };
         PathRules::parse(&bytes, &path)
     }

@@ -191,8 +191,10 @@ impl Loader<'_> {
                     "documentation" => {
                         for group in ["sources", "styles"] {
                             if let Some(Value::Object(map)) = value.get_mut(group) {
-                                let mut lists: Vec<&mut Value> =
-                                    map.values_mut().filter_map(|v| v.get_mut("files")).collect();
+                                let mut lists: Vec<&mut Value> = map
+                                    .values_mut()
+                                    .filter_map(|v| v.get_mut("files"))
+                                    .collect();
                                 for list in lists.iter_mut() {
                                     let mut dropped = 0;
                                     if let Value::Array(items) = list {
@@ -308,7 +310,8 @@ pub(super) fn scrub_excluded_names(
         )?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
-            let (id, name, by_symbol): (u32, String, bool) = (row.get(0)?, row.get(1)?, row.get(2)?);
+            let (id, name, by_symbol): (u32, String, bool) =
+                (row.get(0)?, row.get(1)?, row.get(2)?);
             if by_symbol || excluded(&name) {
                 nodes.insert(id);
                 names.insert(name);
@@ -353,7 +356,8 @@ pub(super) fn scrub_excluded_names(
             ))?
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
-        let mut update = conn.prepare(&format!("UPDATE {table} SET {column} = ?2 WHERE id = ?1"))?;
+        let mut update =
+            conn.prepare(&format!("UPDATE {table} SET {column} = ?2 WHERE id = ?1"))?;
         for (id, text) in rows {
             if let Some(new) = drop_names(&text) {
                 update.execute(params![id, new])?;
@@ -375,7 +379,8 @@ pub(super) fn scrub_excluded_names(
             .collect::<rusqlite::Result<_>>()?;
         let mut delete_list = conn.prepare("DELETE FROM graph_lists WHERE id = ?1")?;
         let mut update_list = conn.prepare("UPDATE graph_lists SET items = ?2 WHERE id = ?1")?;
-        let mut update_len = conn.prepare("UPDATE graph_nodes SET reverse_len = ?2 WHERE id = ?1")?;
+        let mut update_len =
+            conn.prepare("UPDATE graph_nodes SET reverse_len = ?2 WHERE id = ?1")?;
         for (id, node, reverse, items) in lists {
             if nodes.contains(&node) {
                 delete_list.execute([id])?;

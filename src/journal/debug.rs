@@ -160,7 +160,9 @@ impl<'a> PlannedAttempt<'a> {
         let mut seen = HashSet::new();
         let rules = journal.root.rules()?;
         for input in data.files.iter().flatten() {
-            let path = journal.root.resolve_kept(limited(input, "files")?, &rules)?;
+            let path = journal
+                .root
+                .resolve_kept(limited(input, "files")?, &rules)?;
             if seen.insert(path.clone()) {
                 files.push(path);
             }

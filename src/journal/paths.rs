@@ -11,13 +11,13 @@
 //! opened file itself lies inside the root.
 
 use std::fs::{self, File};
-use std::io::Read;
 use std::io::ErrorKind;
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use super::files::{self, FileError};
-use crate::config::{PathRules, CONFIG_FILE};
 use super::JournalError;
+use crate::config::{PathRules, CONFIG_FILE};
 
 /// The project root, both as given (absolute) and with symbolic links resolved.
 #[derive(Debug, Clone)]
