@@ -320,7 +320,7 @@ impl IndexState {
             changed
         };
         if changed && project.cache.is_some() {
-            self.import_if_changed(&project, "the cache, vars or config changed on disk");
+            self.import_if_changed(&project, "the cache changed on disk");
         }
     }
 
