@@ -9,6 +9,7 @@ use anyhow::Result;
 use rusqlite::{Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 
+use crate::config;
 use crate::project::Project;
 
 /// How the database relates to the cache on disk.
@@ -32,6 +33,8 @@ pub struct Recorded {
     pub cache: Option<(String, String, String)>,
     /// Size, mtime and sha256 of the vars file.
     pub vars: Option<(String, String, String)>,
+    /// The project config's SHA-256, `none` or `ignored` (`none` when not recorded).
+    pub config: String,
 }
 
 /// Reads the recorded source signature from a database.
@@ -56,6 +59,7 @@ pub fn recorded(conn: &Connection) -> Result<Recorded> {
     Ok(Recorded {
         cache: triple("source")?,
         vars: triple("vars")?,
+        config: get("config_sha256")?.unwrap_or_else(|| config::NO_CONFIG.to_string()),
     })
 }
 
@@ -120,7 +124,34 @@ pub fn check_with(project: &Project, compare: Compare) -> Result<Freshness> {
         (None, Some(_)) => return Ok(Freshness::Stale("the vars file was removed".into())),
         (None, None) => {}
     }
+    if let Some(reason) = config_differs(project, &recorded.config)? {
+        return Ok(Freshness::Stale(reason));
+    }
     Ok(Freshness::Fresh)
+}
+
+/// Whether the project config was added, removed or changed since the import (never when the
+/// import ignored it).
+fn config_differs(project: &Project, recorded: &str) -> Result<Option<String>> {
+    if recorded == config::IGNORED {
+        return Ok(None);
+    }
+    let current = match fs::metadata(&project.config) {
+        Ok(_) => sha256_file(&project.config)?,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => config::NO_CONFIG.to_string(),
+        Err(err) => return Err(err.into()),
+    };
+    if current == recorded {
+        return Ok(None);
+    }
+    let path = project.config.display();
+    Ok(Some(if recorded == config::NO_CONFIG {
+        format!("the project config {path} was added since the last import")
+    } else if current == config::NO_CONFIG {
+        format!("the project config {path} was removed since the last import")
+    } else {
+        format!("the project config {path} changed since the last import")
+    }))
 }
 
 fn differs(

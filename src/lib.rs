@@ -8,6 +8,7 @@
 pub mod args;
 pub mod bench;
 pub mod cache;
+pub mod config;
 pub mod console;
 pub mod db;
 pub mod export;

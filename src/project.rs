@@ -33,6 +33,8 @@ pub struct Project {
     pub journal_db: PathBuf,
     /// The attempts file exported from the journal.
     pub attempts: PathBuf,
+    /// The project config, `<root>/.acp.config.json` (it may not exist).
+    pub config: PathBuf,
 }
 
 impl Project {
@@ -69,6 +71,7 @@ impl Project {
             db.file_stem().and_then(|s| s.to_str()).unwrap_or("acp")
         ));
         Ok(Project {
+            config: root.join(".acp.config.json"),
             root,
             cache,
             vars,

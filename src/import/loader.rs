@@ -15,6 +15,7 @@ use crate::cache::fields::{self, Cell, Record};
 use crate::cache::paths::canonical_path;
 use crate::cache::reader::{self, DocumentKind, Event, List, Scope, Section};
 use crate::cache::{normalize_lock_level, LOCK_LEVELS};
+use crate::config::PathRules;
 use crate::db;
 
 use super::delta::Delta;
@@ -99,6 +100,12 @@ pub(super) struct Loader<'c> {
     pub(super) saw_files: bool,
     pub(super) saw_symbols: bool,
     pub(super) counts: Counts,
+    /// The project config's rules (`filter.rs`); none with `--ignore-config`.
+    pub(super) rules: PathRules,
+    /// Entries and items the rules dropped.
+    pub(super) dropped: u64,
+    /// Symbols the rules dropped.
+    pub(super) excluded_symbols: u64,
 }
 
 /// Where files, symbols and call-graph lists go.
@@ -174,6 +181,9 @@ impl<'c> Loader<'c> {
             saw_files: false,
             saw_symbols: false,
             counts: Counts::default(),
+            rules: PathRules::none(),
+            dropped: 0,
+            excluded_symbols: 0,
         })
     }
 
@@ -213,6 +223,9 @@ impl<'c> Loader<'c> {
     }
 
     pub(super) fn event(&mut self, kind: DocumentKind, event: Event) -> Result<()> {
+        let Some(event) = self.filter(kind, event)? else {
+            return Ok(());
+        };
         match event {
             Event::Member { scope, key, value } => self.member(kind, scope, key, value),
             Event::File {

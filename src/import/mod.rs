@@ -19,12 +19,14 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::cache::digest::KnownEntries;
 use crate::cache::paths::canonical_path;
 use crate::cache::reader::{self, DocumentKind, Event, Limits, Progress, ReadOutcome};
+use crate::config::{self, PathRules};
 use crate::db;
 use crate::freshness::mtime_text;
 use crate::project::Project;
 use fts::FtsBuilder;
 
 mod delta;
+mod filter;
 mod fts;
 mod graph;
 mod loader;
@@ -53,6 +55,11 @@ pub struct ImportArgs {
     /// Seconds between progress lines when stderr is not a terminal.
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0, hide = true)]
     pub progress_interval: f64,
+    /// Import the whole cache, ignoring the `include` and `exclude` rules of
+    /// `.acp.config.json` (recorded in the database, so the config's changes do not make it
+    /// stale).
+    #[arg(long)]
+    pub ignore_config: bool,
 }
 
 impl Default for ImportArgs {
@@ -62,6 +69,7 @@ impl Default for ImportArgs {
             full: false,
             no_progress: true,
             progress_interval: 2.0,
+            ignore_config: false,
         }
     }
 }
@@ -170,6 +178,13 @@ pub fn import_with_progress(
     crate::replace::sweep(&project.db);
     crate::replace::sweep(&fts::fts_target(&project.db));
     let tmp = crate::replace::temp_path(&project.db);
+    let (rules, config_state) = if args.ignore_config {
+        (PathRules::none(), config::IGNORED.to_string())
+    } else {
+        let rules = PathRules::load(&project.root)?;
+        let state = rules.sha256().to_string();
+        (rules, state)
+    };
     let source = Source {
         project,
         args,
@@ -177,9 +192,11 @@ pub fn import_with_progress(
         cache_meta: &cache_meta,
         tmp: &tmp,
         started,
+        rules: &rules,
+        config_state: &config_state,
     };
     let mut full_because = None;
-    let mut result = match delta_refusal(project, &cache_path, args) {
+    let mut result = match delta_refusal(project, &cache_path, args, &config_state) {
         Ok(()) => {
             let result = source.delta(progress.clone());
             if let Err(err) = &result {
@@ -187,8 +204,12 @@ pub fn import_with_progress(
                 if err.chain().any(|e| e.is::<reader::ReadError>()) {
                     return result;
                 }
-                tracing::warn!("delta import failed ({err:#}); importing the whole cache");
-                full_because = Some(format!("the delta import failed: {err:#}"));
+                if err.to_string() == filter::DELTA_MEETS_EXCLUDED {
+                    full_because = Some(filter::DELTA_MEETS_EXCLUDED.to_string());
+                } else {
+                    tracing::warn!("delta import failed ({err:#}); importing the whole cache");
+                    full_because = Some(format!("the delta import failed: {err:#}"));
+                }
             }
             result
         }
@@ -230,6 +251,7 @@ fn delta_refusal(
     project: &Project,
     cache_path: &Path,
     args: &ImportArgs,
+    config_state: &str,
 ) -> std::result::Result<(), Option<String>> {
     if args.full || !project.db.is_file() {
         return Err(None);
@@ -258,8 +280,30 @@ fn delta_refusal(
     {
         return Err(Some("the database was imported from another cache".into()));
     }
+    let recorded = meta(CONFIG_SHA256_KEY).map_err(damaged)?;
+    if recorded.as_deref().unwrap_or(config::NO_CONFIG) != config_state {
+        return Err(Some(format!(
+            "{} changed since the last import",
+            config::CONFIG_FILE
+        )));
+    }
+    if meta(CONFIG_DROPPED_KEY)
+        .map_err(damaged)?
+        .is_some_and(|n| n != "0")
+    {
+        return Err(Some(format!(
+            "{} excludes part of the cache",
+            config::CONFIG_FILE
+        )));
+    }
     Ok(())
 }
+
+/// The `meta` key of the config's state at import: its SHA-256, `none` or `ignored`.
+pub const CONFIG_SHA256_KEY: &str = "config_sha256";
+
+/// The `meta` key of the number of entries and items the config's rules dropped.
+pub const CONFIG_DROPPED_KEY: &str = "config_dropped";
 
 /// What an import reads and where it writes.
 struct Source<'a> {
@@ -269,6 +313,8 @@ struct Source<'a> {
     cache_meta: &'a fs::Metadata,
     tmp: &'a Path,
     started: Instant,
+    rules: &'a PathRules,
+    config_state: &'a str,
 }
 
 /// Connection settings while an import writes its temporary file (nothing reads it, and a
@@ -306,10 +352,13 @@ impl Source<'_> {
             fts,
         };
         let mut loader = Loader::new(&conn, sink)?;
+        loader.rules = self.rules.clone();
         let cache = self.start_reading(None, progress, READ_AHEAD)?;
         let read = self.read(&mut loader, &reporter, cache)?;
         reporter.phase(Phase::Linking);
         tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
+        let mut dropped = loader.dropped;
+        let root = loader.root.clone();
         let (counts, fts) = loader.finish()?;
         tracing::debug!(
             "built the call graph at {:.2} s",
@@ -319,6 +368,12 @@ impl Source<'_> {
 
         reporter.phase(Phase::Indexing);
         db::migrate(&mut conn, None)?;
+        resolve_graph_nodes(&conn)?;
+        tracing::debug!(
+            "resolved graph nodes at {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+        dropped += filter::scrub_excluded_names(&conn, self.rules, root.as_deref())?;
         conn.execute_batch(SUMMARIES_SQL)?;
         tracing::debug!(
             "built indexes, summaries and the files' full-text search at {:.2} s",
@@ -329,13 +384,8 @@ impl Source<'_> {
             "added the symbols' full-text search at {:.2} s",
             started.elapsed().as_secs_f64()
         );
-        resolve_graph_nodes(&conn)?;
-        tracing::debug!(
-            "resolved graph nodes at {:.2} s",
-            started.elapsed().as_secs_f64()
-        );
         drop(reporter);
-        let bytes = self.write_meta(&conn, &read)?;
+        let bytes = self.write_meta(&conn, &read, dropped)?;
         conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE; PRAGMA journal_mode = DELETE;")?;
         drop(conn);
 
@@ -393,6 +443,7 @@ impl Source<'_> {
         let root = delta.root.clone();
         let mut loader = Loader::new(&conn, Sink::Delta(Box::new(delta)))?;
         loader.root = root;
+        loader.rules = self.rules.clone();
         let read = self.read(&mut loader, &reporter, cache)?;
         tracing::debug!(
             "compared entries in {:.2} s",
@@ -406,7 +457,7 @@ impl Source<'_> {
         );
         reporter.phase(Phase::Indexing);
         conn.execute_batch(SUMMARIES_SQL)?;
-        let bytes = self.write_meta(&conn, &read)?;
+        let bytes = self.write_meta(&conn, &read, 0)?;
         conn.execute_batch("COMMIT")?;
         tracing::debug!(
             "applied the changes at {:.2} s",
@@ -488,7 +539,7 @@ impl Source<'_> {
     }
 
     /// Records where the import came from (see `freshness`) and returns the bytes read.
-    fn write_meta(&self, conn: &Connection, read: &Read) -> Result<u64> {
+    fn write_meta(&self, conn: &Connection, read: &Read, dropped: u64) -> Result<u64> {
         let mut bytes = read.cache.bytes;
         let mut meta: Vec<(&str, String)> = vec![
             ("acpdb_version", env!("CARGO_PKG_VERSION").to_string()),
@@ -501,6 +552,8 @@ impl Source<'_> {
                 chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             ),
             (db::CURSOR_SECRET_KEY, db::new_secret(conn)?),
+            (CONFIG_SHA256_KEY, self.config_state.to_string()),
+            (CONFIG_DROPPED_KEY, dropped.to_string()),
         ];
         conn.execute(
             "DELETE FROM meta WHERE key IN ('vars_path', 'vars_size', 'vars_mtime', 'vars_sha256')",

@@ -182,8 +182,11 @@ impl<'a> PlannedAttempt<'a> {
         journal.read(|tx| Session::load(tx, session_id)?.ensure_active())?;
         let mut files = Vec::new();
         let mut seen = HashSet::new();
+        let rules = journal.root.rules()?;
         for input in data.files.iter().flatten() {
-            let path = journal.root.resolve(limited(input, "files")?)?;
+            let path = journal
+                .root
+                .resolve_kept(limited(input, "files")?, &rules)?;
             if seen.insert(path.clone()) {
                 files.push(path);
             }

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{optional, paths, required, stamp, Journal, JournalError, Response};
+use crate::config::PathRules;
 use crate::schemas::Schema;
 use std::sync::Arc;
 
@@ -85,7 +86,10 @@ pub(crate) fn run(journal: &Journal, request: HackRequest) -> Result<Response, J
     })?;
     let data = request.data.unwrap_or_default();
     let answer = match action {
-        "mark" => HackAnswer::Mark(journal.write(false, |tx| mark(journal, tx, &data))?),
+        "mark" => {
+            let rules = journal.root.rules()?;
+            HackAnswer::Mark(journal.write(false, |tx| mark(journal, tx, &data, &rules))?)
+        }
         "list" => HackAnswer::List(list(journal, &data)?),
         "revert" => HackAnswer::Revert(revert(journal, &data)?),
         "cleanup" => HackAnswer::Cleanup(cleanup(journal)?),
@@ -122,7 +126,12 @@ struct Marked {
     unindexed_files: Vec<String>,
 }
 
-fn mark(journal: &Journal, tx: &Transaction<'_>, data: &HackData) -> Result<Marked, JournalError> {
+fn mark(
+    journal: &Journal,
+    tx: &Transaction<'_>,
+    data: &HackData,
+    rules: &PathRules,
+) -> Result<Marked, JournalError> {
     let file = required(&data.file, "file", "mark")?;
     let reason = required(&data.reason, "reason", "mark")?;
     if let Some(line) = data.line.filter(|line| *line < 1) {
@@ -133,7 +142,7 @@ fn mark(journal: &Journal, tx: &Transaction<'_>, data: &HackData) -> Result<Mark
     let expires = optional(&data.expires, "expires")?
         .map(parse_date)
         .transpose()?;
-    let file = journal.root.resolve(file)?;
+    let file = journal.root.resolve_kept(file, rules)?;
     let ticket = optional(&data.ticket, "ticket")?.map(str::to_owned);
     let now = journal.now();
     let created_at = stamp(now);
@@ -184,8 +193,10 @@ fn list(journal: &Journal, data: &HackData) -> Result<Listed, JournalError> {
         .map(|f| journal.root.resolve(f))
         .transpose()?;
     let expired_only = data.expired_only.unwrap_or(false);
+    let rules = journal.root.rules()?;
     let hacks: Vec<Hack> = all_hacks(journal)?
         .into_iter()
+        .filter(|hack| hack.source != "cache" || !rules.excludes(&hack.file))
         .filter(|hack| file.as_ref().is_none_or(|file| &hack.file == file))
         .filter(|hack| !expired_only || hack.expired)
         .collect();

@@ -12,10 +12,12 @@
 
 use std::fs::{self, File};
 use std::io::ErrorKind;
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use super::files::{self, FileError};
 use super::JournalError;
+use crate::config::{PathRules, CONFIG_FILE};
 
 /// The project root, both as given (absolute) and with symbolic links resolved.
 #[derive(Debug, Clone)]
@@ -80,6 +82,38 @@ impl Root {
             return Err(outside());
         }
         Ok(segments.join("/"))
+    }
+
+    /// The project config's `include`/`exclude` rules, read now through [`Root::open`] (so
+    /// confined and bounded like any project file): a file in use by an action is read before
+    /// its transaction begins. No config means no rules; a config that cannot be read or parsed
+    /// is an error naming it.
+    pub(crate) fn rules(&self) -> Result<PathRules, JournalError> {
+        let Some(file) = self.open(CONFIG_FILE)? else {
+            return Ok(PathRules::none());
+        };
+        let mut bytes = Vec::new();
+        file.take(super::FILE_LIMIT + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|err| FileError::from(err).into_error(CONFIG_FILE))?;
+        if bytes.len() as u64 > super::FILE_LIMIT {
+            return Err(FileError::TooLarge(bytes.len() as u64).into_error(CONFIG_FILE));
+        }
+        PathRules::parse(&bytes, &self.given.join(CONFIG_FILE))
+            .map_err(|err| JournalError::Internal(format!("{err:#}")))
+    }
+
+    /// [`Root::resolve`], refusing (-32602) a path that the project config excludes.
+    pub(crate) fn resolve_kept(
+        &self,
+        input: &str,
+        rules: &PathRules,
+    ) -> Result<String, JournalError> {
+        let path = self.resolve(input)?;
+        match rules.refusal(&path) {
+            Some(refusal) => Err(JournalError::InvalidParams(refusal)),
+            None => Ok(path),
+        }
     }
 
     /// Opens the file at the canonical root-relative path `relative` for reading, confined

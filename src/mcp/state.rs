@@ -97,7 +97,11 @@ pub struct IndexState {
     db_file: Mutex<Option<FileId>>,
 }
 
-type Signature = (Option<(u64, String)>, Option<(u64, String)>);
+type Signature = (
+    Option<(u64, String)>,
+    Option<(u64, String)>,
+    Option<(u64, String)>,
+);
 
 impl IndexState {
     /// Decides what to serve and starts an import in the background when needed (never in
@@ -290,7 +294,7 @@ impl IndexState {
             .clone()
     }
 
-    /// Checks whether the cache or vars changed on disk and re-imports if so.
+    /// Checks whether the cache, vars or project config changed on disk and re-imports if so.
     pub fn poll_changes(self: &Arc<Self>) {
         {
             let mut project = self.project.write().unwrap_or_else(PoisonError::into_inner);
@@ -446,6 +450,7 @@ fn signature(project: &Project) -> Signature {
             .as_deref()
             .and_then(freshness::quick_signature),
         project.vars.as_deref().and_then(freshness::quick_signature),
+        freshness::quick_signature(&project.config),
     )
 }
 

@@ -1612,6 +1612,7 @@ fn cli_mirrors_run_against_a_project() {
         db: f.root().join(".acp/acp.db"),
         journal_db: journal_db(f.root()),
         attempts: attempts_path(f.root()),
+        config: f.root().join(".acp.config.json"),
     };
     use acpdb::journal::{DebugArgs, DebugCommand, ExportAttemptsArgs, HackArgs, HackCommand};
     acpdb::journal::run_debug(

@@ -6,6 +6,7 @@ mod common;
 
 mod bench;
 mod cli;
+mod config;
 mod console;
 mod delta;
 mod gen;

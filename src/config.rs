@@ -1,0 +1,340 @@
+//! The project's `.acp.config.json`: its `include` and `exclude` globs as a [`PathRules`]
+//! matcher (RFC-0013 §8.3: "Tools MUST respect `.acp.config.json` exclude patterns").
+//!
+//! Only `<root>/.acp.config.json` is read. No file means no rules; a file that cannot be read
+//! or is not valid JSON, or whose `include`/`exclude` is not a list of glob strings, is an
+//! error naming the file. Only the keys written in the file apply: the schema's defaults are
+//! not invented for an absent key.
+//!
+//! A canonical root-relative path (as `cache::paths` writes it: `src/a.ts`) is excluded when it
+//! or one of its parent directories matches an `exclude` glob, or when `include` is present and
+//! the path matches none of its globs. Globs follow globset's (and gitignore's) rules: `*` and
+//! `?` stay within one path segment, `**` spans any number of them, including none, so
+//! `**/node_modules/**` also matches `node_modules/x.js` at the root.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The config file's name, always at the project root.
+pub const CONFIG_FILE: &str = ".acp.config.json";
+
+/// What the `meta` table records for a project without a config file.
+pub const NO_CONFIG: &str = "none";
+
+/// What the `meta` table records for an import that ignored the config (`--ignore-config`).
+pub const IGNORED: &str = "ignored";
+
+/// The config file of the project at `root`.
+pub fn config_path(root: &Path) -> PathBuf {
+    root.join(CONFIG_FILE)
+}
+
+/// A list of globs with their texts, to name the one that matched.
+#[derive(Debug, Clone)]
+struct Patterns {
+    set: GlobSet,
+    texts: Vec<String>,
+}
+
+impl Patterns {
+    fn new(texts: Vec<String>, key: &str, source: &Path) -> Result<Patterns> {
+        let mut builder = GlobSetBuilder::new();
+        for text in &texts {
+            builder.add(glob(text).with_context(|| {
+                format!(
+                    "{}: `{key}` pattern {text:?} is not a valid glob",
+                    source.display()
+                )
+            })?);
+        }
+        Ok(Patterns {
+            set: builder
+                .build()
+                .with_context(|| format!("{}: cannot compile `{key}`", source.display()))?,
+            texts,
+        })
+    }
+
+    /// The first pattern (in file order) matching `path`.
+    fn first_match(&self, path: &str) -> Option<&str> {
+        self.set
+            .matches(path)
+            .into_iter()
+            .min()
+            .map(|i| self.texts[i].as_str())
+    }
+}
+
+fn glob(text: &str) -> Result<Glob, globset::Error> {
+    let text = text.strip_prefix("./").unwrap_or(text);
+    GlobBuilder::new(text)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+}
+
+/// Why a path is excluded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exclusion<'a> {
+    /// The path (or a parent directory) matches this `exclude` pattern.
+    Pattern(&'a str),
+    /// `include` is present and the path matches none of its patterns.
+    NotIncluded,
+}
+
+impl fmt::Display for Exclusion<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Exclusion::Pattern(p) => write!(f, "exclude pattern '{p}'"),
+            Exclusion::NotIncluded => write!(f, "it matches no include pattern"),
+        }
+    }
+}
+
+/// The include and exclude rules of a project's config.
+#[derive(Debug, Clone)]
+pub struct PathRules {
+    include: Option<Patterns>,
+    exclude: Option<Patterns>,
+    /// SHA-256 of the config file's bytes, or [`NO_CONFIG`].
+    sha256: String,
+}
+
+impl Default for PathRules {
+    fn default() -> Self {
+        PathRules::none()
+    }
+}
+
+impl PathRules {
+    /// No rules: every path is kept.
+    pub fn none() -> PathRules {
+        PathRules {
+            include: None,
+            exclude: None,
+            sha256: NO_CONFIG.to_string(),
+        }
+    }
+
+    /// Reads `<root>/.acp.config.json`; no file means no rules.
+    pub fn load(root: &Path) -> Result<PathRules> {
+        let path = config_path(root);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(PathRules::none()),
+            Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
+        };
+        PathRules::parse(&bytes, &path)
+    }
+
+    /// Parses a config file's bytes; `source` names the file in errors.
+    pub fn parse(bytes: &[u8], source: &Path) -> Result<PathRules> {
+        let value: Value = serde_json::from_slice(bytes)
+            .with_context(|| format!("{} is not valid JSON", source.display()))?;
+        let Value::Object(map) = value else {
+            bail!("{} is not a JSON object", source.display());
+        };
+        let list = |key: &str| -> Result<Option<Patterns>> {
+            match map.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Array(items)) => {
+                    let texts = items
+                        .iter()
+                        .map(|item| {
+                            item.as_str().map(str::to_string).with_context(|| {
+                                format!(
+                                    "{}: `{key}` must be a list of glob strings, found {item}",
+                                    source.display()
+                                )
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    Patterns::new(texts, key, source).map(Some)
+                }
+                Some(other) => bail!(
+                    "{}: `{key}` must be a list of glob strings, found {other}",
+                    source.display()
+                ),
+            }
+        };
+        Ok(PathRules {
+            include: list("include")?,
+            exclude: list("exclude")?,
+            sha256: sha256_hex(bytes),
+        })
+    }
+
+    /// The hash recorded at import: the config file's SHA-256, or [`NO_CONFIG`].
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// Whether the rules keep every path (no `include`, no `exclude` patterns).
+    pub fn keeps_everything(&self) -> bool {
+        self.include.is_none() && self.exclude.as_ref().is_none_or(|e| e.texts.is_empty())
+    }
+
+    /// Why the canonical root-relative `path` is excluded, or `None` when it is kept.
+    pub fn exclusion(&self, path: &str) -> Option<Exclusion<'_>> {
+        if self.keeps_everything() {
+            return None;
+        }
+        let path = path.strip_prefix("./").unwrap_or(path);
+        if let Some(exclude) = &self.exclude {
+            // The path itself, then each parent directory (`vendor` excludes `vendor/a.ts`).
+            if let Some(p) = exclude.first_match(path) {
+                return Some(Exclusion::Pattern(p));
+            }
+            let mut dir = path;
+            while let Some(at) = dir.rfind('/') {
+                dir = &dir[..at];
+                if let Some(p) = exclude.first_match(dir) {
+                    return Some(Exclusion::Pattern(p));
+                }
+            }
+        }
+        if let Some(include) = &self.include {
+            if !include.set.is_match(path) {
+                return Some(Exclusion::NotIncluded);
+            }
+        }
+        None
+    }
+
+    /// Whether the canonical root-relative `path` is excluded.
+    pub fn excludes(&self, path: &str) -> bool {
+        self.exclusion(path).is_some()
+    }
+
+    /// The message refusing an excluded path: `path 'vendor/x.ts' is excluded by
+    /// .acp.config.json (exclude pattern '**/vendor/**')`.
+    pub fn refusal(&self, path: &str) -> Option<String> {
+        self.exclusion(path)
+            .map(|why| format!("path '{path}' is excluded by {CONFIG_FILE} ({why})"))
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(json: &str) -> PathRules {
+        PathRules::parse(json.as_bytes(), Path::new(CONFIG_FILE)).unwrap()
+    }
+
+    #[test]
+    fn no_keys_keep_everything() {
+        let r = rules(r#"{"version": "1.0.0"}"#);
+        assert!(r.keeps_everything());
+        assert!(!r.excludes("node_modules/x.js"));
+        assert!(!r.excludes("a.test.ts"));
+        assert!(PathRules::none().exclusion("x").is_none());
+        assert_eq!(PathRules::none().sha256(), NO_CONFIG);
+    }
+
+    #[test]
+    fn double_star_matches_at_the_root_and_below() {
+        let r = rules(r#"{"exclude": ["**/node_modules/**", "dist/**"]}"#);
+        assert!(r.excludes("node_modules/x.js"));
+        assert!(r.excludes("a/b/node_modules/c/d.js"));
+        assert!(r.excludes("dist/x.js"));
+        assert!(!r.excludes("src/dist/x.js"));
+        assert!(!r.excludes("src/node_modules_x/a.js"));
+        assert!(!r.excludes("src/a.ts"));
+        assert_eq!(
+            r.exclusion("a/node_modules/b.js"),
+            Some(Exclusion::Pattern("**/node_modules/**"))
+        );
+    }
+
+    #[test]
+    fn star_stays_within_a_segment() {
+        let r = rules(r#"{"exclude": ["src/*.gen.ts", "**/*.test.*"]}"#);
+        assert!(r.excludes("src/a.gen.ts"));
+        assert!(!r.excludes("src/x/a.gen.ts"));
+        assert!(r.excludes("a.test.ts"));
+        assert!(r.excludes("deep/er/a.test.js"));
+    }
+
+    #[test]
+    fn a_directory_pattern_excludes_what_it_holds() {
+        let r = rules(r#"{"exclude": ["vendor", "./legacy/old"]}"#);
+        assert!(r.excludes("vendor/x.ts"));
+        assert!(r.excludes("vendor/a/b.ts"));
+        assert!(r.excludes("legacy/old/a.ts"));
+        assert!(!r.excludes("src/vendor/x.ts"));
+        assert!(!r.excludes("vendored.ts"));
+    }
+
+    #[test]
+    fn include_keeps_only_matches_and_exclude_wins() {
+        let r = rules(r#"{"include": ["**/*.ts", "src/**"], "exclude": ["**/vendor/**"]}"#);
+        assert!(!r.excludes("a.ts"));
+        assert!(!r.excludes("x/y/a.ts"));
+        assert!(!r.excludes("src/readme.md"));
+        assert_eq!(r.exclusion("docs/readme.md"), Some(Exclusion::NotIncluded));
+        assert_eq!(
+            r.exclusion("src/vendor/a.ts"),
+            Some(Exclusion::Pattern("**/vendor/**"))
+        );
+        let none = rules(r#"{"include": []}"#);
+        assert!(none.excludes("a.ts"), "an empty include keeps nothing");
+    }
+
+    #[test]
+    fn refusal_names_the_file_and_the_pattern() {
+        let r = rules(r#"{"exclude": ["**/vendor/**"]}"#);
+        assert_eq!(
+            r.refusal("vendor/x.ts").unwrap(),
+            "path 'vendor/x.ts' is excluded by .acp.config.json (exclude pattern '**/vendor/**')"
+        );
+        assert!(r.refusal("src/x.ts").is_none());
+    }
+
+    #[test]
+    fn bad_configs_are_errors_naming_the_file() {
+        for bad in [
+            "{",
+            "[]",
+            r#"{"exclude": "x"}"#,
+            r#"{"exclude": [1]}"#,
+            r#"{"include": ["a[b"]}"#,
+        ] {
+            let err = PathRules::parse(bad.as_bytes(), Path::new("/p/.acp.config.json"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("/p/.acp.config.json"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_hash_is_of_the_bytes() {
+        let r = rules("{}");
+        assert_eq!(
+            r.sha256(),
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+    }
+
+    #[test]
+    fn real_generator_configs_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real/demo-ts");
+        let r = PathRules::load(&dir).unwrap();
+        assert!(!r.keeps_everything());
+        assert!(!r.excludes("src/auth/session.ts"));
+        assert!(r.excludes("node_modules/a/index.ts"));
+        assert!(r.excludes("README.md"));
+    }
+}

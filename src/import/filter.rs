@@ -1,0 +1,436 @@
+//! The project config's rules applied to the cache as it is imported (`.acp.config.json`,
+//! see `crate::config`): excluded paths never reach the database.
+//!
+//! Every event of the reader passes [`Loader::filter`] before it is written, in a full and a
+//! delta import alike: entries keyed by an excluded path (`files`, `source_files`,
+//! `constraints.by_file`), symbols of excluded files, hacks in excluded files and variables
+//! naming excluded files or symbols are dropped; inside kept entries the items naming an
+//! excluded path are dropped from the fields the cache format defines as project paths or
+//! symbol names (file `imported_by`, domain `files` and `symbols`, symbol `calls` and
+//! `called_by`, `by_lock_level` lists, the targets of `provenance.lowConfidence` and the file
+//! lists of `documentation`). Strings that are not project paths (import specifiers) are kept.
+//!
+//! A name without a path (acp-cli's call graph uses bare function names) names an excluded
+//! symbol only once every symbol is known, so a full import removes such names at the end
+//! ([`scrub_excluded_names`]): call-graph nodes that name an excluded symbol (by key, qualified
+//! name or simple name) or an excluded path and resolve to no kept symbol go, with their lists,
+//! their edges and their places in other lists, symbols' `calls`/`called_by` and domains'
+//! `symbols`. A delta import never meets an exclusion: it refuses to start when the previous
+//! import dropped anything, and gives up (for a full import) when the new cache has something
+//! to drop, so both kinds of import agree.
+
+use std::collections::HashSet;
+
+use anyhow::{bail, Result};
+use rusqlite::{params, Connection};
+use serde_json::Value;
+
+use crate::cache::fields::Cell;
+use crate::cache::paths::{canonical_path, split_qualified_name};
+use crate::cache::reader::{DocumentKind, Event, List, Scope, Section};
+use crate::config::{PathRules, CONFIG_FILE};
+use crate::db;
+
+use super::loader::{Loader, Sink};
+
+/// The temporary table of the names of excluded symbols (never in the database file).
+const EXCLUDED_NAMES: &str =
+    "CREATE TEMP TABLE IF NOT EXISTS excluded_names(name TEXT PRIMARY KEY) WITHOUT ROWID";
+
+/// What a delta says when the new cache has something the config excludes.
+pub(super) const DELTA_MEETS_EXCLUDED: &str =
+    "the cache has entries that .acp.config.json excludes";
+
+impl Loader<'_> {
+    /// Whether the canonical form of the path `raw` is excluded.
+    fn path_excluded(&self, raw: &str) -> bool {
+        self.rules.excludes(&self.canonical(raw))
+    }
+
+    /// Whether `name` is a qualified name whose path part is excluded.
+    fn name_excluded(&self, name: &str) -> bool {
+        split_qualified_name(name, None).is_some_and(|(path, _)| self.path_excluded(path))
+    }
+
+    /// Applies the config's rules to one event: `None` when it is dropped, else the event with
+    /// the items naming excluded paths removed.
+    pub(super) fn filter(&mut self, kind: DocumentKind, event: Event) -> Result<Option<Event>> {
+        if self.rules.keeps_everything() {
+            return Ok(Some(event));
+        }
+        let before = self.dropped;
+        let out = self.filter_event(kind, event)?;
+        if self.dropped != before && matches!(self.sink, Sink::Delta(_)) {
+            bail!(DELTA_MEETS_EXCLUDED);
+        }
+        Ok(out)
+    }
+
+    fn filter_event(&mut self, kind: DocumentKind, event: Event) -> Result<Option<Event>> {
+        Ok(match event {
+            Event::File {
+                key,
+                mut record,
+                digest,
+            } => {
+                if self.path_excluded(&key) {
+                    self.dropped += 1;
+                    return Ok(None);
+                }
+                self.drop_from_cell(&mut record.cells[11], |l, s| l.path_excluded(s));
+                Some(Event::File {
+                    key,
+                    record,
+                    digest,
+                })
+            }
+            Event::Symbol {
+                key,
+                mut record,
+                digest,
+            } => {
+                let cells = &record.cells;
+                let excluded = match cells[3].as_str() {
+                    Some(file) => self.path_excluded(file),
+                    None => cells[1].as_str().is_some_and(|q| self.name_excluded(q)),
+                };
+                if excluded {
+                    self.dropped += 1;
+                    self.excluded_symbol(&key, &record.cells)?;
+                    return Ok(None);
+                }
+                for column in [12, 13] {
+                    self.drop_from_cell(&mut record.cells[column], |l, s| l.name_excluded(s));
+                }
+                Some(Event::Symbol {
+                    key,
+                    record,
+                    digest,
+                })
+            }
+            Event::Entry {
+                section,
+                key,
+                mut value,
+                digest,
+            } => {
+                let keep = match section {
+                    Section::SourceFiles | Section::ByFile => !self.path_excluded(&key),
+                    Section::Domains => {
+                        self.drop_items(value.get_mut("files"), |l, s| l.path_excluded(s));
+                        self.drop_items(value.get_mut("symbols"), |l, s| l.name_excluded(s));
+                        true
+                    }
+                    Section::ByLockLevel => {
+                        self.drop_items(Some(&mut value), |l, s| l.path_excluded(s));
+                        true
+                    }
+                    Section::GraphForward | Section::GraphReverse => {
+                        // Scrubbed at the end of a full import; a delta only checks.
+                        if matches!(self.sink, Sink::Delta(_))
+                            && (self.name_excluded(&key)
+                                || value.as_array().is_some_and(|items| {
+                                    items
+                                        .iter()
+                                        .filter_map(Value::as_str)
+                                        .any(|s| self.name_excluded(s))
+                                }))
+                        {
+                            self.dropped += 1;
+                        }
+                        true
+                    }
+                    Section::Variables => !self.variable_excluded(&value),
+                    Section::Files | Section::Symbols => true,
+                };
+                if !keep {
+                    self.dropped += 1;
+                    return Ok(None);
+                }
+                Some(Event::Entry {
+                    section,
+                    key,
+                    value,
+                    digest,
+                })
+            }
+            Event::Item {
+                list: List::Hacks,
+                value,
+            } => {
+                let file = value.get("file").and_then(Value::as_str);
+                if file.is_some_and(|f| self.path_excluded(f)) {
+                    self.dropped += 1;
+                    return Ok(None);
+                }
+                Some(Event::Item {
+                    list: List::Hacks,
+                    value,
+                })
+            }
+            Event::Member {
+                scope: Scope::Root,
+                key,
+                value: Some(mut value),
+            } if kind == DocumentKind::Cache => {
+                match key.as_str() {
+                    "provenance" => {
+                        for spelling in ["lowConfidence", "low_confidence"] {
+                            if let Some(Value::Array(items)) = value.get_mut(spelling) {
+                                let before = items.len();
+                                items.retain(|item| {
+                                    !item
+                                        .get("target")
+                                        .and_then(Value::as_str)
+                                        .is_some_and(|t| self.target_excluded(t))
+                                });
+                                self.dropped += (before - items.len()) as u64;
+                            }
+                        }
+                    }
+                    "documentation" => {
+                        for group in ["sources", "styles"] {
+                            if let Some(Value::Object(map)) = value.get_mut(group) {
+                                let mut lists: Vec<&mut Value> = map
+                                    .values_mut()
+                                    .filter_map(|v| v.get_mut("files"))
+                                    .collect();
+                                for list in lists.iter_mut() {
+                                    let mut dropped = 0;
+                                    if let Value::Array(items) = list {
+                                        let before = items.len();
+                                        items.retain(|v| {
+                                            !v.as_str().is_some_and(|s| self.path_excluded(s))
+                                        });
+                                        dropped = before - items.len();
+                                    }
+                                    self.dropped += dropped as u64;
+                                }
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                Some(Event::Member {
+                    scope: Scope::Root,
+                    key,
+                    value: Some(value),
+                })
+            }
+            other => Some(other),
+        })
+    }
+
+    /// A path or a qualified name (`provenance` targets are either).
+    fn target_excluded(&self, target: &str) -> bool {
+        self.path_excluded(target) || self.name_excluded(target)
+    }
+
+    /// Whether a variable names an excluded file or symbol (its `value` for `file` and
+    /// `symbol` variables, or its `source` file).
+    fn variable_excluded(&self, value: &Value) -> bool {
+        let text = |k: &str| value.get(k).and_then(Value::as_str);
+        let by_value = match (text("type"), text("value")) {
+            (Some("file"), Some(path)) => self.path_excluded(path),
+            (Some("symbol"), Some(name)) => self.name_excluded(name),
+            _ => false,
+        };
+        by_value || text("source").is_some_and(|s| self.path_excluded(s))
+    }
+
+    /// Removes the string items `drop` says go from a JSON list held in a cell.
+    fn drop_from_cell(&mut self, cell: &mut Cell, drop: impl Fn(&Self, &str) -> bool) {
+        let Some(text) = cell.as_str() else {
+            return;
+        };
+        let Ok(mut list) = serde_json::from_str::<Value>(text) else {
+            return;
+        };
+        if self.drop_items(Some(&mut list), drop) > 0 {
+            *cell = Cell::Text(list.to_string());
+        }
+    }
+
+    /// Removes the string items `drop` says go from a JSON list; returns how many went.
+    fn drop_items(&mut self, list: Option<&mut Value>, drop: impl Fn(&Self, &str) -> bool) -> u64 {
+        let Some(Value::Array(items)) = list else {
+            return 0;
+        };
+        let before = items.len();
+        items.retain(|v| !v.as_str().is_some_and(|s| drop(self, s)));
+        let gone = (before - items.len()) as u64;
+        self.dropped += gone;
+        gone
+    }
+
+    /// Remembers the names of an excluded symbol, for [`scrub_excluded_names`].
+    fn excluded_symbol(&mut self, key: &str, cells: &[Cell]) -> Result<()> {
+        self.excluded_symbols += 1;
+        if matches!(self.sink, Sink::Delta(_)) {
+            return Ok(());
+        }
+        self.conn.execute_batch(EXCLUDED_NAMES)?;
+        let mut insert = self
+            .conn
+            .prepare_cached("INSERT OR IGNORE INTO temp.excluded_names(name) VALUES (?1)")?;
+        insert.execute([key])?;
+        for cell in [&cells[0], &cells[1]] {
+            if let Some(name) = cell.as_str() {
+                insert.execute([name])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// After a full import's call graph is built and its nodes resolved: removes every name that
+/// names an excluded symbol or path and resolves to no kept symbol (see the module's
+/// documentation). Returns how many names went.
+pub(super) fn scrub_excluded_names(
+    conn: &Connection,
+    rules: &PathRules,
+    root: Option<&str>,
+) -> Result<u64> {
+    if rules.keeps_everything() {
+        return Ok(0);
+    }
+    conn.execute_batch(EXCLUDED_NAMES)?;
+    let excluded = |name: &str| {
+        split_qualified_name(name, None)
+            .is_some_and(|(path, _)| rules.excludes(&canonical_path(path, root)))
+    };
+    // Names that resolve to no kept symbol: graph nodes without a symbol, domain symbols
+    // matching no symbol's key or qualified name nor exactly one simple name.
+    let mut names: HashSet<String> = HashSet::new();
+    let mut nodes: HashSet<u32> = HashSet::new();
+    {
+        let mut stmt = conn.prepare(
+            "SELECT id, name, name IN (SELECT name FROM temp.excluded_names)
+             FROM graph_nodes WHERE symbol_id IS NULL",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let (id, name, by_symbol): (u32, String, bool) =
+                (row.get(0)?, row.get(1)?, row.get(2)?);
+            if by_symbol || excluded(&name) {
+                nodes.insert(id);
+                names.insert(name);
+            }
+        }
+        let mut stmt = conn.prepare(
+            "SELECT DISTINCT d.symbol, d.symbol IN (SELECT name FROM temp.excluded_names)
+             FROM domain_symbols d
+             WHERE NOT EXISTS (SELECT 1 FROM symbols s WHERE s.key = d.symbol)
+               AND NOT EXISTS (SELECT 1 FROM symbols s WHERE s.qualified_name = d.symbol)
+               AND (SELECT count(*) FROM symbols s WHERE s.name = d.symbol) != 1",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let (name, by_symbol): (String, bool) = (row.get(0)?, row.get(1)?);
+            if by_symbol || excluded(&name) {
+                names.insert(name);
+            }
+        }
+    }
+    conn.execute_batch("DROP TABLE temp.excluded_names")?;
+    if names.is_empty() {
+        return Ok(0);
+    }
+    let drop_names = |text: &str| -> Option<String> {
+        let Ok(Value::Array(mut items)) = serde_json::from_str::<Value>(text) else {
+            return None;
+        };
+        let before = items.len();
+        items.retain(|v| !v.as_str().is_some_and(|s| names.contains(s)));
+        (items.len() != before).then(|| Value::Array(items).to_string())
+    };
+    // Symbols' own lists and domains' symbols.
+    for (table, column) in [
+        ("symbols", "calls_json"),
+        ("symbols", "called_by_json"),
+        ("domains", "symbols_json"),
+    ] {
+        let rows: Vec<(i64, String)> = conn
+            .prepare(&format!(
+                "SELECT id, {column} FROM {table} WHERE {column} IS NOT NULL"
+            ))?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut update =
+            conn.prepare(&format!("UPDATE {table} SET {column} = ?2 WHERE id = ?1"))?;
+        for (id, text) in rows {
+            if let Some(new) = drop_names(&text) {
+                update.execute(params![id, new])?;
+            }
+        }
+    }
+    {
+        let mut delete = conn.prepare("DELETE FROM domain_symbols WHERE symbol = ?1")?;
+        for name in &names {
+            delete.execute([name])?;
+        }
+    }
+    if !nodes.is_empty() {
+        // The call graph: the lists of dropped nodes, their places in other lists (a reverse
+        // list's length is the new one), their edges and the nodes themselves.
+        let lists: Vec<(i64, u32, bool, rusqlite::types::Value)> = conn
+            .prepare("SELECT id, node_id, reverse, items FROM graph_lists")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut delete_list = conn.prepare("DELETE FROM graph_lists WHERE id = ?1")?;
+        let mut update_list = conn.prepare("UPDATE graph_lists SET items = ?2 WHERE id = ?1")?;
+        let mut update_len =
+            conn.prepare("UPDATE graph_nodes SET reverse_len = ?2 WHERE id = ?1")?;
+        for (id, node, reverse, items) in lists {
+            if nodes.contains(&node) {
+                delete_list.execute([id])?;
+                continue;
+            }
+            let new_len = match items {
+                rusqlite::types::Value::Blob(blob) => {
+                    let Some(mut ids) = db::decode_graph_items(&blob) else {
+                        continue;
+                    };
+                    let before = ids.len();
+                    ids.retain(|i| !nodes.contains(i));
+                    if ids.len() == before {
+                        continue;
+                    }
+                    update_list.execute(params![id, db::encode_graph_items(&ids)])?;
+                    ids.len()
+                }
+                rusqlite::types::Value::Text(text) => {
+                    let Some(new) = drop_names(&text) else {
+                        continue;
+                    };
+                    update_list.execute(params![id, new])?;
+                    serde_json::from_str::<Value>(&new)
+                        .ok()
+                        .and_then(|v| v.as_array().map(Vec::len))
+                        .unwrap_or(0)
+                }
+                _ => continue,
+            };
+            if reverse {
+                update_len.execute(params![node, new_len as i64])?;
+            }
+        }
+        let mut delete_edges =
+            conn.prepare("DELETE FROM call_edges WHERE caller_id = ?1 OR callee_id = ?1")?;
+        let mut delete_node = conn.prepare("DELETE FROM graph_nodes WHERE id = ?1")?;
+        for node in &nodes {
+            delete_edges.execute([node])?;
+            delete_node.execute([node])?;
+        }
+        conn.execute_batch(
+            "UPDATE graph_nodes SET
+                callers = (SELECT count(*) FROM call_edges WHERE callee_id = graph_nodes.id),
+                callees = (SELECT count(*) FROM call_edges WHERE caller_id = graph_nodes.id)",
+        )?;
+    }
+    tracing::debug!(
+        "removed {} names of symbols or paths that {CONFIG_FILE} excludes",
+        names.len()
+    );
+    Ok(names.len() as u64)
+}
