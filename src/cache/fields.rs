@@ -132,6 +132,76 @@ pub fn column_count(fields: &[Field]) -> usize {
         .sum()
 }
 
+/// The position of field `name`'s (first) cell in a record split by `fields`; a compile-time
+/// constant, so a position is never written by hand (see the `*_CELL` constants).
+pub const fn cell_index(fields: &[Field], name: &str) -> usize {
+    let mut cell = 0;
+    let mut i = 0;
+    while i < fields.len() {
+        if same(fields[i].name, name) {
+            return cell;
+        }
+        cell += match fields[i].kind {
+            Kind::Lines => 2,
+            _ => 1,
+        };
+        i += 1;
+    }
+    panic!("no such field")
+}
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Cell of a file's `language`.
+pub const FILE_LANGUAGE_CELL: usize = cell_index(FILE_FIELDS, "language");
+/// Cell of a file's `imported_by`.
+pub const FILE_IMPORTED_BY_CELL: usize = cell_index(FILE_FIELDS, "imported_by");
+/// Cell of a file's `domains`.
+pub const FILE_DOMAINS_CELL: usize = cell_index(FILE_FIELDS, "domains");
+/// Cell of a file's `inline` annotations.
+pub const FILE_INLINE_CELL: usize = cell_index(FILE_FIELDS, "inline");
+/// Cell of a symbol's simple `name`.
+pub const SYMBOL_NAME_CELL: usize = cell_index(SYMBOL_FIELDS, "name");
+/// Cell of a symbol's `qualified_name`.
+pub const SYMBOL_QUALIFIED_NAME_CELL: usize = cell_index(SYMBOL_FIELDS, "qualified_name");
+/// Cell of a symbol's `type`.
+pub const SYMBOL_TYPE_CELL: usize = cell_index(SYMBOL_FIELDS, "type");
+/// Cell of a symbol's `file`.
+pub const SYMBOL_FILE_CELL: usize = cell_index(SYMBOL_FIELDS, "file");
+/// Cell of a symbol's `signature`.
+pub const SYMBOL_SIGNATURE_CELL: usize = cell_index(SYMBOL_FIELDS, "signature");
+/// Cell of a symbol's `summary`.
+pub const SYMBOL_SUMMARY_CELL: usize = cell_index(SYMBOL_FIELDS, "summary");
+/// Cell of a symbol's `purpose`.
+pub const SYMBOL_PURPOSE_CELL: usize = cell_index(SYMBOL_FIELDS, "purpose");
+/// Cell of a symbol's `visibility`.
+pub const SYMBOL_VISIBILITY_CELL: usize = cell_index(SYMBOL_FIELDS, "visibility");
+/// Cell of a symbol's `calls` (its forward call-graph list).
+pub const SYMBOL_CALLS_CELL: usize = cell_index(SYMBOL_FIELDS, "calls");
+/// Cell of a symbol's `called_by` (its reverse call-graph list).
+pub const SYMBOL_CALLED_BY_CELL: usize = cell_index(SYMBOL_FIELDS, "called_by");
+/// Cell of a domain's `name`.
+pub const DOMAIN_NAME_CELL: usize = cell_index(DOMAIN_FIELDS, "name");
+/// Cell of a domain's `files`.
+pub const DOMAIN_FILES_CELL: usize = cell_index(DOMAIN_FIELDS, "files");
+/// Cell of a domain's `symbols`.
+pub const DOMAIN_SYMBOLS_CELL: usize = cell_index(DOMAIN_FIELDS, "symbols");
+/// Cell of a variable's `type`.
+pub const VAR_TYPE_CELL: usize = cell_index(VAR_FIELDS, "type");
+
 /// An entry split into its columns and the JSON text of its `extra` remainder.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {

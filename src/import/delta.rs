@@ -27,7 +27,7 @@ use rusqlite::{params, Connection, OptionalExtension, Statement};
 use serde_json::Value;
 
 use crate::cache::digest::KnownEntries;
-use crate::cache::fields::Cell;
+use crate::cache::fields::{Cell, SYMBOL_NAME_CELL, SYMBOL_QUALIFIED_NAME_CELL};
 use crate::cache::reader::Section;
 use crate::db;
 
@@ -586,7 +586,7 @@ impl<'c> Delta<'c> {
     /// Records the names a symbol can resolve a node by (key, qualified name, simple name).
     fn symbol_names(&mut self, key: &str, cells: &[Cell]) {
         self.names.insert(key.to_string());
-        for cell in &cells[..2] {
+        for cell in [&cells[SYMBOL_NAME_CELL], &cells[SYMBOL_QUALIFIED_NAME_CELL]] {
             if let Some(name) = cell.as_str() {
                 self.names.insert(name.to_string());
             }

@@ -25,7 +25,10 @@ use anyhow::{bail, Result};
 use rusqlite::{params, Connection};
 use serde_json::Value;
 
-use crate::cache::fields::Cell;
+use crate::cache::fields::{
+    Cell, FILE_IMPORTED_BY_CELL, SYMBOL_CALLED_BY_CELL, SYMBOL_CALLS_CELL, SYMBOL_FILE_CELL,
+    SYMBOL_NAME_CELL, SYMBOL_QUALIFIED_NAME_CELL,
+};
 use crate::cache::paths::{canonical_path, split_qualified_name};
 use crate::cache::reader::{DocumentKind, Event, List, Scope, Section};
 use crate::config::{PathRules, CONFIG_FILE};
@@ -77,7 +80,9 @@ impl Loader<'_> {
                     self.dropped += 1;
                     return Ok(None);
                 }
-                self.drop_from_cell(&mut record.cells[11], |l, s| l.path_excluded(s));
+                self.drop_from_cell(&mut record.cells[FILE_IMPORTED_BY_CELL], |l, s| {
+                    l.path_excluded(s)
+                });
                 Some(Event::File {
                     key,
                     record,
@@ -90,16 +95,18 @@ impl Loader<'_> {
                 digest,
             } => {
                 let cells = &record.cells;
-                let excluded = match cells[3].as_str() {
+                let excluded = match cells[SYMBOL_FILE_CELL].as_str() {
                     Some(file) => self.path_excluded(file),
-                    None => cells[1].as_str().is_some_and(|q| self.name_excluded(q)),
+                    None => cells[SYMBOL_QUALIFIED_NAME_CELL]
+                        .as_str()
+                        .is_some_and(|q| self.name_excluded(q)),
                 };
                 if excluded {
                     self.dropped += 1;
                     self.excluded_symbol(&key, &record.cells)?;
                     return Ok(None);
                 }
-                for column in [12, 13] {
+                for column in [SYMBOL_CALLS_CELL, SYMBOL_CALLED_BY_CELL] {
                     self.drop_from_cell(&mut record.cells[column], |l, s| l.name_excluded(s));
                 }
                 Some(Event::Symbol {
@@ -274,7 +281,7 @@ impl Loader<'_> {
             .conn
             .prepare_cached("INSERT OR IGNORE INTO temp.excluded_names(name) VALUES (?1)")?;
         insert.execute([key])?;
-        for cell in [&cells[0], &cells[1]] {
+        for cell in [&cells[SYMBOL_NAME_CELL], &cells[SYMBOL_QUALIFIED_NAME_CELL]] {
             if let Some(name) = cell.as_str() {
                 insert.execute([name])?;
             }

@@ -11,7 +11,12 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, Statement, ToSql};
 use serde_json::Value;
 
-use crate::cache::fields::{self, Cell, Record};
+use crate::cache::fields::{
+    self, Cell, Record, FILE_DOMAINS_CELL, FILE_INLINE_CELL, FILE_LANGUAGE_CELL,
+    SYMBOL_CALLED_BY_CELL, SYMBOL_CALLS_CELL, SYMBOL_FILE_CELL, SYMBOL_NAME_CELL,
+    SYMBOL_PURPOSE_CELL, SYMBOL_QUALIFIED_NAME_CELL, SYMBOL_SIGNATURE_CELL, SYMBOL_SUMMARY_CELL,
+    SYMBOL_TYPE_CELL, SYMBOL_VISIBILITY_CELL,
+};
 use crate::cache::paths::canonical_path;
 use crate::cache::reader::{self, DocumentKind, Event, List, Scope, Section};
 use crate::cache::{normalize_lock_level, LOCK_LEVELS};
@@ -139,7 +144,13 @@ pub(super) fn symbol_columns() -> String {
 
 /// Indexes into a symbol record's cells (`cache::fields::SYMBOL_FIELDS`) of the columns of
 /// `symbols_fts`: name, qualified_name, signature, purpose, summary.
-pub(super) const SYMBOL_FTS_CELLS: [usize; 5] = [0, 1, 7, 9, 8];
+pub(super) const SYMBOL_FTS_CELLS: [usize; 5] = [
+    SYMBOL_NAME_CELL,
+    SYMBOL_QUALIFIED_NAME_CELL,
+    SYMBOL_SIGNATURE_CELL,
+    SYMBOL_PURPOSE_CELL,
+    SYMBOL_SUMMARY_CELL,
+];
 
 impl<'c> Loader<'c> {
     pub(super) fn new(conn: &'c Connection, sink: Sink<'c>) -> Result<Loader<'c>> {
@@ -437,7 +448,13 @@ impl<'c> Loader<'c> {
         )))?;
         self.counts.files += 1;
         let file_id = self.conn.last_insert_rowid();
-        self.file_rows(file_id, &key, &path, cells[12].as_str(), cells[13].as_str())
+        self.file_rows(
+            file_id,
+            &key,
+            &path,
+            cells[FILE_DOMAINS_CELL].as_str(),
+            cells[FILE_INLINE_CELL].as_str(),
+        )
     }
 
     /// Warns about values of a file entry outside the spec's enums.
@@ -445,7 +462,7 @@ impl<'c> Loader<'c> {
         self.check_enum(
             || format!("files[{key:?}]"),
             "language",
-            cells[2].as_str(),
+            cells[FILE_LANGUAGE_CELL].as_str(),
             KNOWN_LANGUAGES,
         )
     }
@@ -500,7 +517,7 @@ impl<'c> Loader<'c> {
 
     pub(super) fn symbol(&mut self, key: String, record: Record, digest: i64) -> Result<()> {
         let Record { cells, extra } = record;
-        let file_path = cells[3].as_str().map(|f| self.canonical(f));
+        let file_path = cells[SYMBOL_FILE_CELL].as_str().map(|f| self.canonical(f));
         if matches!(self.sink, Sink::Delta(_)) {
             return self.delta_symbol(key, file_path, cells, extra, digest);
         }
@@ -538,13 +555,13 @@ impl<'c> Loader<'c> {
         self.check_enum(
             json_path,
             "symbol type",
-            cells[2].as_str(),
+            cells[SYMBOL_TYPE_CELL].as_str(),
             KNOWN_SYMBOL_TYPES,
         )?;
         self.check_enum(
             json_path,
             "visibility",
-            cells[11].as_str(),
+            cells[SYMBOL_VISIBILITY_CELL].as_str(),
             KNOWN_VISIBILITY,
         )
     }
@@ -640,8 +657,13 @@ impl<'c> Loader<'c> {
             return self.warn(format!("domains[{key:?}]"), DUPLICATE_KEY);
         }
         self.counts.domains += 1;
-        let name = cells[0].as_str().unwrap_or(&key).to_string();
-        if let Some(Ok(Value::Array(files))) = cells[2].as_str().map(serde_json::from_str::<Value>)
+        let name = cells[fields::DOMAIN_NAME_CELL]
+            .as_str()
+            .unwrap_or(&key)
+            .to_string();
+        if let Some(Ok(Value::Array(files))) = cells[fields::DOMAIN_FILES_CELL]
+            .as_str()
+            .map(serde_json::from_str::<Value>)
         {
             for file in files.iter().filter_map(Value::as_str) {
                 let path = self.canonical(file);
@@ -649,8 +671,9 @@ impl<'c> Loader<'c> {
                     .execute(params![name, path, "domain"])?;
             }
         }
-        if let Some(Ok(Value::Array(symbols))) =
-            cells[3].as_str().map(serde_json::from_str::<Value>)
+        if let Some(Ok(Value::Array(symbols))) = cells[fields::DOMAIN_SYMBOLS_CELL]
+            .as_str()
+            .map(serde_json::from_str::<Value>)
         {
             for symbol in symbols.iter().filter_map(Value::as_str) {
                 self.insert_domain_symbol.execute(params![name, symbol])?;
@@ -741,7 +764,7 @@ impl<'c> Loader<'c> {
         self.check_enum(
             || format!("variables[{key:?}]"),
             "variable type",
-            cells[0].as_str(),
+            cells[fields::VAR_TYPE_CELL].as_str(),
             &["symbol", "file", "domain", "layer", "pattern", "context"],
         )?;
         let extra_text = Value::Object(extra).to_string();
@@ -849,7 +872,7 @@ pub(super) fn cell_value(cell: &Cell) -> ValueRef<'_> {
 pub(super) fn symbol_calls(key: &str, cells: &[Cell]) -> Option<(String, Vec<(String, bool)>)> {
     let mut calls = Vec::new();
     let mut any_list = false;
-    for (column, forward) in [(12usize, true), (13usize, false)] {
+    for (column, forward) in [(SYMBOL_CALLS_CELL, true), (SYMBOL_CALLED_BY_CELL, false)] {
         let Some(list) = cells[column].as_str() else {
             continue;
         };
@@ -862,7 +885,10 @@ pub(super) fn symbol_calls(key: &str, cells: &[Cell]) -> Option<(String, Vec<(St
             _ => None,
         }));
     }
-    any_list.then(|| (cells[1].as_str().unwrap_or(key).to_string(), calls))
+    any_list.then(|| {
+        let own_name = cells[SYMBOL_QUALIFIED_NAME_CELL].as_str().unwrap_or(key);
+        (own_name.to_string(), calls)
+    })
 }
 
 /// How a call-graph list is stored: the node ids of its items when every item is a name (see
