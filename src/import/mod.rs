@@ -323,6 +323,9 @@ const WRITE_PRAGMAS: &str =
     "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;
      PRAGMA cache_size = -65536; PRAGMA temp_store = FILE; PRAGMA threads = 2;";
 
+/// Connection settings while an import builds its indexes.
+const INDEXING_PRAGMAS: &str = "PRAGMA cache_size = -32768;";
+
 /// The summary tables, filled once the entries are final.
 const SUMMARIES_SQL: &str = include_str!("summaries.sql");
 
@@ -367,7 +370,14 @@ impl Source<'_> {
         conn.execute_batch("COMMIT")?;
 
         reporter.phase(Phase::Indexing);
+        // Index builds sort in memory up to the page cache's size, on two threads: a smaller
+        // cache keeps the peak down for little time (measured in docs/benchmarks.md).
+        conn.execute_batch(INDEXING_PRAGMAS)?;
         db::migrate(&mut conn, None)?;
+        tracing::debug!(
+            "built indexes and the files' full-text search at {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
         resolve_graph_nodes(&conn)?;
         tracing::debug!(
             "resolved graph nodes at {:.2} s",
@@ -376,7 +386,7 @@ impl Source<'_> {
         dropped += filter::scrub_excluded_names(&conn, self.rules, root.as_deref())?;
         conn.execute_batch(SUMMARIES_SQL)?;
         tracing::debug!(
-            "built indexes, summaries and the files' full-text search at {:.2} s",
+            "filled the summaries at {:.2} s",
             started.elapsed().as_secs_f64()
         );
         fts.finish(&conn)?;
