@@ -36,11 +36,12 @@ CREATE VIRTUAL TABLE files_fts USING fts5(
 );
 INSERT INTO files_fts(files_fts) VALUES ('rebuild');
 
--- Substring search over file paths.
+-- Substring search over file paths (ranked by path length, never by bm25: no `_docsize`).
 CREATE VIRTUAL TABLE files_trigram USING fts5(
     path,
     content = 'files', content_rowid = 'id',
-    tokenize = 'trigram case_sensitive 0'
+    tokenize = 'trigram case_sensitive 0',
+    columnsize = 0
 );
 INSERT INTO files_trigram(files_trigram) VALUES ('rebuild');
 

@@ -28,7 +28,6 @@ const SHADOW_TABLES: &[&str] = &[
     "symbols_fts_docsize",
     "symbols_trigram_data",
     "symbols_trigram_idx",
-    "symbols_trigram_docsize",
 ];
 
 /// Symbols sent to the builder at a time.

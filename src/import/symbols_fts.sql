@@ -10,9 +10,11 @@ CREATE VIRTUAL TABLE symbols_fts USING fts5(
     tokenize = "unicode61 remove_diacritics 2 tokenchars '_'"
 );
 
--- Substring search (`essionVal`) over symbol names.
+-- Substring search (`essionVal`) over symbol names. Its hits are ranked by name length, never
+-- by bm25, so it keeps no per-row token counts (`columnsize = 0`: no `_docsize` table).
 CREATE VIRTUAL TABLE symbols_trigram USING fts5(
     name, qualified_name,
     content = 'symbols', content_rowid = 'id',
-    tokenize = 'trigram case_sensitive 0'
+    tokenize = 'trigram case_sensitive 0',
+    columnsize = 0
 );
