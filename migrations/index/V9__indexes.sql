@@ -1,4 +1,4 @@
--- acpdb index schema, part 2 of 2: secondary indexes, full-text indexes, summaries and views.
+-- acpdb index schema, part 2 of 3: secondary indexes, full-text indexes, summaries and views.
 -- The summary tables are filled by src/import/summaries.sql, which every import (full or delta)
 -- runs after this migration.
 -- The importer applies this after the bulk load, so indexes are built once over sorted data
@@ -16,7 +16,6 @@ CREATE INDEX symbols_qualified_name ON symbols(coalesce(qualified_name, key) COL
 CREATE INDEX symbols_name ON symbols(name COLLATE NOCASE);
 CREATE INDEX symbols_file_path ON symbols(file_path, line_start);
 CREATE UNIQUE INDEX graph_nodes_name ON graph_nodes(name);
-CREATE INDEX graph_nodes_symbol ON graph_nodes(symbol_id);
 CREATE INDEX call_edges_callee ON call_edges(callee_id, caller_id);
 CREATE INDEX domain_files_path ON domain_files(path);
 CREATE INDEX constraints_path ON constraints(path);

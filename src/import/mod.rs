@@ -373,12 +373,13 @@ impl Source<'_> {
         // Index builds sort in memory up to the page cache's size, on two threads: a smaller
         // cache keeps the peak down for little time (measured in docs/benchmarks.md).
         conn.execute_batch(INDEXING_PRAGMAS)?;
-        db::migrate(&mut conn, None)?;
+        db::migrate(&mut conn, Some(db::RESOLVE_SCHEMA_VERSION))?;
         tracing::debug!(
             "built indexes and the files' full-text search at {:.2} s",
             started.elapsed().as_secs_f64()
         );
         resolve_graph_nodes(&conn)?;
+        db::migrate(&mut conn, None)?;
         tracing::debug!(
             "resolved graph nodes at {:.2} s",
             started.elapsed().as_secs_f64()
