@@ -124,12 +124,10 @@ impl PathRules {
     /// Reads `<root>/.acp.config.json`; no file means no rules.
     pub fn load(root: &Path) -> Result<PathRules> {
         let path = config_path(root);
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(PathRules::none()),
-            Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
-        };
-        PathRules::parse(&bytes, &path)
+        match read_config(&path)? {
+            Some(bytes) => PathRules::parse(&bytes, &path),
+            None => Ok(PathRules::none()),
+        }
     }
 
     /// Parses a config file's bytes; `source` names the file in errors.
@@ -217,6 +215,53 @@ impl PathRules {
         self.exclusion(path)
             .map(|why| format!("path '{path}' is excluded by {CONFIG_FILE} ({why})"))
     }
+}
+
+/// The most bytes a config file may have (real ones have a few KiB).
+pub const CONFIG_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// The bytes of the config file at `path`, `None` when there is none. Anything but a regular
+/// file of at most [`CONFIG_LIMIT`] bytes is an error; a FIFO or a device is refused without
+/// blocking on it.
+fn read_config(path: &Path) -> Result<Option<Vec<u8>>> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = match options.open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, CONFIG_LIMIT + 1), &mut bytes)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if bytes.len() as u64 > CONFIG_LIMIT {
+        bail!(
+            "{} is larger than {} MiB; a project config holds a few KiB of rules",
+            path.display(),
+            CONFIG_LIMIT >> 20
+        );
+    }
+    Ok(Some(bytes))
+}
+
+/// The SHA-256 of the config file at `path` as the `meta` table records it ([`NO_CONFIG`] when
+/// there is none), read as [`PathRules::load`] reads it.
+pub fn file_sha256(path: &Path) -> Result<String> {
+    Ok(match read_config(path)? {
+        Some(bytes) => sha256_hex(&bytes),
+        None => NO_CONFIG.to_string(),
+    })
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

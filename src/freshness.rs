@@ -136,11 +136,7 @@ fn config_differs(project: &Project, recorded: &str) -> Result<Option<String>> {
     if recorded == config::IGNORED {
         return Ok(None);
     }
-    let current = match fs::metadata(&project.config) {
-        Ok(_) => sha256_file(&project.config)?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => config::NO_CONFIG.to_string(),
-        Err(err) => return Err(err.into()),
-    };
+    let current = config::file_sha256(&project.config)?;
     if current == recorded {
         return Ok(None);
     }

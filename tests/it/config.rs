@@ -1,13 +1,15 @@
 //! `.acp.config.json`: excluded paths are invisible to every tool, resource and search, the
-//! journal refuses them, and a changed config makes the database stale (issue 15, item 4).
+//! journal refuses them, and a changed config makes the database stale.
 //! Run on the demo fixture and on a real-generator fixture, through the real binary.
 
 use crate::common;
 
-use std::time::Duration;
+use std::io::Read as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::mcp::{wait_ready, Client};
-use common::{fixture, stderr, TempProject};
+use common::{acpdb, fixture, stderr, TempProject};
 use serde_json::{json, Value};
 
 /// Patterns added to each project's config: a directory at one depth, one at any depth.
@@ -549,4 +551,70 @@ async fn the_server_reimports_when_the_config_changes() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     client.close().await;
+}
+
+#[test]
+fn a_config_that_is_a_fifo_or_too_large_is_refused_without_waiting() {
+    let project = TempProject::copy_of(&fixture("demo"));
+    project.import();
+    let config = project.root().join(".acp.config.json");
+    let made = Command::new("mkfifo").arg(&config).status().unwrap();
+    assert!(made.success());
+    // Nobody ever writes to the FIFO: reading it would block forever.
+    for args in [&["import"][..], &["query", "stats"][..]] {
+        let mut child = project_command(&project, args);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("acpdb {args:?} blocked on a FIFO config");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        if args[0] == "import" {
+            assert!(!status.success());
+            assert!(
+                err.contains(".acp.config.json is not a regular file"),
+                "{args:?}: {status} {err}"
+            );
+        } else {
+            // A query answers from the last import; it cannot tell whether that is current.
+            assert!(status.success(), "{args:?}: {status} {err}");
+        }
+    }
+    std::fs::remove_file(&config).unwrap();
+    let big = format!(
+        "{{\"exclude\": [\"x\"], \"pad\": \"{}\"}}",
+        "a".repeat(5 << 20)
+    );
+    std::fs::write(&config, big).unwrap();
+    let out = project.run(&["import"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("is larger than 4 MiB"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `acpdb -C root ARGS` with piped output, not waited for.
+fn project_command(project: &TempProject, args: &[&str]) -> std::process::Child {
+    acpdb()
+        .arg("-C")
+        .arg(project.root())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
