@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::mcp::{wait_ready, Client};
-use common::{acpdb, fixture, stderr, TempProject};
+use common::{acpdb, fixture, golden_calls, stderr, TempProject};
 use serde_json::{json, Value};
 
 /// Patterns added to each project's config: a directory at one depth, one at any depth.
@@ -102,20 +102,7 @@ fn check(what: &str, text: &str, forbidden: &[String], asked: &Value, quoted: bo
 
 /// The calls of the golden file, then calls that name the excluded and the kept things.
 fn calls() -> Vec<(String, Value)> {
-    let golden: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("golden/demo.json")).unwrap())
-            .unwrap();
-    let mut calls: Vec<(String, Value)> = golden["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| {
-            Some((
-                c.get("tool")?.as_str()?.to_string(),
-                c.get("arguments").cloned().unwrap_or(Value::Null),
-            ))
-        })
-        .collect();
+    let mut calls = golden_calls();
     let named = [
         ("acp_query", json!({"type": "stats"})),
         ("acp_query", json!({"type": "symbol", "name": "toCsv"})),

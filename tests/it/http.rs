@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common::mcp::{wait_ready, Client};
-use crate::common::{fixture, TempProject};
+use crate::common::{fixture, golden_calls, TempProject};
 
 /// A running `acpdb serve --http 127.0.0.1:0`, killed when dropped.
 struct HttpServer {
@@ -172,19 +172,8 @@ fn demo() -> TempProject {
 
 /// Calls covering every index tool, with answers and with errors.
 fn calls() -> Vec<(String, Value)> {
-    let golden: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("golden/demo.json")).unwrap())
-            .unwrap();
-    let mut calls: Vec<(String, Value)> = golden["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| {
-            Some((
-                c.get("tool")?.as_str()?.to_string(),
-                c.get("arguments").cloned().unwrap_or(json!({})),
-            ))
-        })
+    let mut calls: Vec<(String, Value)> = golden_calls()
+        .into_iter()
         .filter(|(tool, _)| acpdb::tools::INDEX_TOOLS.contains(&tool.as_str()))
         .collect();
     calls.extend([

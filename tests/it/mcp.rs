@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::mcp::{wait_ready, Client};
-use common::{fixture, TempProject};
+use common::{fixture, golden_calls, TempProject};
 use serde_json::{json, Value};
 
 fn demo() -> TempProject {
@@ -306,24 +306,6 @@ async fn hack_markers_over_stdio() {
     let err = client.err("acp_hack", json!({"action": "mark", "data": {"file": "src/a.ts", "reason": "x", "expires": "next week"}})).await;
     assert_eq!(err.code, -32602, "{err:?}");
     client.close().await;
-}
-
-/// The golden calls captured from the reference server on the demo fixture.
-fn golden_calls() -> Vec<(String, Value)> {
-    let golden: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("golden/demo.json")).unwrap())
-            .unwrap();
-    golden["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| {
-            Some((
-                c.get("tool")?.as_str()?.to_string(),
-                c.get("arguments").cloned().unwrap_or(Value::Null),
-            ))
-        })
-        .collect()
 }
 
 #[tokio::test]

@@ -5,16 +5,7 @@ use rmcp::model::{ContentBlock, ErrorData, GetPromptRequestParams};
 use rmcp::service::ServiceError;
 use serde_json::{json, Map, Value};
 
-use crate::common::mcp::{wait_ready, Client};
-use crate::common::{fixture, TempProject};
-
-async fn demo_client() -> (TempProject, Client) {
-    let project = TempProject::copy_of(&fixture("demo"));
-    project.import();
-    let client = Client::spawn(project.root(), &[]).await;
-    wait_ready(&client, 30).await;
-    (project, client)
-}
+use crate::common::mcp::{demo_client, Client};
 
 /// The text of prompt `name` with `arguments`, or the JSON-RPC error code and message.
 async fn prompt(client: &Client, name: &str, arguments: Value) -> Result<String, (i32, String)> {

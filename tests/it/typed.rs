@@ -6,8 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use crate::common::mcp::{wait_ready, Client};
-use crate::common::{fixture, TempProject};
+use crate::common::mcp::{demo_client, Client};
 
 /// The tools that answer with structured content.
 const TYPED: [&str; 6] = [
@@ -18,14 +17,6 @@ const TYPED: [&str; 6] = [
     "acp_debug",
     "acp_hack",
 ];
-
-async fn demo_client() -> (TempProject, Client) {
-    let project = TempProject::copy_of(&fixture("demo"));
-    project.import();
-    let client = Client::spawn(project.root(), &[]).await;
-    wait_ready(&client, 30).await;
-    (project, client)
-}
 
 /// Every tool's output schema from tools/list (`None` for a tool without one).
 async fn output_schemas(client: &Client) -> HashMap<String, Option<Value>> {

@@ -172,3 +172,12 @@ pub(crate) async fn wait_ready(client: &Client, seconds: u64) {
         }
     }
 }
+
+/// A copy of the demo fixture, imported, and a client of `acpdb serve` on it, ready to answer.
+pub(crate) async fn demo_client() -> (super::TempProject, Client) {
+    let project = super::TempProject::copy_of(&super::fixture("demo"));
+    project.import();
+    let client = Client::spawn(project.root(), &[]).await;
+    wait_ready(&client, 30).await;
+    (project, client)
+}

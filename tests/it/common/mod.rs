@@ -151,3 +151,23 @@ pub(crate) fn stderr(out: &Output) -> String {
 pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// The calls of the golden file of the demo fixture (captured from the reference server), as
+/// (tool, arguments); arguments absent in the file are `{}`.
+pub(crate) fn golden_calls() -> Vec<(String, Value)> {
+    let golden: Value =
+        serde_json::from_str(&fs::read_to_string(fixture("golden/demo.json")).unwrap()).unwrap();
+    golden["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| {
+            Some((
+                c.get("tool")?.as_str()?.to_string(),
+                c.get("arguments")
+                    .cloned()
+                    .unwrap_or_else(|| serde_json::json!({})),
+            ))
+        })
+        .collect()
+}
