@@ -2,13 +2,13 @@
 //! by a fixed edge buffer plus a small fixed-size record per distinct node name.
 //!
 //! Node names go to `graph_nodes` the moment they are first seen; the loader keeps only a
-//! 128-bit hash of each name. Edges are packed as `caller << 32 | callee` into a buffer that is
+//! 128-bit hash of each name (`hashes::NodeIds`, about 25 bytes per node). Edges are packed as `caller << 32 | callee` into a buffer that is
 //! sorted and written to an anonymous temporary file whenever it fills, and the sorted runs are
 //! merged at the end, so the edge list never has to fit in memory.
 
 use std::cmp::Reverse;
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
@@ -17,12 +17,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use rusqlite::{params, Connection, Statement};
 
+use super::hashes::NodeIds;
+
 /// Edges held in memory per direction before a sorted run is written to disk (16 MiB each).
 const EDGE_BUFFER: usize = 1 << 21;
 
 /// Ids of call-graph nodes by name, and the edges between them.
 pub(super) struct CallGraph<'c> {
-    ids: HashMap<u128, u32>,
+    ids: NodeIds,
     insert_node: Statement<'c>,
     /// Length of `graph.reverse[name]` (duplicates counted), by node id - 1.
     reverse_len: Vec<u32>,
@@ -38,7 +40,7 @@ impl<'c> CallGraph<'c> {
     /// An empty graph; sorted edge runs go to temporary files in `spill_dir`.
     pub(super) fn new(conn: &'c Connection, spill_dir: &Path) -> Result<CallGraph<'c>> {
         Ok(CallGraph {
-            ids: HashMap::new(),
+            ids: NodeIds::default(),
             insert_node: conn.prepare("INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)")?,
             reverse_len: Vec::new(),
             lists: Vec::new(),
@@ -50,12 +52,11 @@ impl<'c> CallGraph<'c> {
     /// The id of the node called `name`, created (and stored) on first sight.
     pub(super) fn node(&mut self, name: &str) -> Result<u32> {
         let hash = name_hash(name);
-        if let Some(&id) = self.ids.get(&hash) {
+        if let Some(id) = self.ids.get(hash) {
             return Ok(id);
         }
-        let id = u32::try_from(self.ids.len() + 1).context("more than 4 billion graph nodes")?;
+        let id = self.ids.insert(hash)?;
         self.insert_node.execute(params![id, name])?;
-        self.ids.insert(hash, id);
         self.reverse_len.push(0);
         self.lists.push(0);
         Ok(id)

@@ -2,8 +2,6 @@
 //! index tables (one prepared statement per table), counts what it wrote, and records
 //! warnings for values it kept verbatim.
 
-use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
 use std::path::Path;
 
 use anyhow::{bail, Result};
@@ -26,6 +24,7 @@ use crate::db;
 use super::delta::Delta;
 use super::fts::FtsBuilder;
 use super::graph::CallGraph;
+use super::hashes::SeenKeys;
 
 /// A cell as a SQL value.
 pub(super) struct Sql<'a>(&'a Cell);
@@ -94,7 +93,7 @@ pub(super) struct Loader<'c> {
     pub(super) insert_warning: Statement<'c>,
     pub(super) sink: Sink<'c>,
     /// Hashes of the keys inserted so far, per section, to spot duplicates.
-    pub(super) seen_keys: HashSet<(u8, u64)>,
+    pub(super) seen_keys: SeenKeys,
     pub(super) root: Option<String>,
     pub(super) root_ord: i64,
     pub(super) graph_ord: i64,
@@ -181,7 +180,7 @@ impl<'c> Loader<'c> {
             insert_var: conn.prepare(&insert_sql("vars", &var_cols, true))?,
             insert_warning: conn.prepare("INSERT INTO import_warnings(path, message) VALUES (?1, ?2)")?,
             sink,
-            seen_keys: HashSet::new(),
+            seen_keys: SeenKeys::default(),
             root: None,
             root_ord: 0,
             graph_ord: 0,
@@ -569,9 +568,7 @@ impl<'c> Loader<'c> {
     /// Whether `key` was already inserted in `section` (an exact check in SQL confirms a hash
     /// match, so distinct keys are never taken for duplicates).
     pub(super) fn is_duplicate(&mut self, section: u8, table: &str, key: &str) -> Result<bool> {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut hasher);
-        if self.seen_keys.insert((section, hasher.finish())) {
+        if self.seen_keys.insert(section, key) {
             return Ok(false);
         }
         let found: Option<i64> = self

@@ -29,6 +29,7 @@ mod delta;
 mod filter;
 mod fts;
 mod graph;
+mod hashes;
 mod loader;
 mod lock;
 mod progress;

@@ -1,0 +1,127 @@
+//! Compact in-memory tables of hashes, for the two per-entry records an import keeps: the keys
+//! already inserted (to spot duplicates) and the call-graph node ids by name. Both hold hashes,
+//! never names, so their size is a few bytes per entry whatever the names' lengths.
+
+use std::collections::hash_map::{DefaultHasher, Entry};
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+use anyhow::{Context, Result};
+
+/// A hasher for keys that are hashes already: a `u64` is its own hash.
+#[derive(Default, Clone, Copy)]
+pub(super) struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type BuildPrehashed = BuildHasherDefault<Prehashed>;
+
+/// The 64-bit hashes of the keys inserted so far, per section (9 bytes per slot).
+#[derive(Default)]
+pub(super) struct SeenKeys(HashSet<u64, BuildPrehashed>);
+
+impl SeenKeys {
+    /// Records `key` of `section`; false when a key with the same hash was recorded before
+    /// (the same key, or, rarely, another one: the caller checks).
+    pub(super) fn insert(&mut self, section: u8, key: &str) -> bool {
+        let mut hasher = DefaultHasher::new();
+        section.hash(&mut hasher);
+        key.hash(&mut hasher);
+        self.0.insert(hasher.finish())
+    }
+}
+
+/// Node ids by the 128-bit hash of their name, ids given in order from 1: a table from the
+/// hash's low half to the id (16 bytes per slot), the high halves by id (8 bytes per node),
+/// and the names whose low halves collide with another's (about 2^-64 per pair) in a table of
+/// their own.
+#[derive(Default)]
+pub(super) struct NodeIds {
+    by_low: HashMap<u64, u32, BuildPrehashed>,
+    high: Vec<u64>,
+    collided: HashMap<u128, u32>,
+}
+
+impl NodeIds {
+    /// Ids given so far.
+    pub(super) fn len(&self) -> usize {
+        self.high.len()
+    }
+
+    /// The id of `hash`, if it has one.
+    pub(super) fn get(&self, hash: u128) -> Option<u32> {
+        let (low, high) = halves(hash);
+        match self.by_low.get(&low) {
+            Some(&id) if self.high[id as usize - 1] == high => Some(id),
+            Some(_) => self.collided.get(&hash).copied(),
+            None => None,
+        }
+    }
+
+    /// Gives `hash`, which has no id yet, the next one.
+    pub(super) fn insert(&mut self, hash: u128) -> Result<u32> {
+        let id = u32::try_from(self.high.len() + 1).context("more than 4 billion graph nodes")?;
+        let (low, high) = halves(hash);
+        self.high.push(high);
+        match self.by_low.entry(low) {
+            Entry::Vacant(slot) => {
+                slot.insert(id);
+            }
+            Entry::Occupied(_) => {
+                self.collided.insert(hash, id);
+            }
+        }
+        Ok(id)
+    }
+}
+
+fn halves(hash: u128) -> (u64, u64) {
+    (hash as u64, (hash >> 64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_sharing_a_low_half_get_their_own_ids() {
+        let mut ids = NodeIds::default();
+        let a = (1u128 << 64) | 7;
+        let b = (2u128 << 64) | 7;
+        let c = (3u128 << 64) | 8;
+        assert_eq!(ids.get(a), None);
+        assert_eq!(ids.insert(a).unwrap(), 1);
+        assert_eq!(ids.get(b), None);
+        assert_eq!(ids.insert(b).unwrap(), 2);
+        assert_eq!(ids.insert(c).unwrap(), 3);
+        assert_eq!(
+            (ids.get(a), ids.get(b), ids.get(c)),
+            (Some(1), Some(2), Some(3))
+        );
+        assert_eq!(ids.get((4u128 << 64) | 7), None);
+        assert_eq!(ids.len(), 3);
+    }
+
+    #[test]
+    fn keys_are_seen_per_section() {
+        let mut seen = SeenKeys::default();
+        assert!(seen.insert(1, "a"));
+        assert!(!seen.insert(1, "a"));
+        assert!(seen.insert(2, "a"));
+        assert!(seen.insert(1, "b"));
+    }
+}
