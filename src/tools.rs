@@ -79,17 +79,19 @@ impl IntoAnswer for String {
     }
 }
 
-/// The typed answer of a tool with an output schema.
+/// The typed answer of a tool with an output schema. Its text is compact JSON: the same
+/// answer also travels as `structuredContent`, and an agent reading the text pays for every
+/// byte of indentation (about a third of a large answer).
 pub struct Typed<T>(pub T);
 
 impl<T: Serialize> IntoAnswer for Typed<T> {
     fn text(self) -> QueryResult<String> {
-        pretty(&self.0)
+        Ok(serde_json::to_string(&self.0)?)
     }
 
     fn into_answer(self) -> QueryResult<Answer> {
         Ok(Answer {
-            text: pretty(&self.0)?,
+            text: serde_json::to_string(&self.0)?,
             structured: Some(serde_json::to_value(&self.0)?),
         })
     }
@@ -270,9 +272,12 @@ impl QueryArgs {
 pub fn run_query(project: &crate::project::Project, args: &QueryArgs) -> anyhow::Result<()> {
     let conn = crate::db::open_read_only(&project.db)?;
     crate::freshness::warn_if_outdated(project);
-    let text =
-        call(&conn, "acp_query", &args.to_arguments()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    writeln!(std::io::stdout().lock(), "{text}")?;
+    // The tool's answer, indented for people (the tool itself answers compact JSON).
+    let answer = decode(&args.to_arguments())
+        .and_then(|params| acp_query(&conn, &params))
+        .and_then(|answer| pretty(&answer))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    writeln!(std::io::stdout().lock(), "{answer}")?;
     Ok(())
 }
 
