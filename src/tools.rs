@@ -1,7 +1,7 @@
 //! Read-only tools: argument decoding, the query function, and the answer text exactly as the
 //! MCP tool returns it. [`answer`] is the one table of which function answers a tool and how;
-//! the MCP tool methods call it with typed arguments, and [`call`] (for `acpdb query` and the
-//! in-process benchmark) dispatches to it by name, so they cannot drift apart.
+//! the MCP tool methods call it with typed arguments, and [`call`] (for the in-process benchmark
+//! and the prompts) dispatches to it by name, so they cannot drift apart.
 
 use std::io::Write as _;
 
