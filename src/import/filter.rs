@@ -31,7 +31,7 @@ use crate::cache::fields::{
 };
 use crate::cache::paths::{canonical_path, split_qualified_name};
 use crate::cache::reader::{DocumentKind, Event, List, Scope, Section};
-use crate::config::{PathRules, CONFIG_FILE};
+use crate::config::{Exclusion, PathRules, CONFIG_FILE};
 use crate::db;
 
 use super::loader::{Loader, Sink};
@@ -50,9 +50,9 @@ impl Loader<'_> {
         self.rules.excludes(&self.canonical(raw))
     }
 
-    /// Whether `name` is a qualified name whose path part is excluded.
+    /// Whether `name` is a qualified name whose path part is excluded ([`name_excluded`]).
     fn name_excluded(&self, name: &str) -> bool {
-        split_qualified_name(name, None).is_some_and(|(path, _)| self.path_excluded(path))
+        name_excluded(&self.rules, self.root.as_deref(), name)
     }
 
     /// Applies the config's rules to one event: `None` when it is dropped, else the event with
@@ -293,6 +293,22 @@ impl Loader<'_> {
 /// After a full import's call graph is built and its nodes resolved: removes every name that
 /// names an excluded symbol or path and resolves to no kept symbol (see the module's
 /// documentation). Returns how many names went.
+/// Whether `name` is a qualified name (`path:member`) whose path part is excluded. A part that
+/// matches no `include` pattern counts only when it looks like a file path (a `/` or a `.` in
+/// it): a call-graph name such as `lodash:debounce` names no project file, and `include`
+/// (`**/*.ts`) must not drop it.
+fn name_excluded(rules: &PathRules, root: Option<&str>, name: &str) -> bool {
+    let Some((path, _)) = split_qualified_name(name, None) else {
+        return false;
+    };
+    let path = canonical_path(path, root);
+    match rules.exclusion(&path) {
+        Some(Exclusion::Pattern(_)) => true,
+        Some(Exclusion::NotIncluded) => path.contains(['/', '.']),
+        None => false,
+    }
+}
+
 pub(super) fn scrub_excluded_names(
     conn: &Connection,
     rules: &PathRules,
@@ -302,10 +318,7 @@ pub(super) fn scrub_excluded_names(
         return Ok(0);
     }
     conn.execute_batch(EXCLUDED_NAMES)?;
-    let excluded = |name: &str| {
-        split_qualified_name(name, None)
-            .is_some_and(|(path, _)| rules.excludes(&canonical_path(path, root)))
-    };
+    let excluded = |name: &str| name_excluded(rules, root, name);
     // Names that resolve to no kept symbol: graph nodes without a symbol, domain symbols
     // matching no symbol's key or qualified name nor exactly one simple name.
     let mut names: HashSet<String> = HashSet::new();

@@ -605,3 +605,33 @@ fn project_command(project: &TempProject, args: &[&str]) -> std::process::Child 
         .spawn()
         .unwrap()
 }
+
+#[test]
+fn include_rules_drop_names_of_files_not_names_that_are_no_paths() {
+    let project = TempProject::copy_of(&fixture("demo"));
+    let mut cache: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
+    // A call to a package's function and a call into a file that `include` leaves out.
+    cache["symbols"]["computeTax"]["calls"] = json!([
+        "applyBrackets",
+        "lodash:debounce",
+        "src/legacy/csv.js:toCsv"
+    ]);
+    std::fs::write(project.cache_path(), cache.to_string()).unwrap();
+    std::fs::write(
+        project.root().join(".acp.config.json"),
+        r#"{"include": ["**/*.ts"]}"#,
+    )
+    .unwrap();
+    let out = project.import();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = project.run(&[
+        "sql",
+        "--json",
+        "SELECT calls_json FROM symbols WHERE key = 'computeTax'",
+    ]);
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let calls: Value =
+        serde_json::from_str(answer["rows"][0][0].as_str().expect("a calls list")).unwrap();
+    assert_eq!(calls, json!(["applyBrackets", "lodash:debounce"]));
+}
