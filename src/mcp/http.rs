@@ -54,9 +54,6 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// Requests accepted at once; more are refused with 503.
     pub max_concurrent: usize,
-    /// Of the accepted requests, those worked on at once (the read pool's size): the others
-    /// wait their turn without holding a thread or a connection.
-    pub working: usize,
     /// Longest a request may take from arrival to the end of its answer.
     pub request_timeout: Duration,
     /// Longest the calls in flight may take to finish after SIGTERM.
@@ -73,7 +70,6 @@ impl std::fmt::Debug for HttpOptions {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_concurrent", &self.max_concurrent)
-            .field("working", &self.working)
             .field("request_timeout", &self.request_timeout)
             .field("drain_timeout", &self.drain_timeout)
             .finish()
@@ -94,9 +90,6 @@ impl HttpOptions {
         }
         if self.max_concurrent == 0 {
             bail!("--max-concurrent must be at least 1");
-        }
-        if self.working == 0 {
-            bail!("--pool-size must be at least 1");
         }
         Ok(())
     }
@@ -158,7 +151,6 @@ pub fn read_token(path: &std::path::Path) -> Result<String> {
 struct Guard {
     token: Option<String>,
     slots: Arc<Semaphore>,
-    turns: Arc<Semaphore>,
     max_concurrent: usize,
     request_timeout: Duration,
 }
@@ -192,12 +184,11 @@ fn plain(status: StatusCode, text: String) -> Response {
         .into_response()
 }
 
-/// Checks the token, takes a slot of the concurrency limit, waits for a turn to be worked on
-/// and bounds the request's time (the wait included).
+/// Checks the token, takes a slot of the concurrency limit and bounds the request's time.
 ///
-/// Turns keep as many requests in the MCP service as the read pool has connections: with more,
-/// calls would wait for a connection inside the service, each holding a thread that the
-/// runtime must replace; waiting here costs a queue entry.
+/// Calls then wait for a read connection inside the server without holding a thread, light
+/// ones never behind heavy ones (`server::Gates`); a request whose body is still arriving
+/// holds no connection, so a slow client cannot hold up the others.
 ///
 /// A `GET` opens a session's stream of server messages, which lives as long as the session: it
 /// takes no slot and has no time limit (rmcp ends it when the session ends).
@@ -243,18 +234,13 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
             ),
         )
     };
-    let turns = guard.turns.clone();
-    let work = async move {
-        let turn = turns.acquire_owned().await;
-        (turn, next.run(request).await)
-    };
-    match tokio::time::timeout_at(deadline.into(), work).await {
-        Ok((turn, response)) => {
+    match tokio::time::timeout_at(deadline.into(), next.run(request)).await {
+        Ok(response) => {
             let (parts, body) = response.into_parts();
             let body = Limited {
                 inner: body,
                 deadline: Box::pin(tokio::time::sleep_until(deadline.into())),
-                _held: (slot, turn.ok()),
+                _held: slot,
             };
             Response::from_parts(parts, Body::new(body))
         }
@@ -268,12 +254,12 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     }
 }
 
-/// An answer's body holding its request's slot and turn until sent, cut off at the request's
+/// An answer's body holding its request's slot until sent, cut off at the request's
 /// deadline (a streamed answer that never ends would otherwise hold them for ever).
 struct Limited {
     inner: Body,
     deadline: Pin<Box<tokio::time::Sleep>>,
-    _held: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
+    _held: OwnedSemaphorePermit,
 }
 
 impl HttpBody for Limited {
@@ -382,7 +368,6 @@ pub(super) async fn serve(
     let guard_state = Arc::new(Guard {
         token: options.token.clone(),
         slots: Arc::new(Semaphore::new(options.max_concurrent)),
-        turns: Arc::new(Semaphore::new(options.working)),
         max_concurrent: options.max_concurrent,
         request_timeout: options.request_timeout,
     });
@@ -485,7 +470,6 @@ mod tests {
             allowed_hosts: Vec::new(),
             max_body_bytes: 1,
             max_concurrent: 1,
-            working: 1,
             request_timeout: Duration::from_secs(1),
             drain_timeout: Duration::from_secs(1),
         };

@@ -68,8 +68,8 @@ pub struct ServeArgs {
     /// With --http: largest request body in bytes; larger ones get 413.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20, requires = "http")]
     pub max_body: usize,
-    /// With --http: requests accepted at once (as many as the pool has connections are worked
-    /// on, the others wait their turn); more get 503 with Retry-After.
+    /// With --http: requests accepted at once (their calls wait for a read connection, light
+    /// calls never behind heavy ones); more get 503 with Retry-After.
     #[arg(long, value_name = "N", default_value_t = 256, requires = "http")]
     pub max_concurrent: usize,
     /// With --http: longest a request may take, its answer included; longer ones get 503.
@@ -131,7 +131,6 @@ pub fn run(project: &Project, args: &ServeArgs) -> Result<()> {
                 allowed_hosts: args.allow_host.clone(),
                 max_body_bytes: args.max_body,
                 max_concurrent: args.max_concurrent,
-                working: options.pool_size as usize,
                 request_timeout,
                 drain_timeout: seconds(args.drain_timeout, "--drain-timeout")?,
             };

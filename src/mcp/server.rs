@@ -61,10 +61,29 @@ impl Weight {
     }
 }
 
+/// Turns on the read pool, taken without blocking a thread: one per connection, and for
+/// heavy queries one of `heavy`, which leaves at least one connection to the light ones, so a
+/// point lookup never waits behind a row of searches and walks.
+struct Gates {
+    connections: tokio::sync::Semaphore,
+    heavy: tokio::sync::Semaphore,
+}
+
+impl Gates {
+    fn new(pool_size: u32) -> Gates {
+        let connections = pool_size.max(1) as usize;
+        Gates {
+            connections: tokio::sync::Semaphore::new(connections),
+            heavy: tokio::sync::Semaphore::new(connections.saturating_sub(1).max(1)),
+        }
+    }
+}
+
 /// The acpdb MCP server.
 #[derive(Clone)]
 pub struct AcpServer {
     state: Arc<IndexState>,
+    gates: Arc<Gates>,
     /// Longest a read query may run.
     time_limit: Duration,
     journal: Arc<std::sync::Mutex<Option<Arc<Journal>>>>,
@@ -75,6 +94,7 @@ impl AcpServer {
     /// A server answering from `state`, interrupting read queries after `time_limit`.
     pub fn new(state: Arc<IndexState>, time_limit: Duration) -> AcpServer {
         AcpServer {
+            gates: Arc::new(Gates::new(state.pool_size())),
             state,
             time_limit,
             journal: Arc::new(std::sync::Mutex::new(None)),
@@ -95,6 +115,12 @@ impl AcpServer {
         A: IntoAnswer,
     {
         let pool = self.state.pool().map_err(errors::unavailable)?;
+        let closed = |_| errors::internal("the server is shutting down");
+        let _heavy = match weight {
+            Weight::Heavy => Some(self.gates.heavy.acquire().await.map_err(closed)?),
+            Weight::Light => None,
+        };
+        let _connection = self.gates.connections.acquire().await.map_err(closed)?;
         let answer = match weight {
             // A light query runs here only when a connection is free at once: waiting for one
             // (every connection busy with heavy queries) must not hold up this worker either.

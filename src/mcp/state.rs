@@ -189,6 +189,11 @@ impl IndexState {
         }
     }
 
+    /// Connections in the read pool.
+    pub fn pool_size(&self) -> u32 {
+        self.options.pool_size
+    }
+
     /// Whether this server is read-only (see [`Options::read_only`]).
     pub fn read_only(&self) -> bool {
         self.options.read_only
