@@ -90,6 +90,9 @@ pub struct ImportSummary {
     pub domains: u64,
     /// Warnings recorded in `import_warnings`.
     pub warnings: u64,
+    /// Entries and list items left out by the project config's rules (a delta leaves out
+    /// none: it runs only when the rules leave out nothing).
+    pub excluded: u64,
     /// Bytes of JSON read (cache and vars).
     pub bytes: u64,
     /// Size of the database written, in bytes.
@@ -128,12 +131,16 @@ impl ImportSummary {
             .unwrap_or_default();
         format!(
 
-            "{because}imported {} files, {} symbols, {} call edges, {} domains ({} warnings) from {:.1} MB in {:.2} s ({:.1} MB/s) into {} ({:.1} MB, {:.2}x the JSON)",
+            "{because}imported {} files, {} symbols, {} call edges, {} domains ({} warnings{}) from {:.1} MB in {:.2} s ({:.1} MB/s) into {} ({:.1} MB, {:.2}x the JSON)",
             self.files,
             self.symbols,
             self.edges,
             self.domains,
             self.warnings,
+            match self.excluded {
+                0 => String::new(),
+                n => format!("; {n} entries and list items left out by {}", config::CONFIG_FILE),
+            },
             mb,
             secs,
             mb / secs,
@@ -414,6 +421,7 @@ impl Source<'_> {
             edges: counts.edges,
             domains: counts.domains,
             warnings,
+            excluded: dropped,
             bytes,
             db_bytes: file_size(tmp)?,
             elapsed: started.elapsed(),
@@ -485,6 +493,7 @@ impl Source<'_> {
             edges: totals("SELECT call_edges FROM index_summary")?,
             domains: totals("SELECT domains FROM index_summary")?,
             warnings: totals("SELECT count(*) FROM import_warnings")?,
+            excluded: 0,
             bytes,
             db_bytes: 0,
             elapsed: started.elapsed(),

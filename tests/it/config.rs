@@ -625,6 +625,12 @@ fn include_rules_drop_names_of_files_not_names_that_are_no_paths() {
     .unwrap();
     let out = project.import();
     assert!(out.status.success(), "{}", stderr(&out));
+    // The summary says that the config left something out.
+    assert!(
+        stderr(&out).contains("list items left out by .acp.config.json"),
+        "{}",
+        stderr(&out)
+    );
     let out = project.run(&[
         "sql",
         "--json",
