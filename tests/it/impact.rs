@@ -214,12 +214,10 @@ fn a_git_diff_selects_the_symbols_its_hunks_touch_and_fails_on_locked_files() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(diff.as_bytes())
-            .unwrap();
+        if let Err(err) = child.stdin.take().unwrap().write_all(diff.as_bytes()) {
+            // A command that refuses its arguments exits before it reads its input.
+            assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe, "{err}");
+        }
         child.wait_with_output().unwrap()
     };
     let out = run(&["--json"]);
