@@ -13,7 +13,8 @@
 //! `**/node_modules/**` also matches `node_modules/x.js` at the root.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
@@ -29,10 +30,11 @@ pub const NO_CONFIG: &str = "none";
 /// What the `meta` table records for an import that ignored the config (`--ignore-config`).
 pub const IGNORED: &str = "ignored";
 
-/// The config file of the project at `root`.
-pub fn config_path(root: &Path) -> PathBuf {
-    root.join(CONFIG_FILE)
-}
+/// The `meta` key of the config's state at import: its SHA-256, [`NO_CONFIG`] or [`IGNORED`].
+pub const SHA256_META_KEY: &str = "config_sha256";
+
+/// The `meta` key of the number of entries and list items the config's rules left out.
+pub const DROPPED_META_KEY: &str = "config_dropped";
 
 /// A list of globs with their texts, to name the one that matched.
 #[derive(Debug, Clone)]
@@ -121,13 +123,18 @@ impl PathRules {
         }
     }
 
-    /// Reads `<root>/.acp.config.json`; no file means no rules.
-    pub fn load(root: &Path) -> Result<PathRules> {
-        let path = config_path(root);
-        match read_config(&path)? {
-            Some(bytes) => PathRules::parse(&bytes, &path),
+    /// Reads the config file at `path` (`Project::config`); no file means no rules.
+    pub fn load(path: &Path) -> Result<PathRules> {
+        match read_config(path)? {
+            Some(bytes) => PathRules::parse(&bytes, path),
             None => Ok(PathRules::none()),
         }
+    }
+
+    /// Reads a config from an opened file (at most [`CONFIG_LIMIT`] bytes); `source` names the
+    /// file in errors.
+    pub fn read(file: impl Read, source: &Path) -> Result<PathRules> {
+        PathRules::parse(&read_bounded(file, source)?, source)
     }
 
     /// Parses a config file's bytes; `source` names the file in errors.
@@ -242,8 +249,14 @@ fn read_config(path: &Path) -> Result<Option<Vec<u8>>> {
     if !meta.is_file() {
         bail!("{} is not a regular file", path.display());
     }
+    read_bounded(file, path).map(Some)
+}
+
+/// The bytes of a config file, refused beyond [`CONFIG_LIMIT`].
+fn read_bounded(file: impl Read, path: &Path) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, CONFIG_LIMIT + 1), &mut bytes)
+    file.take(CONFIG_LIMIT + 1)
+        .read_to_end(&mut bytes)
         .with_context(|| format!("cannot read {}", path.display()))?;
     if bytes.len() as u64 > CONFIG_LIMIT {
         bail!(
@@ -252,7 +265,7 @@ fn read_config(path: &Path) -> Result<Option<Vec<u8>>> {
             CONFIG_LIMIT >> 20
         );
     }
-    Ok(Some(bytes))
+    Ok(bytes)
 }
 
 /// The SHA-256 of the config file at `path` as the `meta` table records it ([`NO_CONFIG`] when
@@ -376,7 +389,7 @@ mod tests {
     #[test]
     fn real_generator_configs_parse() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real/demo-ts");
-        let r = PathRules::load(&dir).unwrap();
+        let r = PathRules::load(&dir.join(CONFIG_FILE)).unwrap();
         assert!(!r.keeps_everything());
         assert!(!r.excludes("src/auth/session.ts"));
         assert!(r.excludes("node_modules/a/index.ts"));

@@ -59,7 +59,7 @@ pub fn recorded(conn: &Connection) -> Result<Recorded> {
     Ok(Recorded {
         cache: triple("source")?,
         vars: triple("vars")?,
-        config: get("config_sha256")?.unwrap_or_else(|| config::NO_CONFIG.to_string()),
+        config: get(config::SHA256_META_KEY)?.unwrap_or_else(|| config::NO_CONFIG.to_string()),
     })
 }
 

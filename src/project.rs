@@ -71,7 +71,7 @@ impl Project {
             db.file_stem().and_then(|s| s.to_str()).unwrap_or("acp")
         ));
         Ok(Project {
-            config: root.join(".acp.config.json"),
+            config: root.join(crate::config::CONFIG_FILE),
             root,
             cache,
             vars,

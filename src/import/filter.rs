@@ -21,7 +21,7 @@
 
 use std::collections::HashSet;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use rusqlite::{params, Connection};
 use serde_json::Value;
 
@@ -40,9 +40,11 @@ use super::loader::{Loader, Sink};
 const EXCLUDED_NAMES: &str =
     "CREATE TEMP TABLE IF NOT EXISTS excluded_names(name TEXT PRIMARY KEY) WITHOUT ROWID";
 
-/// What a delta says when the new cache has something the config excludes.
-pub(super) const DELTA_MEETS_EXCLUDED: &str =
-    "the cache has entries that .acp.config.json excludes";
+/// Why a delta gives up: the new cache has something the config excludes (a full import then
+/// runs, and says this).
+#[derive(Debug, thiserror::Error)]
+#[error("the cache has entries that {CONFIG_FILE} excludes")]
+pub(super) struct DeltaMeetsExcluded;
 
 impl Loader<'_> {
     /// Whether the canonical form of the path `raw` is excluded.
@@ -64,7 +66,7 @@ impl Loader<'_> {
         let before = self.dropped;
         let out = self.filter_event(kind, event)?;
         if self.dropped != before && matches!(self.sink, Sink::Delta(_)) {
-            bail!(DELTA_MEETS_EXCLUDED);
+            return Err(DeltaMeetsExcluded.into());
         }
         Ok(out)
     }
@@ -272,7 +274,6 @@ impl Loader<'_> {
 
     /// Remembers the names of an excluded symbol, for [`scrub_excluded_names`].
     fn excluded_symbol(&mut self, key: &str, cells: &[Cell]) -> Result<()> {
-        self.excluded_symbols += 1;
         if matches!(self.sink, Sink::Delta(_)) {
             return Ok(());
         }
@@ -290,9 +291,6 @@ impl Loader<'_> {
     }
 }
 
-/// After a full import's call graph is built and its nodes resolved: removes every name that
-/// names an excluded symbol or path and resolves to no kept symbol (see the module's
-/// documentation). Returns how many names went.
 /// Whether `name` is a qualified name (`path:member`) whose path part is excluded. A part that
 /// matches no `include` pattern counts only when it looks like a file path (a `/` or a `.` in
 /// it): a call-graph name such as `lodash:debounce` names no project file, and `include`
@@ -309,6 +307,9 @@ fn name_excluded(rules: &PathRules, root: Option<&str>, name: &str) -> bool {
     }
 }
 
+/// After a full import's call graph is built and its nodes resolved: removes every name that
+/// names an excluded symbol or path and resolves to no kept symbol (see the module's
+/// documentation). Returns how many names went.
 pub(super) fn scrub_excluded_names(
     conn: &Connection,
     rules: &PathRules,
@@ -341,8 +342,11 @@ pub(super) fn scrub_excluded_names(
             "SELECT DISTINCT d.symbol, d.symbol IN (SELECT name FROM temp.excluded_names)
              FROM domain_symbols d
              WHERE NOT EXISTS (SELECT 1 FROM symbols s WHERE s.key = d.symbol)
-               AND NOT EXISTS (SELECT 1 FROM symbols s WHERE s.qualified_name = d.symbol)
-               AND (SELECT count(*) FROM symbols s WHERE s.name = d.symbol) != 1",
+               AND NOT EXISTS (SELECT 1 FROM symbols s
+                               WHERE coalesce(s.qualified_name, s.key) = d.symbol COLLATE NOCASE
+                                 AND s.qualified_name = d.symbol)
+               AND (SELECT count(*) FROM symbols s
+                    WHERE s.name = d.symbol COLLATE NOCASE AND s.name = d.symbol) != 1",
         )?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
@@ -435,18 +439,24 @@ pub(super) fn scrub_excluded_names(
                 update_len.execute(params![node, new_len as i64])?;
             }
         }
+        // A dropped node's neighbours lose one caller or callee per edge to it.
+        let mut fewer_callees = conn.prepare(
+            "UPDATE graph_nodes SET callees = callees - 1
+             WHERE id IN (SELECT caller_id FROM call_edges WHERE callee_id = ?1)",
+        )?;
+        let mut fewer_callers = conn.prepare(
+            "UPDATE graph_nodes SET callers = callers - 1
+             WHERE id IN (SELECT callee_id FROM call_edges WHERE caller_id = ?1)",
+        )?;
         let mut delete_edges =
             conn.prepare("DELETE FROM call_edges WHERE caller_id = ?1 OR callee_id = ?1")?;
         let mut delete_node = conn.prepare("DELETE FROM graph_nodes WHERE id = ?1")?;
         for node in &nodes {
+            fewer_callees.execute([node])?;
+            fewer_callers.execute([node])?;
             delete_edges.execute([node])?;
             delete_node.execute([node])?;
         }
-        conn.execute_batch(
-            "UPDATE graph_nodes SET
-                callers = (SELECT count(*) FROM call_edges WHERE callee_id = graph_nodes.id),
-                callees = (SELECT count(*) FROM call_edges WHERE caller_id = graph_nodes.id)",
-        )?;
     }
     tracing::debug!(
         "removed {} names of symbols or paths that {CONFIG_FILE} excludes",

@@ -108,8 +108,6 @@ pub(super) struct Loader<'c> {
     pub(super) rules: PathRules,
     /// Entries and items the rules dropped.
     pub(super) dropped: u64,
-    /// Symbols the rules dropped.
-    pub(super) excluded_symbols: u64,
 }
 
 /// Where files, symbols and call-graph lists go.
@@ -193,7 +191,6 @@ impl<'c> Loader<'c> {
             counts: Counts::default(),
             rules: PathRules::none(),
             dropped: 0,
-            excluded_symbols: 0,
         })
     }
 

@@ -189,7 +189,7 @@ pub fn import_with_progress(
     let (rules, config_state) = if args.ignore_config {
         (PathRules::none(), config::IGNORED.to_string())
     } else {
-        let rules = PathRules::load(&project.root)?;
+        let rules = PathRules::load(&project.config)?;
         let state = rules.sha256().to_string();
         (rules, state)
     };
@@ -212,8 +212,8 @@ pub fn import_with_progress(
                 if err.chain().any(|e| e.is::<reader::ReadError>()) {
                     return result;
                 }
-                if err.to_string() == filter::DELTA_MEETS_EXCLUDED {
-                    full_because = Some(filter::DELTA_MEETS_EXCLUDED.to_string());
+                if err.chain().any(|e| e.is::<filter::DeltaMeetsExcluded>()) {
+                    full_because = Some(filter::DeltaMeetsExcluded.to_string());
                 } else {
                     tracing::warn!("delta import failed ({err:#}); importing the whole cache");
                     full_because = Some(format!("the delta import failed: {err:#}"));
@@ -288,14 +288,14 @@ fn delta_refusal(
     {
         return Err(Some("the database was imported from another cache".into()));
     }
-    let recorded = meta(CONFIG_SHA256_KEY).map_err(damaged)?;
+    let recorded = meta(config::SHA256_META_KEY).map_err(damaged)?;
     if recorded.as_deref().unwrap_or(config::NO_CONFIG) != config_state {
         return Err(Some(format!(
             "{} changed since the last import",
             config::CONFIG_FILE
         )));
     }
-    if meta(CONFIG_DROPPED_KEY)
+    if meta(config::DROPPED_META_KEY)
         .map_err(damaged)?
         .is_some_and(|n| n != "0")
     {
@@ -306,12 +306,6 @@ fn delta_refusal(
     }
     Ok(())
 }
-
-/// The `meta` key of the config's state at import: its SHA-256, `none` or `ignored`.
-pub const CONFIG_SHA256_KEY: &str = "config_sha256";
-
-/// The `meta` key of the number of entries and items the config's rules dropped.
-pub const CONFIG_DROPPED_KEY: &str = "config_dropped";
 
 /// What an import reads and where it writes.
 struct Source<'a> {
@@ -573,8 +567,8 @@ impl Source<'_> {
                 chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             ),
             (db::CURSOR_SECRET_KEY, db::new_secret(conn)?),
-            (CONFIG_SHA256_KEY, self.config_state.to_string()),
-            (CONFIG_DROPPED_KEY, dropped.to_string()),
+            (config::SHA256_META_KEY, self.config_state.to_string()),
+            (config::DROPPED_META_KEY, dropped.to_string()),
         ];
         conn.execute(
             "DELETE FROM meta WHERE key IN ('vars_path', 'vars_size', 'vars_mtime', 'vars_sha256')",

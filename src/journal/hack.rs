@@ -193,10 +193,8 @@ fn list(journal: &Journal, data: &HackData) -> Result<Listed, JournalError> {
         .map(|f| journal.root.resolve(f))
         .transpose()?;
     let expired_only = data.expired_only.unwrap_or(false);
-    let rules = journal.root.rules()?;
     let hacks: Vec<Hack> = all_hacks(journal)?
         .into_iter()
-        .filter(|hack| hack.source != "cache" || !rules.excludes(&hack.file))
         .filter(|hack| file.as_ref().is_none_or(|file| &hack.file == file))
         .filter(|hack| !expired_only || hack.expired)
         .collect();

@@ -12,7 +12,6 @@
 
 use std::fs::{self, File};
 use std::io::ErrorKind;
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use super::files::{self, FileError};
@@ -92,14 +91,7 @@ impl Root {
         let Some(file) = self.open(CONFIG_FILE)? else {
             return Ok(PathRules::none());
         };
-        let mut bytes = Vec::new();
-        file.take(super::FILE_LIMIT + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|err| FileError::from(err).into_error(CONFIG_FILE))?;
-        if bytes.len() as u64 > super::FILE_LIMIT {
-            return Err(FileError::TooLarge(bytes.len() as u64).into_error(CONFIG_FILE));
-        }
-        PathRules::parse(&bytes, &self.given.join(CONFIG_FILE))
+        PathRules::read(file, &self.given.join(CONFIG_FILE))
             .map_err(|err| JournalError::Internal(format!("{err:#}")))
     }
 

@@ -12,7 +12,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("config", &[]),
     ("db", &[]),
     ("logging", &[]),
-    ("project", &[]),
+    ("project", &["config"]),
     ("replace", &[]),
     ("schemas", &[]),
     ("gen", &["cache"]),
