@@ -75,7 +75,27 @@ pub fn open_read_only(path: &Path) -> Result<Connection> {
     .with_context(|| format!("opening {}", path.display()))?;
     conn.busy_timeout(Duration::from_secs(5))?;
     conn.pragma_update(None, "query_only", true)?;
+    register_query_functions(&conn)?;
     Ok(conn)
+}
+
+/// Registers the SQL functions that queries use on `conn` (done by [`open_read_only`] and
+/// [`read_pool`]): `acpdb_fold(text)`, the text lower-cased over all of Unicode (`École` →
+/// `école`; NULL stays NULL), the case folding of substring search, which checks the candidates
+/// of the trigram indexes with `instr(acpdb_fold(name), acpdb_fold(?))`.
+pub fn register_query_functions(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "acpdb_fold",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            Ok(match ctx.get_raw(0) {
+                ValueRef::Text(text) => Some(String::from_utf8_lossy(text).to_lowercase()),
+                _ => None,
+            })
+        },
+    )
 }
 
 /// Prepared statements a read connection keeps: more than the distinct statements of every tool
@@ -108,7 +128,8 @@ pub fn read_pool(path: &Path, size: u32) -> Result<ReadPool> {
             c.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
             c.pragma_update(None, "cache_size", -16_000)?;
             c.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-            c.pragma_update(None, "mmap_size", 0)
+            c.pragma_update(None, "mmap_size", 0)?;
+            register_query_functions(c)
         });
     r2d2::Pool::builder()
         .max_size(size)

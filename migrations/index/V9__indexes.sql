@@ -1,4 +1,4 @@
--- acpdb index schema, part 2 of 3: secondary indexes, full-text indexes, summaries and views.
+-- acpdb index schema, part 2 of 4: secondary indexes, full-text indexes, summaries and views.
 -- The summary tables are filled by src/import/summaries.sql, which every import (full or delta)
 -- runs after this migration.
 -- The importer applies this after the bulk load, so indexes are built once over sorted data

@@ -299,7 +299,8 @@ pub(super) struct Delta<'c> {
     update_symbol: Statement<'c>,
     list_by_node: Statement<'c>,
     symbols_fts: [Statement<'c>; 2],
-    symbols_trigram: [Statement<'c>; 2],
+    symbols_name_trigram: [Statement<'c>; 2],
+    symbols_qname_trigram: [Statement<'c>; 2],
     files_fts: [Statement<'c>; 2],
     files_trigram: [Statement<'c>; 2],
     node_by_name: Statement<'c>,
@@ -336,7 +337,7 @@ pub(super) struct Delta<'c> {
     pub(super) counts: DeltaCounts,
 }
 
-/// The four statements of an external-content FTS5 table: delete a row by its old values, and
+/// The two statements of an external-content FTS5 table: delete a row by its old values, and
 /// insert a row.
 fn fts_statements<'c>(
     conn: &'c Connection,
@@ -430,7 +431,8 @@ impl<'c> Delta<'c> {
                 "symbols_fts",
                 "name, qualified_name, signature, purpose, summary",
             )?,
-            symbols_trigram: fts_statements(conn, "symbols_trigram", "name, qualified_name")?,
+            symbols_name_trigram: fts_statements(conn, "symbols_name_trigram", "name")?,
+            symbols_qname_trigram: fts_statements(conn, "symbols_qname_trigram", "qualified_name")?,
             files_fts: fts_statements(conn, "files_fts", "path, module, summary, purpose")?,
             files_trigram: fts_statements(conn, "files_trigram", "path")?,
             node_by_name: conn.prepare("SELECT id FROM graph_nodes WHERE name = ?1")?,
@@ -579,7 +581,8 @@ impl<'c> Delta<'c> {
         self.symbols_fts[op].execute(sql_params([
             id, name, qualified, signature, purpose, summary,
         ]))?;
-        self.symbols_trigram[op].execute(sql_params([id, name, qualified]))?;
+        self.symbols_name_trigram[op].execute(sql_params([id, name]))?;
+        self.symbols_qname_trigram[op].execute(sql_params([id, qualified]))?;
         Ok(())
     }
 

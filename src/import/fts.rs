@@ -1,4 +1,4 @@
-//! The symbols' full-text indexes (`symbols_fts`, `symbols_trigram`), built on a thread of their
+//! The symbols' full-text indexes (`symbols_fts` and the two trigram indexes), built on a thread of their
 //! own while the entries load, so that the second core tokenises while the first inserts.
 //!
 //! The loading thread sends each inserted symbol's indexed columns; the builder inserts them into
@@ -18,16 +18,18 @@ use rusqlite::{params, Connection};
 
 use crate::cache::fields::Cell;
 
-/// Definitions of the two tables (part of the index schema).
-const SYMBOLS_FTS_SQL: &str = include_str!("symbols_fts.sql");
+/// Definitions of the tables: the index schema's migration V11, run here on the builder's file.
+const SYMBOLS_FTS_SQL: &str = include_str!("../../migrations/index/V11__symbols_fts.sql");
 
 /// The FTS5 shadow tables that hold the indexes' content (`_config` is the same in every build).
 const SHADOW_TABLES: &[&str] = &[
     "symbols_fts_data",
     "symbols_fts_idx",
     "symbols_fts_docsize",
-    "symbols_trigram_data",
-    "symbols_trigram_idx",
+    "symbols_name_trigram_data",
+    "symbols_name_trigram_idx",
+    "symbols_qname_trigram_data",
+    "symbols_qname_trigram_idx",
 ];
 
 /// Symbols sent to the builder at a time.
@@ -144,11 +146,11 @@ impl FtsBuilder {
         }
     }
 
-    /// Waits for the builder and puts the finished indexes into `conn`'s database.
+    /// Waits for the builder and puts the finished indexes into `conn`'s database, whose
+    /// (empty) tables migration V11 created.
     pub(super) fn finish(mut self, conn: &Connection) -> Result<()> {
         self.send()?;
         self.join()?;
-        conn.execute_batch(SYMBOLS_FTS_SQL)?;
         conn.execute("ATTACH ?1 AS fts", params![self.path.to_string_lossy()])?;
         let copied = (|| -> Result<()> {
             conn.execute_batch("BEGIN")?;
@@ -180,9 +182,10 @@ fn build(conn: Connection, rx: Receiver<Batch>) -> Result<()> {
             "INSERT INTO symbols_fts(rowid, name, qualified_name, signature, purpose, summary)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
-        let mut trigrams = conn.prepare(
-            "INSERT INTO symbols_trigram(rowid, name, qualified_name) VALUES (?1, ?2, ?3)",
-        )?;
+        let mut name_trigrams =
+            conn.prepare("INSERT INTO symbols_name_trigram(rowid, name) VALUES (?1, ?2)")?;
+        let mut qname_trigrams = conn
+            .prepare("INSERT INTO symbols_qname_trigram(rowid, qualified_name) VALUES (?1, ?2)")?;
         for batch in rx {
             for (row, id) in batch.ids.iter().enumerate() {
                 let [name, qualified_name, signature, purpose, summary] = batch.row(row);
@@ -194,7 +197,8 @@ fn build(conn: Connection, rx: Receiver<Batch>) -> Result<()> {
                     purpose,
                     summary
                 ])?;
-                trigrams.execute(params![id, name, qualified_name])?;
+                name_trigrams.execute(params![id, name])?;
+                qname_trigrams.execute(params![id, qualified_name])?;
             }
         }
     }

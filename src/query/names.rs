@@ -178,13 +178,14 @@ pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>
     }
     if out.len() < MAX_SUGGESTIONS && member.chars().count() >= 3 {
         let mut substring = conn.prepare_cached(
-            "SELECT coalesce(s.qualified_name, s.key) FROM symbols_trigram t JOIN symbols s ON s.id = t.rowid
-             WHERE symbols_trigram MATCH ?1 LIMIT ?2",
+            "SELECT coalesce(s.qualified_name, s.key) FROM symbols_name_trigram t JOIN symbols s ON s.id = t.rowid
+             WHERE symbols_name_trigram MATCH ?1 AND instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0 LIMIT ?3",
         )?;
-        let pattern = format!("name : {}", fts_quote(member));
-        for row in substring.query_map(params![pattern, (MAX_SUGGESTIONS * 2) as i64], |r| {
-            r.get::<_, String>(0)
-        })? {
+        let candidates = trigram_query([member]);
+        for row in substring.query_map(
+            params![candidates, member, (MAX_SUGGESTIONS * 2) as i64],
+            |r| r.get::<_, String>(0),
+        )? {
             let row = row?;
             if !out.contains(&row) && out.len() < MAX_SUGGESTIONS {
                 out.push(row);
@@ -323,4 +324,23 @@ pub fn not_found(what: &str, name: &str, suggestions: Vec<String>) -> QueryError
 /// Quotes text as one FTS5 string, so syntax characters in it are taken literally.
 pub fn fts_quote(text: &str) -> String {
     format!("\"{}\"", text.replace('"', "\"\""))
+}
+
+/// The FTS5 query that selects, from a trigram index without positions (`detail = none`), the
+/// rows whose text may contain every one of `texts`: each distinct trigram (3 characters) of
+/// each text, quoted, joined by AND. An empty string when no text has 3 characters. It gives
+/// candidates only: a row holding the trigrams out of order matches too, so callers check the
+/// text itself (`instr(acpdb_fold(column), acpdb_fold(?))`, see [`crate::db::register_query_functions`]).
+pub fn trigram_query<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
+    let mut trigrams: Vec<String> = Vec::new();
+    for text in texts {
+        let chars: Vec<char> = text.chars().collect();
+        for window in chars.windows(3) {
+            let trigram = fts_quote(&window.iter().collect::<String>());
+            if !trigrams.contains(&trigram) {
+                trigrams.push(trigram);
+            }
+        }
+    }
+    trigrams.join(" AND ")
 }

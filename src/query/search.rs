@@ -29,7 +29,7 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use super::cursor::{page_info, Page};
-use super::names::fts_quote;
+use super::names::{fts_quote, trigram_query};
 use super::{QueryError, QueryResult};
 
 /// Longest pattern accepted, in characters.
@@ -182,6 +182,11 @@ const QNAME: &str = "lower(coalesce(s.qualified_name, s.key))";
 const QNAME_NOCASE: &str = "coalesce(s.qualified_name, s.key) COLLATE NOCASE";
 /// The simple name as its case-insensitive index (`symbols_name`) holds it.
 const NAME_NOCASE: &str = "s.name COLLATE NOCASE";
+/// Whether the simple name contains the pattern (case folded over all of Unicode), the check of
+/// a trigram index's candidates; NULL without a name.
+const NAME_CONTAINS: &str = "instr(acpdb_fold(s.name), acpdb_fold(:p)) > 0";
+/// Whether the qualified name contains the pattern, likewise.
+const QUALIFIED_NAME_CONTAINS: &str = "instr(acpdb_fold(s.qualified_name), acpdb_fold(:p)) > 0";
 
 /// A source of symbol rows from full-text index `table` matched by `param`, ordered within
 /// their tier by `score` (lowest first).
@@ -259,9 +264,9 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
         Plan::Substring(text) => {
             // Disjoint sources by tier: exact name; name contains; qualified name contains
             // (and the name does not); words of signature, purpose or summary (and neither name
-            // contains the pattern); then files likewise. Containment is the trigram index's
-            // (case folded over all of Unicode), so each row lands in exactly one source. The
-            // word sources are read only when the trigram sources held fewer hits than the cap,
+            // contains the pattern); then files likewise. The trigram indexes give candidates and
+            // containment is checked on the row (case folded over all of Unicode), so each
+            // row lands in exactly one source. The word sources are read only when the trigram sources held fewer hits than the cap,
             // so the sets they exclude are small.
             let name_tier = "CASE WHEN lower(s.name) = lower(:p) THEN 1
                   WHEN substr(lower(s.name), 1, length(:p)) = lower(:p) THEN 2 ELSE 3 END";
@@ -271,32 +276,29 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                  FROM symbols s WHERE s.name = :p COLLATE NOCASE AND s.name = :p LIMIT :cap)"
             ));
             q.sources.push(symbol_source(
-                "symbols_trigram",
-                ":sn",
+                "symbols_name_trigram",
+                ":st",
                 "length(s.name)",
                 name_tier,
-                "s.name IS NOT :p",
+                &format!("{NAME_CONTAINS} AND s.name IS NOT :p"),
             ));
             q.sources.push(symbol_source(
-                "symbols_trigram",
-                ":sq",
+                "symbols_qname_trigram",
+                ":st",
                 "length(coalesce(s.qualified_name, s.key))",
                 "4",
-                "1",
+                &format!("{QUALIFIED_NAME_CONTAINS} AND NOT coalesce({NAME_CONTAINS}, 0)"),
             ));
-            q.params.push((":sn", format!("name : {quoted}")));
-            q.params.push((
-                ":sq",
-                format!("qualified_name : {quoted} NOT name : {quoted}"),
-            ));
-            q.params.push((":st", quoted.clone()));
+            q.params.push((":st", trigram_query([text.as_str()])));
             if has_word_chars(text) {
                 q.sources.push(symbol_source(
                     "symbols_fts",
                     ":sw",
                     "bm25(symbols_fts)",
                     "5",
-                    "s.id NOT IN (SELECT rowid FROM symbols_trigram WHERE symbols_trigram MATCH :st)",
+                    &format!(
+                        "NOT coalesce({NAME_CONTAINS}, 0) AND NOT coalesce({QUALIFIED_NAME_CONTAINS}, 0)"
+                    ),
                 ));
                 q.params
                     .push((":sw", format!("{{signature purpose summary}} : {quoted}")));
@@ -370,10 +372,12 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
             q.params.push((":g", glob.clone()));
             let name_glob = "lower(s.name) GLOB :g";
             let qname_glob = format!("{QNAME} GLOB :g AND NOT coalesce({name_glob}, 0)");
-            // Every literal run of 3+ characters, required in `column` (trigram query).
-            let all_runs = |column: &str| {
+            // Every literal run of 3+ characters, required of a trigram index's candidates.
+            q.params
+                .push((":st", trigram_query(runs.iter().map(String::as_str))));
+            let all_runs = || {
                 runs.iter()
-                    .map(|r| format!("{column}{}", fts_quote(r)))
+                    .map(|r| fts_quote(r))
                     .collect::<Vec<_>>()
                     .join(" AND ")
             };
@@ -391,31 +395,29 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                 ));
             } else if !runs.is_empty() {
                 q.sources.push(symbol_source(
-                    "symbols_trigram",
-                    ":sn",
+                    "symbols_name_trigram",
+                    ":st",
                     "0.0",
                     "2",
                     name_glob,
                 ));
-                q.params.push((":sn", all_runs("name : ")));
             }
             if prefix.is_some() && (narrow_qname_prefix || runs.is_empty()) {
                 q.sources
                     .push(symbol_prefix_source(QNAME_NOCASE, QNAME, 4, &qname_glob));
             } else if !runs.is_empty() {
                 q.sources.push(symbol_source(
-                    "symbols_trigram",
-                    ":sq",
+                    "symbols_qname_trigram",
+                    ":st",
                     "0.0",
                     "4",
                     &qname_glob,
                 ));
-                q.params.push((":sq", all_runs("qualified_name : ")));
             }
             let base_glob = format!("lower({BASENAME}) GLOB :g");
             let path_glob = format!("lower(f.path) GLOB :g AND NOT {base_glob}");
             let file_index = match (runs.is_empty(), prefix) {
-                (false, _) => Some(("files_trigram", all_runs(""))),
+                (false, _) => Some(("files_trigram", all_runs())),
                 (true, Some(prefix)) if has_word_chars(prefix) => {
                     Some(("files_fts", format!("path : {} *", fts_quote(prefix))))
                 }

@@ -19,7 +19,7 @@ use std::collections::HashSet;
 
 use rusqlite::{params, Connection};
 
-use super::names::fts_quote;
+use super::names::trigram_query;
 use super::QueryResult;
 
 /// Most names read from one prefix range.
@@ -38,17 +38,18 @@ pub struct NameIndex {
     pub prefix_sql: &'static str,
     /// Whether `prefix_sql` compares ASCII-lower-cased names (then the prefix is lower-cased).
     pub folded: bool,
-    /// A trigram read (parameters: FTS5 query of a quoted piece, limit) returning names that
-    /// contain the piece; `None` when the names have no trigram index.
+    /// A trigram read (parameters: [`trigram_query`] of a piece, the piece, limit) returning
+    /// names that contain the piece; `None` when the names have no trigram index.
     pub trigram_sql: Option<&'static str>,
 }
 
-/// Simple names of symbols: the lower-cased name index and the symbol trigram index.
+/// Simple names of symbols: the case-insensitive name index and the name trigram index.
 pub const SYMBOL_NAMES: NameIndex = NameIndex {
     prefix_sql: "SELECT name FROM symbols WHERE name COLLATE NOCASE >= ?1 AND name COLLATE NOCASE < ?1 || char(1114111) ORDER BY name COLLATE NOCASE LIMIT ?2",
     folded: true,
     trigram_sql: Some(
-        "SELECT s.name FROM (SELECT rowid AS id FROM symbols_trigram WHERE symbols_trigram MATCH 'name : ' || ?1 LIMIT ?2) t JOIN symbols s ON s.id = t.id",
+        "SELECT s.name FROM symbols_name_trigram t JOIN symbols s ON s.id = t.rowid
+         WHERE symbols_name_trigram MATCH ?1 AND instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0 LIMIT ?3",
     ),
 };
 
@@ -58,7 +59,8 @@ pub const FILE_PATHS: NameIndex = NameIndex {
         "SELECT path FROM files WHERE path >= ?1 AND path < ?1 || char(1114111) ORDER BY path LIMIT ?2",
     folded: false,
     trigram_sql: Some(
-        "SELECT f.path FROM (SELECT rowid AS id FROM files_trigram WHERE files_trigram MATCH ?1 LIMIT ?2) t JOIN files f ON f.id = t.id",
+        "SELECT f.path FROM files_trigram t JOIN files f ON f.id = t.rowid
+         WHERE files_trigram MATCH ?1 AND instr(acpdb_fold(f.path), acpdb_fold(?2)) > 0 LIMIT ?3",
     ),
 };
 
@@ -169,7 +171,8 @@ fn candidates(conn: &Connection, index: NameIndex, chars: &[char]) -> QueryResul
                 continue;
             }
             let piece: String = piece.iter().collect();
-            for row in pieces.query_map(params![fts_quote(&piece), PIECE_CAP as i64], |r| {
+            let candidates = trigram_query([piece.as_str()]);
+            for row in pieces.query_map(params![candidates, piece, PIECE_CAP as i64], |r| {
                 r.get::<_, Option<String>>(0)
             })? {
                 found.extend(row?);

@@ -284,8 +284,10 @@ const DERIVED: &[&str] = &[
     "SELECT path, message FROM import_warnings ORDER BY 1, 2",
     "SELECT s.key FROM symbols_fts f JOIN symbols s ON s.id = f.rowid
      WHERE symbols_fts MATCH 'changed OR added OR fresh* OR validate*' ORDER BY 1",
-    "SELECT s.key FROM symbols_trigram t JOIN symbols s ON s.id = t.rowid
-     WHERE symbols_trigram MATCH 'resh' ORDER BY 1",
+    "SELECT s.key FROM symbols_name_trigram t JOIN symbols s ON s.id = t.rowid
+     WHERE symbols_name_trigram MATCH '\"res\" AND \"esh\"' ORDER BY 1",
+    "SELECT s.key FROM symbols_qname_trigram t JOIN symbols s ON s.id = t.rowid
+     WHERE symbols_qname_trigram MATCH '\"res\" AND \"esh\"' ORDER BY 1",
     "SELECT f.key FROM files_fts t JOIN files f ON f.id = t.rowid
      WHERE files_fts MATCH 'changed OR added' ORDER BY 1",
     "SELECT f.key FROM files_trigram t JOIN files f ON f.id = t.rowid

@@ -326,7 +326,7 @@ async fn acp_impact_answers_over_mcp_and_refuses_bad_arguments() {
 fn limit_zero_answers_the_totals_of_a_list_only() {
     let project = TempProject::copy_of(&fixture("demo"));
     project.import();
-    let conn = Connection::open(project.db()).unwrap();
+    let conn = acpdb::db::open_read_only(&project.db()).unwrap();
     let call = |args: Value| -> Value {
         serde_json::from_str(&acpdb::tools::call(&conn, "acp_query", &args).unwrap()).unwrap()
     };

@@ -446,7 +446,7 @@ fn database_opens_in_the_sqlite3_shell() {
     );
     if let Ok(out) = std::process::Command::new("sqlite3")
         .arg(project.db())
-        .arg("SELECT count(*) FROM symbols_trigram WHERE symbols_trigram MATCH 'ompute'")
+        .arg("SELECT count(*) FROM symbols_name_trigram WHERE name LIKE '%ompute%'")
         .output()
     {
         assert!(

@@ -313,7 +313,7 @@ async fn stdio_answers_equal_the_shared_dispatcher_for_every_golden_call() {
     let project = demo();
     let client = Client::spawn(project.root(), &[]).await;
     wait_ready(&client, 60).await;
-    let conn = rusqlite::Connection::open(project.db()).unwrap();
+    let conn = acpdb::db::open_read_only(&project.db()).unwrap();
     let mut checked = 0;
     let mut seen = HashSet::new();
     let extra = [

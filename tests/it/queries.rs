@@ -64,7 +64,9 @@ fn project(cache: &str, vars: Option<&str>) -> TempProject {
 }
 
 fn open(project: &TempProject) -> Connection {
-    Connection::open(project.db()).unwrap()
+    let conn = Connection::open(project.db()).unwrap();
+    acpdb::db::register_query_functions(&conn).unwrap();
+    conn
 }
 
 fn cli() -> &'static TempProject {
@@ -728,7 +730,7 @@ fn suggestion_reads_are_bounded() {
         assert_indexed(index.prefix_sql, &p);
         assert!(p.iter().all(|l| !l.contains("TEMP B-TREE")), "{p:?}");
         if let Some(sql) = index.trigram_sql {
-            assert_indexed(sql, &positional_plan(&conn, sql, ("\"abc\"", 50)));
+            assert_indexed(sql, &positional_plan(&conn, sql, ("\"abc\"", "abc", 50)));
         }
     }
     // A typo in a 3,000-symbol index finds the name it was made from, on every kind of list.
@@ -845,6 +847,52 @@ fn search_tiers_do_not_depend_on_ascii_case_folding() {
         ]
     );
     assert_eq!(answer["result"]["total"], 4);
+}
+
+/// The trigram indexes hold no positions: a name with every trigram of the pattern, but not
+/// in a row, is a candidate that the check against the name turns away, in every tier and in
+/// suggestions.
+#[test]
+fn search_keeps_only_names_that_contain_the_pattern() {
+    let cache = json!({
+        "version": "0.5.1",
+        "project": {"name": "trigrams"},
+        "files": {
+            "src/abcd/a.ts": {"path": "src/abcd/a.ts", "lines": 9, "language": "typescript"},
+            "src/b.ts": {"path": "src/b.ts", "lines": 9, "language": "typescript"}
+        },
+        "symbols": {
+            "abcXbcd": {"name": "abcXbcd", "qualified_name": "src/b.ts:abcXbcd", "type": "function", "file": "src/b.ts", "lines": [1, 2]},
+            "bcdabc": {"name": "bcdabc", "qualified_name": "src/b.ts:bcdabc", "type": "function", "file": "src/b.ts", "lines": [3, 4]},
+            "makeABCD": {"name": "makeABCD", "qualified_name": "src/b.ts:makeABCD", "type": "function", "file": "src/b.ts", "lines": [5, 6]},
+            "run": {"name": "run", "qualified_name": "src/abcd/a.ts:run", "type": "function", "file": "src/abcd/a.ts", "lines": [1, 9]}
+        }
+    });
+    let project = project(&cache.to_string(), None);
+    let conn = open(&project);
+    let answer = ok(&conn, json!({"type": "search", "pattern": "abcd"}));
+    assert_eq!(
+        match_names(&answer),
+        vec!["src/b.ts:makeABCD", "src/abcd/a.ts:run", "src/abcd/a.ts"]
+    );
+    let answer = ok(&conn, json!({"type": "search", "pattern": "*bcd*"}));
+    let mut names = match_names(&answer);
+    names.sort();
+    assert_eq!(
+        names,
+        vec![
+            "src/abcd/a.ts",
+            "src/abcd/a.ts:run",
+            "src/b.ts:abcXbcd",
+            "src/b.ts:bcdabc",
+            "src/b.ts:makeABCD"
+        ]
+    );
+    let answer = ok(&conn, json!({"type": "search", "pattern": "*cdab*"}));
+    assert_eq!(match_names(&answer), vec!["src/b.ts:bcdabc"]);
+    let message = invalid(query(&conn, json!({"type": "symbol", "name": "abcd"})));
+    assert!(message.contains("src/b.ts:makeABCD"), "{message}");
+    assert!(!message.contains("abcXbcd"), "{message}");
 }
 
 #[test]
