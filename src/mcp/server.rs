@@ -67,14 +67,101 @@ impl Weight {
 struct Gates {
     connections: tokio::sync::Semaphore,
     heavy: tokio::sync::Semaphore,
+    /// Where heavy queries run: one thread per heavy turn.
+    heavy_workers: HeavyWorkers,
 }
 
 impl Gates {
     fn new(pool_size: u32) -> Gates {
         let connections = pool_size.max(1) as usize;
+        let heavy = connections.saturating_sub(1).max(1);
         Gates {
             connections: tokio::sync::Semaphore::new(connections),
-            heavy: tokio::sync::Semaphore::new(connections.saturating_sub(1).max(1)),
+            heavy: tokio::sync::Semaphore::new(heavy),
+            heavy_workers: HeavyWorkers::start(heavy),
+        }
+    }
+}
+
+/// A job for a heavy-query thread.
+type HeavyJob = Box<dyn FnOnce() + Send>;
+
+/// Niceness of the heavy-query threads: when every core is busy, the scheduler gives the
+/// threads that answer point lookups about ten times their share, so a lookup that arrives
+/// during a row of searches and walks is answered at once rather than time-sliced with them.
+const HEAVY_NICENESS: libc::c_int = 10;
+
+/// Threads that run heavy queries (and render their answers) at a lower CPU priority
+/// ([`HEAVY_NICENESS`]); they stop when the server is dropped.
+struct HeavyWorkers {
+    jobs: std::sync::mpsc::Sender<HeavyJob>,
+}
+
+impl HeavyWorkers {
+    fn start(threads: usize) -> HeavyWorkers {
+        let (jobs, queue) = std::sync::mpsc::channel::<HeavyJob>();
+        let queue = Arc::new(std::sync::Mutex::new(queue));
+        for n in 0..threads {
+            let queue = queue.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("acpdb-heavy-{n}"))
+                .spawn(move || {
+                    lower_thread_priority();
+                    loop {
+                        let job = match queue.lock() {
+                            Ok(queue) => queue.recv(),
+                            Err(_) => return,
+                        };
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => return,
+                        }
+                    }
+                });
+            if let Err(err) = spawned {
+                tracing::warn!("cannot start a heavy-query thread: {err}");
+            }
+        }
+        HeavyWorkers { jobs }
+    }
+
+    /// Runs `job` on a heavy-query thread and waits for its result without blocking the
+    /// runtime. A panic in `job` is an internal error of this call only.
+    async fn run<T: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> Result<T, ErrorData> + Send + 'static,
+    ) -> Result<T, ErrorData> {
+        let (done, result) = tokio::sync::oneshot::channel();
+        let job: HeavyJob = Box::new(move || {
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            let _ = done.send(outcome);
+        });
+        self.jobs
+            .send(job)
+            .map_err(|_| errors::internal("no heavy-query thread is running"))?;
+        match result.await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(errors::internal("the query panicked")),
+            Err(_) => Err(errors::internal("the heavy-query thread stopped")),
+        }
+    }
+}
+
+/// Lowers the calling thread's CPU priority to [`HEAVY_NICENESS`] (on Linux a thread's own;
+/// elsewhere, where niceness is per process, nothing is changed).
+fn lower_thread_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid and setpriority only read their arguments; `who` is this thread's id.
+        let changed = unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, HEAVY_NICENESS)
+        };
+        if changed != 0 {
+            tracing::debug!(
+                "cannot lower a heavy-query thread's priority: {}",
+                std::io::Error::last_os_error()
+            );
         }
     }
 }
@@ -105,34 +192,42 @@ impl AcpServer {
     /// Runs `query` on a pooled connection under the time limit and renders its answer.
     ///
     /// Point lookups and overviews take micro- to a few hundred microseconds and run on the
-    /// worker that received the call. A query that may walk or scan ([`Weight::Heavy`]: call-graph walks,
-    /// search) runs in `block_in_place`, so the runtime hands this worker's other tasks to
-    /// another thread and cheap calls (and `ping`) keep being answered while it runs; the
-    /// hand-off costs tens of microseconds, which only heavy queries pay.
+    /// worker that received the call. A query that may walk or scan ([`Weight::Heavy`]:
+    /// call-graph walks, search, impact) runs, answer rendering included, on a heavy-query
+    /// thread of lower CPU priority ([`HeavyWorkers`]), so cheap calls (and `ping`) keep being
+    /// answered, first, while it runs.
     async fn answer<F, A>(&self, weight: Weight, query: F) -> Result<CallToolResult, ErrorData>
     where
-        F: FnOnce(&Connection) -> QueryResult<A>,
+        F: FnOnce(&Connection) -> QueryResult<A> + Send + 'static,
         A: IntoAnswer,
     {
         let pool = self.state.pool().map_err(errors::unavailable)?;
         let closed = |_| errors::internal("the server is shutting down");
-        let _heavy = match weight {
-            Weight::Heavy => Some(self.gates.heavy.acquire().await.map_err(closed)?),
-            Weight::Light => None,
-        };
-        let _connection = self.gates.connections.acquire().await.map_err(closed)?;
+        let time_limit = self.time_limit;
         let answer = match weight {
-            // A light query runs here only when a connection is free at once: waiting for one
-            // (every connection busy with heavy queries) must not hold up this worker either.
-            Weight::Light => match pool.try_get() {
-                Some(conn) => limited(&conn, self.time_limit, query)?,
-                None => tokio::task::block_in_place(|| on_pool(&pool, self.time_limit, query))?,
-            },
+            Weight::Light => {
+                let _connection = self.gates.connections.acquire().await.map_err(closed)?;
+                // A light query runs here only when a connection is free at once: waiting for
+                // one (every connection busy with heavy queries) must not hold up this worker.
+                let answer = match pool.try_get() {
+                    Some(conn) => limited(&conn, time_limit, query)?,
+                    None => tokio::task::block_in_place(|| on_pool(&pool, time_limit, query))?,
+                };
+                answer.into_answer().map_err(errors::query)?
+            }
             Weight::Heavy => {
-                tokio::task::block_in_place(|| on_pool(&pool, self.time_limit, query))?
+                let _heavy = self.gates.heavy.acquire().await.map_err(closed)?;
+                let _connection = self.gates.connections.acquire().await.map_err(closed)?;
+                self.gates
+                    .heavy_workers
+                    .run(move || {
+                        on_pool(&pool, time_limit, query)?
+                            .into_answer()
+                            .map_err(errors::query)
+                    })
+                    .await?
             }
         };
-        let answer = answer.into_answer().map_err(errors::query)?;
         Ok(self.respond(answer))
     }
 

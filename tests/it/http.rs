@@ -640,3 +640,54 @@ fn healthz_reports_importing_ready_stale_and_no_cache() {
     assert_eq!(answer.status, 503, "{answer:?}");
     assert_eq!(json_body(&answer)["index"], "no_cache", "{answer:?}");
 }
+
+/// Heavy queries run on threads of their own, one per heavy turn (pool − 1), at a lower CPU
+/// priority than the threads that answer point lookups; they answer like any other.
+#[cfg(target_os = "linux")]
+#[test]
+fn heavy_queries_run_on_threads_of_lower_priority() {
+    let project = demo();
+    let server = HttpServer::start(project.root(), &["--stateless", "--pool-size", "3"]);
+    let version = ("MCP-Protocol-Version", "2025-06-18");
+    let answer = post(
+        server.addr,
+        &tool_call(
+            1,
+            "acp_query",
+            json!({"type": "search", "pattern": "session"}),
+        ),
+        &[version],
+    );
+    assert_eq!(json_body(&answer)["id"], 1, "{answer:?}");
+    assert!(
+        json_body(&answer)["result"]["structuredContent"]["result"]["total"].as_u64() > Some(0),
+        "{answer:?}"
+    );
+    // (name, niceness) of every thread of the server: field 19 of /proc/PID/task/TID/stat,
+    // counted after the parenthesised name.
+    let tasks = std::path::PathBuf::from(format!("/proc/{}/task", server.child.id()));
+    let threads: Vec<(String, i64)> = std::fs::read_dir(&tasks)
+        .unwrap()
+        .map(|task| {
+            let task = task.unwrap().path();
+            let name = std::fs::read_to_string(task.join("comm")).unwrap();
+            let stat = std::fs::read_to_string(task.join("stat")).unwrap();
+            let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+            let nice = after_name.split(' ').nth(16).unwrap().parse().unwrap();
+            (name.trim().to_string(), nice)
+        })
+        .collect();
+    let heavy: Vec<_> = threads
+        .iter()
+        .filter(|(name, _)| name.starts_with("acpdb-heavy"))
+        .collect();
+    assert_eq!(heavy.len(), 2, "{threads:?}");
+    assert!(heavy.iter().all(|(_, nice)| *nice == 10), "{threads:?}");
+    assert!(
+        threads
+            .iter()
+            .filter(|(name, _)| name.starts_with("tokio-runtime"))
+            .all(|(_, nice)| *nice == 0),
+        "{threads:?}"
+    );
+}
