@@ -275,6 +275,28 @@ pub fn graph_list_value(conn: &Connection, items: ValueRef<'_>) -> rusqlite::Res
 mod tests {
     use super::*;
 
+    /// The bundled SQLite is built with .cargo/config.toml's flags: a page cache per connection
+    /// and no memory statistics, so read-pool queries share no mutex.
+    #[test]
+    fn sqlite_is_built_for_concurrent_readers() {
+        let conn = Connection::open_in_memory().unwrap();
+        let options: Vec<String> = conn
+            .prepare("PRAGMA compile_options")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(
+            options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"),
+            "{options:?}"
+        );
+        assert!(
+            !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+            "{options:?}"
+        );
+    }
+
     #[test]
     fn graph_items_round_trip() {
         let ids = [1, 127, 128, 300, 16_384, u32::MAX, 1, 1];
