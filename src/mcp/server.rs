@@ -190,45 +190,53 @@ impl AcpServer {
     }
 
     /// Runs `query` on a pooled connection under the time limit and renders its answer.
-    ///
-    /// Point lookups and overviews take micro- to a few hundred microseconds and run on the
-    /// worker that received the call. A query that may walk or scan ([`Weight::Heavy`]:
-    /// call-graph walks, search, impact) runs, answer rendering included, on a heavy-query
-    /// thread of lower CPU priority ([`HeavyWorkers`]), so cheap calls (and `ping`) keep being
-    /// answered, first, while it runs.
     async fn answer<F, A>(&self, weight: Weight, query: F) -> Result<CallToolResult, ErrorData>
     where
         F: FnOnce(&Connection) -> QueryResult<A> + Send + 'static,
         A: IntoAnswer,
     {
+        let answer = self
+            .run(weight, move |conn| {
+                query(conn).and_then(IntoAnswer::into_answer)
+            })
+            .await?;
+        Ok(self.respond(answer))
+    }
+
+    /// Runs `query` on a pooled connection under the time limit.
+    ///
+    /// Point lookups and overviews take micro- to a few hundred microseconds and run on the
+    /// worker that received the call. A query that may walk or scan ([`Weight::Heavy`]:
+    /// call-graph walks, search, impact) runs on a heavy-query thread of lower CPU priority
+    /// ([`HeavyWorkers`]), so cheap calls (and `ping`) keep being answered, first, while it
+    /// runs.
+    async fn run<F, T>(&self, weight: Weight, query: F) -> Result<T, ErrorData>
+    where
+        F: FnOnce(&Connection) -> QueryResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
         let pool = self.state.pool().map_err(errors::unavailable)?;
         let closed = |_| errors::internal("the server is shutting down");
         let time_limit = self.time_limit;
-        let answer = match weight {
+        match weight {
             Weight::Light => {
                 let _connection = self.gates.connections.acquire().await.map_err(closed)?;
                 // A light query runs here only when a connection is free at once: waiting for
                 // one (every connection busy with heavy queries) must not hold up this worker.
-                let answer = match pool.try_get() {
-                    Some(conn) => limited(&conn, time_limit, query)?,
-                    None => tokio::task::block_in_place(|| on_pool(&pool, time_limit, query))?,
-                };
-                answer.into_answer().map_err(errors::query)?
+                match pool.try_get() {
+                    Some(conn) => limited(&conn, time_limit, query),
+                    None => tokio::task::block_in_place(|| on_pool(&pool, time_limit, query)),
+                }
             }
             Weight::Heavy => {
                 let _heavy = self.gates.heavy.acquire().await.map_err(closed)?;
                 let _connection = self.gates.connections.acquire().await.map_err(closed)?;
                 self.gates
                     .heavy_workers
-                    .run(move || {
-                        on_pool(&pool, time_limit, query)?
-                            .into_answer()
-                            .map_err(errors::query)
-                    })
-                    .await?
+                    .run(move || on_pool(&pool, time_limit, query))
+                    .await
             }
-        };
-        Ok(self.respond(answer))
+        }
     }
 
     /// The tool result of `answer`: its text (followed by a note when the index is stale) and,
@@ -389,6 +397,22 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<QueryParams>,
     ) -> Result<CallToolResult, ErrorData> {
+        // A first page of direct callers or callees of a name with few of them is a point
+        // lookup: answered on the light path after a look at the name's neighbour count.
+        if params.is_one_hop_walk() {
+            let probe = params.clone();
+            let small = self
+                .run(Weight::Light, move |conn| {
+                    if !probe.is_small_walk(conn)? {
+                        return Ok(None);
+                    }
+                    answer::query(conn, &probe)?.into_answer().map(Some)
+                })
+                .await?;
+            if let Some(answer) = small {
+                return Ok(self.respond(answer));
+            }
+        }
         self.answer(Weight::heavy_if(params.may_be_slow()), move |conn| {
             answer::query(conn, &params)
         })

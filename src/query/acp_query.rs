@@ -10,7 +10,9 @@ use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use super::cursor::{Cursor, Page};
-use super::graph::{relations, Direction, RelationsResponse, MAX_DEPTH};
+use super::graph::{
+    first_level_size, relations, resolve_endpoint, Direction, RelationsResponse, MAX_DEPTH,
+};
 use super::lookup::{domain, file, stats, symbol, EntryResponse, StatsResponse, SymbolResponse};
 use super::search::{search, SearchResponse};
 use super::{QueryError, QueryResult};
@@ -54,6 +56,9 @@ pub struct QueryParams {
     pub cursor: Option<String>,
 }
 
+/// Most direct neighbours a one-hop walk may reach and still count as a point lookup.
+pub const SMALL_WALK: i64 = 1_000;
+
 impl QueryParams {
     /// Whether the query may walk the call graph or scan names (callers, callees, search):
     /// milliseconds to seconds, where the other types are point lookups.
@@ -62,6 +67,34 @@ impl QueryParams {
             self.query_type.as_deref(),
             Some("callers" | "callees" | "search")
         )
+    }
+
+    /// Whether the query is a first page of callers or callees one hop away, which is a point
+    /// lookup when the start has few neighbours (see [`QueryParams::is_small_walk`]).
+    pub fn is_one_hop_walk(&self) -> bool {
+        matches!(self.query_type.as_deref(), Some("callers" | "callees"))
+            && matches!(self.depth, None | Some(1))
+            && self.cursor.is_none()
+            && self.name.is_some()
+    }
+
+    /// Whether this one-hop walk reaches at most [`SMALL_WALK`] direct neighbours (read from
+    /// the node counts, a few index lookups). A name that does not resolve counts as small:
+    /// answering its error costs no walk.
+    pub fn is_small_walk(&self, conn: &Connection) -> QueryResult<bool> {
+        let (Some(name), true) = (self.name.as_deref(), self.is_one_hop_walk()) else {
+            return Ok(false);
+        };
+        let direction = if self.query_type.as_deref() == Some("callers") {
+            Direction::Callers
+        } else {
+            Direction::Callees
+        };
+        match resolve_endpoint(conn, name) {
+            Ok((start, _)) => Ok(first_level_size(conn, start, direction)? <= SMALL_WALK),
+            Err(QueryError::InvalidParams { .. }) => Ok(true),
+            Err(err) => Err(err),
+        }
     }
 }
 

@@ -149,6 +149,32 @@ pub fn resolve_endpoint(conn: &Connection, name: &str) -> QueryResult<(Endpoint,
     resolve_symbol(conn, name).map(|(s, _)| (Endpoint::Symbol(s.id), s.qualified_name))
 }
 
+/// The number of distinct neighbours one hop from `start` in `direction` (summed over a
+/// symbol's graph nodes), read from the node counts: the size of a walk's first level without
+/// reading it.
+pub fn first_level_size(
+    conn: &Connection,
+    start: Endpoint,
+    direction: Direction,
+) -> QueryResult<i64> {
+    let column = match direction {
+        Direction::Callers => "callers",
+        Direction::Callees => "callees",
+    };
+    Ok(match start {
+        Endpoint::Symbol(id) => conn
+            .prepare_cached(&format!(
+                "SELECT coalesce(sum({column}), 0) FROM graph_nodes WHERE symbol_id = ?1"
+            ))?
+            .query_row([id], |r| r.get(0))?,
+        Endpoint::Node(id) => conn
+            .prepare_cached(&format!("SELECT {column} FROM graph_nodes WHERE id = ?1"))?
+            .query_row([id], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0),
+    })
+}
+
 /// The SQL of one step of a walk (parameter: the entity), from a symbol (`from_symbol`) or from
 /// an unresolved graph node, exposed for query-plan checks. It returns the entity at the other
 /// end of every edge.

@@ -754,6 +754,52 @@ fn suggestion_reads_are_bounded() {
     }
 }
 
+/// A first page of direct callers or callees is a point lookup while the start has at most
+/// `SMALL_WALK` neighbours, as the node counts say; deeper walks, later pages and hubs are not.
+#[test]
+fn one_hop_walks_of_few_neighbours_count_as_point_lookups() {
+    use acpdb::query::acp_query::SMALL_WALK;
+    let callers: Vec<String> = (0..=SMALL_WALK).map(|i| format!("caller{i}")).collect();
+    let cache = json!({
+        "version": "0.5.1",
+        "project": {"name": "hub"},
+        "files": {"src/a.ts": {"path": "src/a.ts", "lines": 9, "language": "typescript"}},
+        "symbols": {
+            "hub": {"name": "hub", "qualified_name": "src/a.ts:hub", "type": "function", "file": "src/a.ts", "lines": [1, 2]},
+            "leaf": {"name": "leaf", "qualified_name": "src/a.ts:leaf", "type": "function", "file": "src/a.ts", "lines": [3, 4]}
+        },
+        "graph": {
+            "forward": {"caller0": ["hub", "leaf"]},
+            "reverse": {"hub": callers, "leaf": ["caller0"]}
+        }
+    });
+    let project = project(&cache.to_string(), None);
+    let conn = open(&project);
+    let params = |args: Value| -> QueryParams { serde_json::from_value(args).unwrap() };
+    let small = |args: Value| params(args).is_small_walk(&conn).unwrap();
+    assert!(small(json!({"type": "callers", "name": "leaf"})));
+    assert!(small(
+        json!({"type": "callers", "name": "src/a.ts:leaf", "depth": 1})
+    ));
+    assert!(!small(json!({"type": "callers", "name": "hub"})));
+    assert!(small(json!({"type": "callees", "name": "hub"})));
+    assert!(small(json!({"type": "callees", "name": "caller0"})));
+    // A name that resolves to nothing costs no walk: its error is answered at once.
+    assert!(small(json!({"type": "callers", "name": "nowhere"})));
+    // Not one-hop first pages: deeper walks, later pages, other types.
+    assert!(!small(
+        json!({"type": "callers", "name": "leaf", "depth": 2})
+    ));
+    assert!(!small(
+        json!({"type": "callers", "name": "leaf", "cursor": "x"})
+    ));
+    assert!(!small(json!({"type": "search", "pattern": "leaf"})));
+    assert!(!params(json!({"type": "symbol", "name": "leaf"})).is_one_hop_walk());
+    // The counts it reads are the walk's first level.
+    let answer = ok(&conn, json!({"type": "callers", "name": "hub", "limit": 0}));
+    assert_eq!(answer["total"], SMALL_WALK + 1, "{answer}");
+}
+
 // ---------------------------------------------------------------- acp_query: search
 
 fn match_names(answer: &Value) -> Vec<String> {
