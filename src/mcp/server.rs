@@ -397,9 +397,9 @@ impl AcpServer {
         &self,
         Parameters(params): Parameters<QueryParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        // A first page of direct callers or callees of a name with few of them is a point
-        // lookup: answered on the light path after a look at the name's neighbour count.
-        if params.is_one_hop_walk() {
+        // The first page of a small walk (at most `SMALL_WALK` edges, counted from the node
+        // counts first) is a point lookup, answered on the light path.
+        if params.is_first_page_walk() {
             let probe = params.clone();
             let small = self
                 .run(Weight::Light, move |conn| {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cursor::{Cursor, Page};
 use super::graph::{
-    first_level_size, relations, resolve_endpoint, Direction, RelationsResponse, MAX_DEPTH,
+    relations, resolve_endpoint, walk_is_small, Direction, RelationsResponse, MAX_DEPTH,
 };
 use super::lookup::{domain, file, stats, symbol, EntryResponse, StatsResponse, SymbolResponse};
 use super::search::{search, SearchResponse};
@@ -56,7 +56,7 @@ pub struct QueryParams {
     pub cursor: Option<String>,
 }
 
-/// Most direct neighbours a one-hop walk may reach and still count as a point lookup.
+/// Most call-graph edges a walk may read and still count as a point lookup.
 pub const SMALL_WALK: i64 = 1_000;
 
 impl QueryParams {
@@ -69,21 +69,24 @@ impl QueryParams {
         )
     }
 
-    /// Whether the query is a first page of callers or callees one hop away, which is a point
-    /// lookup when the start has few neighbours (see [`QueryParams::is_small_walk`]).
-    pub fn is_one_hop_walk(&self) -> bool {
+    /// Whether the query is the first page of a callers or callees walk, which is a point
+    /// lookup when the walk is small (see [`QueryParams::is_small_walk`]).
+    pub fn is_first_page_walk(&self) -> bool {
         matches!(self.query_type.as_deref(), Some("callers" | "callees"))
-            && matches!(self.depth, None | Some(1))
             && self.cursor.is_none()
             && self.name.is_some()
     }
 
-    /// Whether this one-hop walk reaches at most [`SMALL_WALK`] direct neighbours (read from
-    /// the node counts, a few index lookups). A name that does not resolve counts as small:
-    /// answering its error costs no walk.
+    /// Whether this first page of a walk reads at most [`SMALL_WALK`] edges in all (counted
+    /// from the node counts, level by level, stopping as soon as the count passes it). A name
+    /// that does not resolve, or a depth out of range, counts as small: answering its error
+    /// costs no walk.
     pub fn is_small_walk(&self, conn: &Connection) -> QueryResult<bool> {
-        let (Some(name), true) = (self.name.as_deref(), self.is_one_hop_walk()) else {
+        let (Some(name), true) = (self.name.as_deref(), self.is_first_page_walk()) else {
             return Ok(false);
+        };
+        let Ok(depth) = bounded(self.depth, "depth", 1, MAX_DEPTH) else {
+            return Ok(true);
         };
         let direction = if self.query_type.as_deref() == Some("callers") {
             Direction::Callers
@@ -91,7 +94,7 @@ impl QueryParams {
             Direction::Callees
         };
         match resolve_endpoint(conn, name) {
-            Ok((start, _)) => Ok(first_level_size(conn, start, direction)? <= SMALL_WALK),
+            Ok((start, _)) => walk_is_small(conn, start, direction, depth, SMALL_WALK),
             Err(QueryError::InvalidParams { .. }) => Ok(true),
             Err(err) => Err(err),
         }

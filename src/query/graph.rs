@@ -149,30 +149,51 @@ pub fn resolve_endpoint(conn: &Connection, name: &str) -> QueryResult<(Endpoint,
     resolve_symbol(conn, name).map(|(s, _)| (Endpoint::Symbol(s.id), s.qualified_name))
 }
 
-/// The number of distinct neighbours one hop from `start` in `direction` (summed over a
-/// symbol's graph nodes), read from the node counts: the size of a walk's first level without
-/// reading it.
-pub fn first_level_size(
+/// Whether the walk of `depth` hops from `start` reads at most `budget` call-graph edges in
+/// all. Each entity's edges are counted from the node counts before its step is read, so the
+/// check itself reads at most `budget` edges (plus one count per entity it visits).
+pub fn walk_is_small(
     conn: &Connection,
     start: Endpoint,
     direction: Direction,
-) -> QueryResult<i64> {
+    depth: u32,
+    budget: i64,
+) -> QueryResult<bool> {
     let column = match direction {
         Direction::Callers => "callers",
         Direction::Callees => "callees",
     };
-    Ok(match start {
-        Endpoint::Symbol(id) => conn
-            .prepare_cached(&format!(
-                "SELECT coalesce(sum({column}), 0) FROM graph_nodes WHERE symbol_id = ?1"
-            ))?
-            .query_row([id], |r| r.get(0))?,
-        Endpoint::Node(id) => conn
-            .prepare_cached(&format!("SELECT {column} FROM graph_nodes WHERE id = ?1"))?
-            .query_row([id], |r| r.get(0))
-            .optional()?
-            .unwrap_or(0),
-    })
+    let mut by_symbol = conn.prepare_cached(&format!(
+        "SELECT coalesce(sum({column}), 0) FROM graph_nodes WHERE symbol_id = ?1"
+    ))?;
+    let mut by_node =
+        conn.prepare_cached(&format!("SELECT {column} FROM graph_nodes WHERE id = ?1"))?;
+    let mut seen = HashSet::from([start.entity()]);
+    let mut frontier = vec![start.entity()];
+    let mut edges = 0;
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for entity in frontier {
+            edges += if entity > 0 {
+                by_symbol.query_row([entity], |r| r.get::<_, i64>(0))?
+            } else {
+                by_node
+                    .query_row([-entity], |r| r.get::<_, i64>(0))
+                    .optional()?
+                    .unwrap_or(0)
+            };
+            if edges > budget {
+                return Ok(false);
+            }
+            for reached in step(conn, direction, entity)? {
+                if seen.insert(reached) {
+                    next.push(reached);
+                }
+            }
+        }
+        frontier = next;
+    }
+    Ok(true)
 }
 
 /// The SQL of one step of a walk (parameter: the entity), from a symbol (`from_symbol`) or from

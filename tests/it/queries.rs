@@ -754,10 +754,10 @@ fn suggestion_reads_are_bounded() {
     }
 }
 
-/// A first page of direct callers or callees is a point lookup while the start has at most
-/// `SMALL_WALK` neighbours, as the node counts say; deeper walks, later pages and hubs are not.
+/// The first page of a walk is a point lookup while the walk reads at most `SMALL_WALK` edges,
+/// as the node counts say; walks through a hub and later pages are not.
 #[test]
-fn one_hop_walks_of_few_neighbours_count_as_point_lookups() {
+fn small_walks_count_as_point_lookups() {
     use acpdb::query::acp_query::SMALL_WALK;
     let callers: Vec<String> = (0..=SMALL_WALK).map(|i| format!("caller{i}")).collect();
     let cache = json!({
@@ -766,11 +766,12 @@ fn one_hop_walks_of_few_neighbours_count_as_point_lookups() {
         "files": {"src/a.ts": {"path": "src/a.ts", "lines": 9, "language": "typescript"}},
         "symbols": {
             "hub": {"name": "hub", "qualified_name": "src/a.ts:hub", "type": "function", "file": "src/a.ts", "lines": [1, 2]},
-            "leaf": {"name": "leaf", "qualified_name": "src/a.ts:leaf", "type": "function", "file": "src/a.ts", "lines": [3, 4]}
+            "leaf": {"name": "leaf", "qualified_name": "src/a.ts:leaf", "type": "function", "file": "src/a.ts", "lines": [3, 4]},
+            "mid": {"name": "mid", "qualified_name": "src/a.ts:mid", "type": "function", "file": "src/a.ts", "lines": [5, 6]}
         },
         "graph": {
-            "forward": {"caller0": ["hub", "leaf"]},
-            "reverse": {"hub": callers, "leaf": ["caller0"]}
+            "forward": {"caller0": ["hub", "leaf"], "hub": ["mid"]},
+            "reverse": {"hub": callers, "leaf": ["caller0"], "mid": ["hub"]}
         }
     });
     let project = project(&cache.to_string(), None);
@@ -779,25 +780,34 @@ fn one_hop_walks_of_few_neighbours_count_as_point_lookups() {
     let small = |args: Value| params(args).is_small_walk(&conn).unwrap();
     assert!(small(json!({"type": "callers", "name": "leaf"})));
     assert!(small(
-        json!({"type": "callers", "name": "src/a.ts:leaf", "depth": 1})
+        json!({"type": "callers", "name": "src/a.ts:leaf", "depth": 5})
     ));
     assert!(!small(json!({"type": "callers", "name": "hub"})));
-    assert!(small(json!({"type": "callees", "name": "hub"})));
-    assert!(small(json!({"type": "callees", "name": "caller0"})));
-    // A name that resolves to nothing costs no walk: its error is answered at once.
-    assert!(small(json!({"type": "callers", "name": "nowhere"})));
-    // Not one-hop first pages: deeper walks, later pages, other types.
-    assert!(!small(
-        json!({"type": "callers", "name": "leaf", "depth": 2})
+    assert!(small(json!({"type": "callees", "name": "hub", "depth": 5})));
+    assert!(small(
+        json!({"type": "callees", "name": "caller0", "depth": 3})
     ));
+    // One hop from `mid` reads one edge; two hops reach the hub's callers.
+    assert!(small(json!({"type": "callers", "name": "mid"})));
+    assert!(!small(
+        json!({"type": "callers", "name": "mid", "depth": 2})
+    ));
+    // A name that resolves to nothing, or a depth out of range, costs no walk: its error is
+    // answered at once.
+    assert!(small(json!({"type": "callers", "name": "nowhere"})));
+    assert!(small(json!({"type": "callers", "name": "hub", "depth": 9})));
+    // Later pages and other types are not first pages of a walk.
     assert!(!small(
         json!({"type": "callers", "name": "leaf", "cursor": "x"})
     ));
     assert!(!small(json!({"type": "search", "pattern": "leaf"})));
-    assert!(!params(json!({"type": "symbol", "name": "leaf"})).is_one_hop_walk());
-    // The counts it reads are the walk's first level.
-    let answer = ok(&conn, json!({"type": "callers", "name": "hub", "limit": 0}));
-    assert_eq!(answer["total"], SMALL_WALK + 1, "{answer}");
+    assert!(!params(json!({"type": "symbol", "name": "leaf"})).is_first_page_walk());
+    // The counts it reads are the walk's.
+    let answer = ok(
+        &conn,
+        json!({"type": "callers", "name": "mid", "depth": 2, "limit": 0}),
+    );
+    assert_eq!(answer["total"], SMALL_WALK + 2, "{answer}");
 }
 
 // ---------------------------------------------------------------- acp_query: search
