@@ -45,9 +45,9 @@ recorded session.";
 /// How long a read query may take, which decides where it runs (see `AcpServer::answer`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Weight {
-    /// A point lookup or an overview: microseconds.
+    /// A point lookup, an overview or a small walk: microseconds to a millisecond.
     Light,
-    /// A call-graph walk or a search: milliseconds to seconds.
+    /// A search, an impact analysis or a large walk: milliseconds to seconds.
     Heavy,
 }
 
