@@ -121,11 +121,15 @@ pub struct QueryReport {
 /// truncated the result.
 pub fn run(project: &Project, args: &SqlArgs) -> Result<()> {
     let options = args.options()?;
-    crate::freshness::warn_if_outdated(project);
-    // SAFETY: sets a process-wide SQLite setting; this process runs only this query.
+    // SAFETY: process-wide SQLite settings, made before this process opens any connection (the
+    // freshness check below is the first): memory statistics on, which acpdb's SQLite build
+    // leaves off (.cargo/config.toml) and without which the heap limit is not enforced; then
+    // the limit itself. This process runs only this query.
     unsafe {
+        rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 1 as std::ffi::c_int);
         rusqlite::ffi::sqlite3_hard_heap_limit64(MAX_HEAP_BYTES);
     }
+    crate::freshness::warn_if_outdated(project);
     let mut out = io::BufWriter::new(io::stdout().lock());
     let report = execute_file(&project.db, &args.sql, &options, &mut out)?;
     out.flush().context("writing the query result")?;

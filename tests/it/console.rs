@@ -482,3 +482,28 @@ fn one_expensive_expression_cannot_outrun_the_limits() {
         stderr(&out)
     );
 }
+
+/// A query that holds more than `MAX_HEAP_BYTES` at once (18 values of 60 MB, each under the
+/// per-value limit) stops with SQLite's out-of-memory error instead of taking the memory: the
+/// heap limit needs SQLite's memory statistics, which `acpdb sql` turns on for itself.
+#[test]
+fn queries_stop_at_the_heap_limit() {
+    let fixture = Fixture::new();
+    let values = u64::try_from(acpdb::console::MAX_HEAP_BYTES).unwrap() / 60_000_000 + 1;
+    let columns: Vec<String> = (0..values)
+        .map(|i| format!("zeroblob(60000000) || x'00' AS c{i}"))
+        .collect();
+    let lengths: Vec<String> = (0..values).map(|i| format!("length(c{i})")).collect();
+    let sql = format!(
+        "SELECT {} FROM (SELECT {})",
+        lengths.join(" + "),
+        columns.join(", ")
+    );
+    let output = fixture.sql(&[&sql]);
+    assert_failure(&output);
+    assert!(
+        stderr(&output).contains("out of memory"),
+        "{}",
+        stderr(&output)
+    );
+}
