@@ -79,10 +79,19 @@ pub fn open_read_only(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// `text` lower-cased one character at a time, as the trigram tokenizer folds case: each
+/// character becomes the first character of its lower case (so `Σ` is always `σ`, never the
+/// final `ς`, and `İ` is `i`), and containment in folded texts matches the index's.
+fn fold(text: &str) -> String {
+    text.chars()
+        .map(|c| c.to_lowercase().next().unwrap_or(c))
+        .collect()
+}
+
 /// Registers the SQL functions that queries use on `conn` (done by [`open_read_only`] and
-/// [`read_pool`]): `acpdb_fold(text)`, the text lower-cased over all of Unicode (`École` →
-/// `école`; NULL stays NULL), the case folding of substring search, which checks the candidates
-/// of the trigram indexes with `instr(acpdb_fold(name), acpdb_fold(?))`.
+/// [`read_pool`]): `acpdb_fold(text)`, the text lower-cased over all of Unicode a character at
+/// a time (`École` → `école`; NULL stays NULL), the case folding of substring search, which
+/// checks the candidates of the trigram indexes with `instr(acpdb_fold(name), acpdb_fold(?))`.
 pub fn register_query_functions(conn: &Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;
     conn.create_scalar_function(
@@ -91,7 +100,7 @@ pub fn register_query_functions(conn: &Connection) -> rusqlite::Result<()> {
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
         |ctx| {
             Ok(match ctx.get_raw(0) {
-                ValueRef::Text(text) => Some(String::from_utf8_lossy(text).to_lowercase()),
+                ValueRef::Text(text) => Some(fold(&String::from_utf8_lossy(text))),
                 _ => None,
             })
         },
@@ -274,6 +283,15 @@ pub fn graph_list_value(conn: &Connection, items: ValueRef<'_>) -> rusqlite::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn folding_keeps_one_character_per_character() {
+        assert_eq!(fold("École"), "école");
+        assert_eq!(fold("ΟΔΟΣ"), "οδοσ");
+        assert_eq!(fold("makeΟΔΟΣΑ"), "makeοδοσα");
+        assert_eq!(fold("İstanbul"), "istanbul");
+        assert_eq!(fold("src/a.ts:x"), "src/a.ts:x");
+    }
 
     /// The bundled SQLite is built with .cargo/config.toml's flags: a page cache per connection
     /// and no memory statistics, so read-pool queries share no mutex.

@@ -125,8 +125,15 @@ pub fn run(project: &Project, args: &SqlArgs) -> Result<()> {
     // freshness check below is the first): memory statistics on, which acpdb's SQLite build
     // leaves off (.cargo/config.toml) and without which the heap limit is not enforced; then
     // the limit itself. This process runs only this query.
+    let configured = unsafe {
+        rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 1 as std::ffi::c_int)
+    };
+    anyhow::ensure!(
+        configured == rusqlite::ffi::SQLITE_OK,
+        "cannot enable SQLite's memory statistics (code {configured}), without which the heap limit does not hold"
+    );
+    // SAFETY: as above.
     unsafe {
-        rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 1 as std::ffi::c_int);
         rusqlite::ffi::sqlite3_hard_heap_limit64(MAX_HEAP_BYTES);
     }
     crate::freshness::warn_if_outdated(project);

@@ -65,8 +65,8 @@ impl Weight {
 /// heavy queries one of `heavy`, which leaves at least one connection to the light ones, so a
 /// point lookup never waits behind a row of searches and walks.
 struct Gates {
-    connections: tokio::sync::Semaphore,
-    heavy: tokio::sync::Semaphore,
+    connections: Arc<tokio::sync::Semaphore>,
+    heavy: Arc<tokio::sync::Semaphore>,
     /// Where heavy queries run: one thread per heavy turn.
     heavy_workers: HeavyWorkers,
 }
@@ -76,8 +76,8 @@ impl Gates {
         let connections = pool_size.max(1) as usize;
         let heavy = connections.saturating_sub(1).max(1);
         Gates {
-            connections: tokio::sync::Semaphore::new(connections),
-            heavy: tokio::sync::Semaphore::new(heavy),
+            connections: Arc::new(tokio::sync::Semaphore::new(connections)),
+            heavy: Arc::new(tokio::sync::Semaphore::new(heavy)),
             heavy_workers: HeavyWorkers::start(heavy),
         }
     }
@@ -229,11 +229,18 @@ impl AcpServer {
                 }
             }
             Weight::Heavy => {
-                let _heavy = self.gates.heavy.acquire().await.map_err(closed)?;
-                let _connection = self.gates.connections.acquire().await.map_err(closed)?;
+                let heavy = self.gates.heavy.clone().acquire_owned().await;
+                let heavy = heavy.map_err(closed)?;
+                let connection = self.gates.connections.clone().acquire_owned().await;
+                let connection = connection.map_err(closed)?;
                 self.gates
                     .heavy_workers
-                    .run(move || on_pool(&pool, time_limit, query))
+                    .run(move || {
+                        // The job holds its turns: they stay taken while it runs, even when the
+                        // call waiting for it is dropped.
+                        let _turns = (heavy, connection);
+                        on_pool(&pool, time_limit, query)
+                    })
                     .await
             }
         }

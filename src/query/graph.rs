@@ -168,7 +168,9 @@ pub fn walk_is_small(
     ))?;
     let mut by_node =
         conn.prepare_cached(&format!("SELECT {column} FROM graph_nodes WHERE id = ?1"))?;
-    let mut seen = HashSet::from([start.entity()]);
+    // As in the walk itself, the start is not marked seen: a cycle back to it reads its edges
+    // again.
+    let mut seen = HashSet::new();
     let mut frontier = vec![start.entity()];
     let mut edges = 0;
     for _ in 0..depth {

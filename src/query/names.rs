@@ -178,8 +178,9 @@ pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>
     }
     if out.len() < MAX_SUGGESTIONS && member.chars().count() >= 3 {
         let mut substring = conn.prepare_cached(
-            "SELECT coalesce(s.qualified_name, s.key) FROM symbols_name_trigram t JOIN symbols s ON s.id = t.rowid
-             WHERE symbols_name_trigram MATCH ?1 AND instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0 LIMIT ?3",
+            "SELECT coalesce(s.qualified_name, s.key)
+             FROM (SELECT rowid AS id FROM symbols_name_trigram WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
+             JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
         )?;
         let candidates = trigram_query([member]);
         for row in substring.query_map(

@@ -39,7 +39,8 @@ pub struct NameIndex {
     /// Whether `prefix_sql` compares ASCII-lower-cased names (then the prefix is lower-cased).
     pub folded: bool,
     /// A trigram read (parameters: [`trigram_query`] of a piece, the piece, limit) returning
-    /// names that contain the piece; `None` when the names have no trigram index.
+    /// names that contain the piece among at most `limit` candidates; `None` when the names
+    /// have no trigram index.
     pub trigram_sql: Option<&'static str>,
 }
 
@@ -48,8 +49,9 @@ pub const SYMBOL_NAMES: NameIndex = NameIndex {
     prefix_sql: "SELECT name FROM symbols WHERE name COLLATE NOCASE >= ?1 AND name COLLATE NOCASE < ?1 || char(1114111) ORDER BY name COLLATE NOCASE LIMIT ?2",
     folded: true,
     trigram_sql: Some(
-        "SELECT s.name FROM symbols_name_trigram t JOIN symbols s ON s.id = t.rowid
-         WHERE symbols_name_trigram MATCH ?1 AND instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0 LIMIT ?3",
+        "SELECT s.name FROM (SELECT rowid AS id FROM symbols_name_trigram
+                             WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
+         JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
     ),
 };
 
@@ -59,8 +61,8 @@ pub const FILE_PATHS: NameIndex = NameIndex {
         "SELECT path FROM files WHERE path >= ?1 AND path < ?1 || char(1114111) ORDER BY path LIMIT ?2",
     folded: false,
     trigram_sql: Some(
-        "SELECT f.path FROM files_trigram t JOIN files f ON f.id = t.rowid
-         WHERE files_trigram MATCH ?1 AND instr(acpdb_fold(f.path), acpdb_fold(?2)) > 0 LIMIT ?3",
+        "SELECT f.path FROM (SELECT rowid AS id FROM files_trigram WHERE files_trigram MATCH ?1 LIMIT ?3) t
+         JOIN files f ON f.id = t.id WHERE instr(acpdb_fold(f.path), acpdb_fold(?2)) > 0",
     ),
 };
 

@@ -760,6 +760,10 @@ fn suggestion_reads_are_bounded() {
 fn small_walks_count_as_point_lookups() {
     use acpdb::query::acp_query::SMALL_WALK;
     let callers: Vec<String> = (0..=SMALL_WALK).map(|i| format!("caller{i}")).collect();
+    // `ring` has 60 % of the budget in callers and calls the first of them back.
+    let ring: Vec<String> = (0..SMALL_WALK * 6 / 10)
+        .map(|i| format!("ring{i}"))
+        .collect();
     let cache = json!({
         "version": "0.5.1",
         "project": {"name": "hub"},
@@ -770,8 +774,8 @@ fn small_walks_count_as_point_lookups() {
             "mid": {"name": "mid", "qualified_name": "src/a.ts:mid", "type": "function", "file": "src/a.ts", "lines": [5, 6]}
         },
         "graph": {
-            "forward": {"caller0": ["hub", "leaf"], "hub": ["mid"]},
-            "reverse": {"hub": callers, "leaf": ["caller0"], "mid": ["hub"]}
+            "forward": {"caller0": ["hub", "leaf"], "hub": ["mid"], "ring": ["ring0"]},
+            "reverse": {"hub": callers, "leaf": ["caller0"], "mid": ["hub"], "ring": ring}
         }
     });
     let project = project(&cache.to_string(), None);
@@ -791,6 +795,13 @@ fn small_walks_count_as_point_lookups() {
     assert!(small(json!({"type": "callers", "name": "mid"})));
     assert!(!small(
         json!({"type": "callers", "name": "mid", "depth": 2})
+    ));
+    // A walk that comes back to its start reads the start's edges again, as the walk does.
+    assert!(small(
+        json!({"type": "callers", "name": "ring", "depth": 2})
+    ));
+    assert!(!small(
+        json!({"type": "callers", "name": "ring", "depth": 3})
     ));
     // A name that resolves to nothing, or a depth out of range, costs no walk: its error is
     // answered at once.
