@@ -278,10 +278,7 @@ pub fn file_sha256(path: &Path) -> Result<String> {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex::encode(&Sha256::digest(bytes))
 }
 
 #[cfg(test)]

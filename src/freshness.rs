@@ -185,11 +185,7 @@ pub fn sha256_file(path: &Path) -> Result<String> {
         }
         hasher.update(&buf[..n]);
     }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(crate::hex::encode(&hasher.finalize()))
 }
 
 /// A cheap signature of a file (size and mtime) for change polling.

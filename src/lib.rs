@@ -14,6 +14,7 @@ pub mod db;
 pub mod export;
 pub mod freshness;
 pub mod gen;
+pub mod hex;
 pub mod import;
 pub mod journal;
 pub mod logging;

@@ -257,16 +257,12 @@ pub fn read_document_with(
             reader.flush().map_err(|f| f.into_error(path))?;
             let read = reader.scan.base + reader.scan.buf.len() as u64;
             Ok(ReadOutcome {
-                sha256: hex(&reader.scan.hasher.finalize()),
+                sha256: crate::hex::encode(&reader.scan.hasher.finalize()),
                 bytes: read,
             })
         }
         Err(failure) => Err(failure.into_error(path)),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A failure before it is tied to a file: an absolute byte offset and a message.

@@ -37,13 +37,7 @@ pub(super) struct ResultSet {
 
 /// `x'…'` with the bytes in lowercase hex.
 pub(super) fn blob_literal(bytes: &[u8]) -> String {
-    let mut text = String::with_capacity(bytes.len() * 2 + 3);
-    text.push_str("x'");
-    for byte in bytes {
-        let _ = write!(text, "{byte:02x}");
-    }
-    text.push('\'');
-    text
+    format!("x'{}'", crate::hex::encode(bytes))
 }
 
 /// A REAL as text, keeping `.0` on whole numbers so it reads as a REAL.

@@ -81,11 +81,12 @@ impl Md5 {
         for block in tail[..tail_len].chunks_exact(64) {
             compress(&mut self.state, block);
         }
-        self.state
+        let bytes: Vec<u8> = self
+            .state
             .iter()
             .flat_map(|word| word.to_le_bytes())
-            .map(|byte| format!("{byte:02x}"))
-            .collect()
+            .collect();
+        crate::hex::encode(&bytes)
     }
 }
 

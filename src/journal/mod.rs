@@ -139,6 +139,11 @@ impl Response {
     pub fn to_value(&self) -> serde_json::Value {
         self.value.clone()
     }
+
+    /// The text and the value, taken apart.
+    pub fn into_parts(self) -> (String, serde_json::Value) {
+        (self.text, self.value)
+    }
 }
 
 /// A mutating action's answer plus the warning of an export that failed after the commit.

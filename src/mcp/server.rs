@@ -294,8 +294,9 @@ impl AcpServer {
             .await
             .map_err(|e| errors::internal(format!("journal task failed: {e}")))?
             .map_err(errors::journal)?;
-        let mut result = CallToolResult::success(vec![ContentBlock::text(response.text())]);
-        result.structured_content = Some(response.to_value());
+        let (text, value) = response.into_parts();
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(value);
         Ok(result)
     }
 }

@@ -80,13 +80,10 @@ impl Cursor {
     /// The opaque text handed to the agent.
     pub fn encode(&self) -> String {
         let payload = serde_json::to_vec(self).unwrap_or_default();
-        let mut out = String::with_capacity(payload.len() * 2 + 16);
-        for byte in &payload {
-            out.push_str(&format!("{byte:02x}"));
-        }
-        for byte in &hmac_sha256(&self.key, &payload)[..TAG_BYTES] {
-            out.push_str(&format!("{byte:02x}"));
-        }
+        let mut out = crate::hex::encode(&payload);
+        out.push_str(&crate::hex::encode(
+            &hmac_sha256(&self.key, &payload)[..TAG_BYTES],
+        ));
         out
     }
 
@@ -269,7 +266,7 @@ fn import_identity(conn: &Connection) -> QueryResult<(String, [u8; 32])> {
     let stamp = if imported.is_empty() {
         String::new()
     } else {
-        hex(&Sha256::digest(imported.as_bytes())[..4])
+        crate::hex::encode(&Sha256::digest(imported.as_bytes())[..4])
     };
     let key = Sha256::new()
         .chain_update(b"acpdb cursor key\0")
@@ -303,10 +300,6 @@ fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
 /// Equality of two byte strings in time that depends only on their length.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn hex_decode(text: &str) -> Option<Vec<u8>> {
@@ -407,7 +400,11 @@ mod tests {
         let forged = String::from_utf8(payload)
             .unwrap()
             .replace("\"d\":1", "\"d\":1000");
-        let forged_token = format!("{}{}", hex(forged.as_bytes()), &token[payload_end..]);
+        let forged_token = format!(
+            "{}{}",
+            crate::hex::encode(forged.as_bytes()),
+            &token[payload_end..]
+        );
         assert!(Cursor::decode(&conn, &forged_token, "callers").is_err());
         conn.execute(
             "UPDATE meta SET value = ?2 WHERE key = ?1",

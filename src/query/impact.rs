@@ -515,10 +515,7 @@ fn query_key(params: &ImpactParams) -> String {
         hasher.update((part.len() as u64).to_le_bytes());
         hasher.update(part.as_bytes());
     }
-    hasher.finalize()[..12]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex::encode(&hasher.finalize()[..12])
 }
 
 /// Runs `acp_impact`.

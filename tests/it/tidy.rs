@@ -8,26 +8,27 @@ use std::path::{Path, PathBuf};
 /// Each top-level module of `src/` and the modules it may use (`crate::<name>`).
 const ALLOWED: &[(&str, &[&str])] = &[
     ("args", &[]),
-    ("cache", &[]),
-    ("config", &[]),
+    ("hex", &[]),
+    ("cache", &["hex"]),
+    ("config", &["hex"]),
     ("db", &[]),
     ("logging", &[]),
     ("project", &["config"]),
     ("replace", &[]),
     ("schemas", &[]),
     ("gen", &["cache"]),
-    ("freshness", &["config", "db", "project"]),
-    ("query", &["cache", "db"]),
+    ("freshness", &["config", "db", "hex", "project"]),
+    ("query", &["cache", "db", "hex"]),
     (
         "journal",
-        &["config", "db", "project", "replace", "schemas"],
+        &["config", "db", "hex", "project", "replace", "schemas"],
     ),
     (
         "import",
         &["cache", "config", "db", "freshness", "project", "replace"],
     ),
     ("export", &["db", "project", "query"]),
-    ("console", &["db", "freshness", "project"]),
+    ("console", &["db", "freshness", "hex", "project"]),
     (
         "tools",
         &["args", "db", "freshness", "project", "query", "schemas"],
