@@ -2,20 +2,19 @@
 //! by a fixed edge buffer plus a small fixed-size record per distinct node name.
 //!
 //! Node names go to `graph_nodes` the moment they are first seen; the loader keeps only a
-//! 128-bit hash of each name (`hashes::NodeIds`, about 25 bytes per node). Edges are packed as `caller << 32 | callee` into a buffer that is
+//! 128-bit hash of each name (`hashes::NodeIds`, about 30 bytes per node). Edges are packed as `caller << 32 | callee` into a buffer that is
 //! sorted and written to an anonymous temporary file whenever it fills, and the sorted runs are
 //! merged at the end, so the edge list never has to fit in memory.
 
 use std::cmp::Reverse;
-use std::collections::hash_map::DefaultHasher;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::hash::{Hash, Hasher};
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use rusqlite::{params, Connection, Statement};
+use siphasher::sip128::SipHasher13;
 
 use super::hashes::NodeIds;
 
@@ -134,16 +133,10 @@ impl<'c> CallGraph<'c> {
     }
 }
 
-/// A 128-bit hash of a node name: two independent 64-bit SipHashes, so that two distinct names
+/// A 128-bit hash of a node name (SipHash-1-3 with 128-bit output), so that two distinct names
 /// sharing an id is out of reach (about 2^-128 per pair).
 pub(super) fn name_hash(name: &str) -> u128 {
-    let half = |seed: u8| {
-        let mut hasher = DefaultHasher::new();
-        hasher.write_u8(seed);
-        name.hash(&mut hasher);
-        hasher.finish()
-    };
-    (u128::from(half(0x5a)) << 64) | u128::from(half(0xa5))
+    SipHasher13::new().hash(name.as_bytes()).as_u128()
 }
 
 /// Packed edges: a bounded buffer, and sorted runs in temporary files.

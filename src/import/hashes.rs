@@ -46,27 +46,27 @@ impl SeenKeys {
 }
 
 /// Node ids by the 128-bit hash of their name, ids given in order from 1: a table from the
-/// hash's low half to the id (16 bytes per slot), the high halves by id (8 bytes per node),
-/// and the names whose low halves collide with another's (about 2^-64 per pair) in a table of
-/// their own.
+/// hash's low half to its high half and id (24 bytes per slot, so a lookup reads one slot), and
+/// the names whose low halves collide with another's (about 2^-64 per pair) in a table of their
+/// own.
 #[derive(Default)]
 pub(super) struct NodeIds {
-    by_low: HashMap<u64, u32, BuildPrehashed>,
-    high: Vec<u64>,
+    by_low: HashMap<u64, (u64, u32), BuildPrehashed>,
     collided: HashMap<u128, u32>,
+    len: u32,
 }
 
 impl NodeIds {
     /// Ids given so far.
     pub(super) fn len(&self) -> usize {
-        self.high.len()
+        self.len as usize
     }
 
     /// The id of `hash`, if it has one.
     pub(super) fn get(&self, hash: u128) -> Option<u32> {
         let (low, high) = halves(hash);
         match self.by_low.get(&low) {
-            Some(&id) if self.high[id as usize - 1] == high => Some(id),
+            Some(&(stored, id)) if stored == high => Some(id),
             Some(_) => self.collided.get(&hash).copied(),
             None => None,
         }
@@ -74,12 +74,15 @@ impl NodeIds {
 
     /// Gives `hash`, which has no id yet, the next one.
     pub(super) fn insert(&mut self, hash: u128) -> Result<u32> {
-        let id = u32::try_from(self.high.len() + 1).context("more than 4 billion graph nodes")?;
+        let id = self
+            .len
+            .checked_add(1)
+            .context("more than 4 billion graph nodes")?;
+        self.len = id;
         let (low, high) = halves(hash);
-        self.high.push(high);
         match self.by_low.entry(low) {
             Entry::Vacant(slot) => {
-                slot.insert(id);
+                slot.insert((high, id));
             }
             Entry::Occupied(_) => {
                 self.collided.insert(hash, id);
