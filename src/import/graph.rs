@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 use rusqlite::{params, Connection, Statement};
 use siphasher::sip128::SipHasher13;
 
+use super::edge_feed::{self, EdgeRows};
 use super::hashes::NodeIds;
 
 /// Edges held in memory per direction before a sorted run is written to disk (16 MiB each).
@@ -91,35 +92,17 @@ impl<'c> CallGraph<'c> {
     pub(super) fn finish(self, conn: &Connection) -> Result<u64> {
         let nodes = self.ids.len();
         drop(self.ids);
-        let mut callers = vec![0u32; nodes + 1];
-        let mut callees = vec![0u32; nodes + 1];
-        let mut forward = self.forward.into_sorted()?;
-        let mut reverse = self.reverse.into_sorted()?;
-        let mut insert = conn.prepare(
-            "INSERT INTO call_edges(caller_id, callee_id, count, forward_count, reverse_count) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?;
-        let mut edges = 0u64;
-        loop {
-            let edge = match (forward.peek(), reverse.peek()) {
-                (Some(a), Some(b)) => a.min(b),
-                (Some(a), None) => a,
-                (None, Some(b)) => b,
-                (None, None) => break,
-            };
-            let fwd = forward.take_all(edge)?;
-            let rev = reverse.take_all(edge)?;
-            let (caller, callee) = ((edge >> 32) as usize, (edge & 0xffff_ffff) as usize);
-            insert.execute(params![
-                caller as i64,
-                callee as i64,
-                fwd.max(rev) as i64,
-                fwd as i64,
-                rev as i64
-            ])?;
-            callees[caller] += 1;
-            callers[callee] += 1;
-            edges += 1;
-        }
+        let rows = EdgeRows::new(
+            self.forward.into_sorted()?,
+            self.reverse.into_sorted()?,
+            nodes,
+        );
+        let EdgeRows {
+            callers,
+            callees,
+            edges,
+            ..
+        } = edge_feed::insert_all(conn, rows)?;
         let mut update = conn.prepare(
             "UPDATE graph_nodes SET callers = ?2, callees = ?3, reverse_len = ?4 WHERE id = ?1",
         )?;
@@ -225,19 +208,19 @@ impl Run {
 }
 
 /// A k-way merge of sorted runs.
-struct SortedEdges {
+pub(super) struct SortedEdges {
     runs: Vec<Run>,
     heads: BinaryHeap<Reverse<(u64, usize)>>,
 }
 
 impl SortedEdges {
     /// The smallest edge not yet taken.
-    fn peek(&self) -> Option<u64> {
+    pub(super) fn peek(&self) -> Option<u64> {
         self.heads.peek().map(|Reverse((edge, _))| *edge)
     }
 
     /// Takes every occurrence of `edge` (the current smallest) and returns how many there were.
-    fn take_all(&mut self, edge: u64) -> Result<u64> {
+    pub(super) fn take_all(&mut self, edge: u64) -> Result<u64> {
         let mut n = 0;
         while self.peek() == Some(edge) {
             let Reverse((_, i)) = self.heads.pop().expect("peeked");
