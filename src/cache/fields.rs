@@ -5,6 +5,11 @@
 //! unexpected types, explicit `null`s of typed columns) stays verbatim in the `extra` object.
 //! Rebuilding an entry from the columns plus `extra` therefore gives back the original object.
 
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
 use serde_json::{Map, Number, Value};
 
 /// The storage type of a modelled field.
@@ -126,10 +131,7 @@ pub fn select_list(fields: &[Field]) -> String {
 
 /// Number of columns a field list occupies.
 pub fn column_count(fields: &[Field]) -> usize {
-    fields
-        .iter()
-        .map(|f| if f.kind == Kind::Lines { 2 } else { 1 })
-        .sum()
+    fields.iter().map(Field::width).sum()
 }
 
 /// The position of field `name`'s (first) cell in a record split by `fields`; a compile-time
@@ -141,10 +143,7 @@ pub const fn cell_index(fields: &[Field], name: &str) -> usize {
         if same(fields[i].name, name) {
             return cell;
         }
-        cell += match fields[i].kind {
-            Kind::Lines => 2,
-            _ => 1,
-        };
+        cell += fields[i].width();
         i += 1;
     }
     panic!("no such field")
@@ -224,43 +223,149 @@ impl Record {
 
 /// Splits an entry into column cells (in field order) and the `extra` remainder.
 pub fn split(mut entry: Map<String, Value>, fields: &[Field]) -> (Vec<Cell>, Map<String, Value>) {
-    let mut cells = Vec::with_capacity(column_count(fields));
+    let mut cells = vec![Cell::Null; column_count(fields)];
+    let mut extra = Map::new();
+    let mut cell = 0;
     for field in fields {
-        let taken = match entry.get(field.name) {
-            None => None,
-            Some(value) => take_typed(value, field.kind),
-        };
-        match taken {
-            Some(mut values) => {
-                entry.remove(field.name);
-                cells.append(&mut values);
+        if let Some(value) = entry.remove(field.name) {
+            place(field, cell, value, &mut cells, &mut extra);
+        }
+        cell += field.width();
+    }
+    extra.append(&mut entry);
+    (cells, extra)
+}
+
+/// Puts `value` of `field`, whose first cell is `cell`, in its cells when it has the field's
+/// type, else in `extra`.
+fn place(
+    field: &Field,
+    cell: usize,
+    value: Value,
+    cells: &mut [Cell],
+    extra: &mut Map<String, Value>,
+) {
+    match take_typed(value, field.kind) {
+        Ok(typed) => {
+            for (slot, typed) in cells[cell..].iter_mut().zip(typed) {
+                *slot = typed;
             }
-            None => {
-                cells.push(Cell::Null);
-                if field.kind == Kind::Lines {
-                    cells.push(Cell::Null);
+        }
+        Err(value) => {
+            extra.insert(field.name.to_string(), value);
+        }
+    }
+}
+
+impl Field {
+    /// Number of cells the field takes.
+    const fn width(&self) -> usize {
+        match self.kind {
+            Kind::Lines => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// The field's cells from `value` when it has the field's type (a second cell only for
+/// [`Kind::Lines`]), else the value back.
+fn take_typed(value: Value, kind: Kind) -> Result<[Cell; 2], Value> {
+    let one = |cell| [cell, Cell::Null];
+    match (kind, value) {
+        (Kind::Text, Value::String(s)) => Ok(one(Cell::Text(s))),
+        (Kind::Int, Value::Number(n)) if !n.is_f64() && n.as_i64().is_some() => {
+            Ok(one(Cell::Int(n.as_i64().unwrap_or_default())))
+        }
+        (Kind::Bool, Value::Bool(b)) => Ok(one(Cell::Int(i64::from(b)))),
+        (Kind::Json, v) => Ok(one(Cell::Text(v.to_string()))),
+        (Kind::Lines, Value::Array(items)) if items.len() == 2 => {
+            let int = |v: &Value| v.as_i64().filter(|_| !v.is_f64());
+            match (int(&items[0]), int(&items[1])) {
+                (Some(start), Some(end)) => Ok([Cell::Int(start), Cell::Int(end)]),
+                _ => Err(Value::Array(items)),
+            }
+        }
+        (_, value) => Err(value),
+    }
+}
+
+/// Deserializes an entry object straight into its [`Record`]: the same cells and `extra` as
+/// [`Record::split`] of the parsed object (a repeated member counts once, the last one, as in
+/// a parsed object), without building a map of every member first.
+pub struct RecordSeed(pub &'static [Field]);
+
+impl<'de> DeserializeSeed<'de> for RecordSeed {
+    type Value = Record;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Record, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RecordSeed {
+    type Value = Record;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Record, A::Error> {
+        let fields = self.0;
+        let mut cells = vec![Cell::Null; column_count(fields)];
+        let mut extra = Map::new();
+        while let Some(MemberName(name)) = map.next_key()? {
+            let mut cell = 0;
+            let modelled = fields.iter().find(|field| {
+                let found = field.name == name;
+                if !found {
+                    cell += field.width();
+                }
+                found
+            });
+            let value: Value = map.next_value()?;
+            match modelled {
+                Some(field) => {
+                    // A repeated member replaces what the earlier one gave.
+                    extra.remove(field.name);
+                    for slot in &mut cells[cell..cell + field.width()] {
+                        *slot = Cell::Null;
+                    }
+                    place(field, cell, value, &mut cells, &mut extra);
+                }
+                None => {
+                    extra.insert(name.into_owned(), value);
                 }
             }
         }
+        Ok(Record {
+            cells,
+            extra: Value::Object(extra).to_string(),
+        })
     }
-    (cells, entry)
 }
 
-fn take_typed(value: &Value, kind: Kind) -> Option<Vec<Cell>> {
-    match (kind, value) {
-        (Kind::Text, Value::String(s)) => Some(vec![Cell::Text(s.clone())]),
-        (Kind::Int, Value::Number(n)) => n
-            .as_i64()
-            .filter(|_| !n.is_f64())
-            .map(|i| vec![Cell::Int(i)]),
-        (Kind::Bool, Value::Bool(b)) => Some(vec![Cell::Int(i64::from(*b))]),
-        (Kind::Json, v) => Some(vec![Cell::Text(v.to_string())]),
-        (Kind::Lines, Value::Array(items)) if items.len() == 2 => {
-            let start = items[0].as_i64().filter(|_| !items[0].is_f64())?;
-            let end = items[1].as_i64().filter(|_| !items[1].is_f64())?;
-            Some(vec![Cell::Int(start), Cell::Int(end)])
+/// An object member's name, borrowed from the input when it has no escapes.
+struct MemberName<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for MemberName<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NameVisitor;
+        impl<'de> Visitor<'de> for NameVisitor {
+            type Value = MemberName<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E>(self, name: &'de str) -> Result<Self::Value, E> {
+                Ok(MemberName(Cow::Borrowed(name)))
+            }
+            fn visit_str<E>(self, name: &str) -> Result<Self::Value, E> {
+                Ok(MemberName(Cow::Owned(name.to_string())))
+            }
+            fn visit_string<E>(self, name: String) -> Result<Self::Value, E> {
+                Ok(MemberName(Cow::Owned(name)))
+            }
         }
-        _ => None,
+        deserializer.deserialize_str(NameVisitor)
     }
 }
 
@@ -336,6 +441,38 @@ mod tests {
         assert_eq!(cells[6], Cell::Int(1));
         assert_eq!(extra.len(), 1);
         round_trip(entry, SYMBOL_FIELDS);
+    }
+
+    /// The record the seed gives for `raw`, and the one splitting the parsed object gives.
+    fn both_ways(raw: &str, fields: &'static [Field]) -> (Record, Record) {
+        let mut de = serde_json::Deserializer::from_str(raw);
+        let seeded = RecordSeed(fields).deserialize(&mut de).unwrap();
+        let Value::Object(map) = serde_json::from_str(raw).unwrap() else {
+            panic!("object expected")
+        };
+        (seeded, Record::split(map, fields))
+    }
+
+    #[test]
+    fn the_seed_splits_as_the_parsed_object_does() {
+        for raw in [
+            r#"{"name": "f", "lines": [1, 9], "exported": true, "calls": ["g"], "x_unknown": 5}"#,
+            r#"{"name": 7, "lines": "ten", "exported": null, "signature": null, "async": false}"#,
+            r#"{"lines": [1.5, 2], "calls": null, "visibility": ["public"], "z": {"a": [1]}}"#,
+            r#"{"name": "a", "name": 5, "x": 1, "x": 2, "lines": [1, 2], "lines": [3]}"#,
+            r#"{"name": 5, "name": "b", "lines": "x", "lines": [4, 5], "na\u006de": "c"}"#,
+            r#"{"qualified_name": "m::f", "\u0071ualified_name": 3, "é": "\u00e9"}"#,
+            "{}",
+        ] {
+            let (seeded, split) = both_ways(raw, SYMBOL_FIELDS);
+            assert_eq!(seeded, split, "{raw}");
+        }
+        let (seeded, split) = both_ways(
+            r#"{"path": "a", "lines": 3.0, "lines": 4, "importedBy": []}"#,
+            FILE_FIELDS,
+        );
+        assert_eq!(seeded, split);
+        assert_eq!(seeded.cells[1], Cell::Int(4));
     }
 
     #[test]

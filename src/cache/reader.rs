@@ -18,10 +18,11 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
 use super::digest::{entry_digest, Hints, KnownEntries, DIGESTED};
-use super::fields::{self, Record};
-use serde::de::DeserializeOwned;
+use super::fields::{self, Record, RecordSeed};
+use serde::de::{DeserializeOwned, DeserializeSeed};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::marker::PhantomData;
 
 /// A streamed map section of a cache or vars document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -520,8 +521,22 @@ impl Scanner {
 
     /// Parses the value at `buf[start..end]` (a range [`Scanner::value_range`] returned).
     fn parse<T: DeserializeOwned>(&self, start: usize, end: usize) -> Result<T, Failure> {
+        self.parse_seed(start, end, PhantomData::<T>)
+    }
+
+    /// Parses the value at `buf[start..end]` with `seed`.
+    fn parse_seed<'a, S: DeserializeSeed<'a>>(
+        &'a self,
+        start: usize,
+        end: usize,
+        seed: S,
+    ) -> Result<S::Value, Failure> {
         let bytes = &self.buf[start..end];
-        serde_json::from_slice(bytes).map_err(|err| {
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let parsed = seed
+            .deserialize(&mut de)
+            .and_then(|value| de.end().map(|()| value));
+        parsed.map_err(|err| {
             let relative = offset_of(bytes, err.line(), err.column());
             let message = err.to_string();
             let message = match message.rfind(" at line ") {
@@ -735,6 +750,32 @@ impl Reader {
                     return reader.send(Event::Unchanged { section, id });
                 }
             }
+            let fields = match section {
+                Section::Files => Some(fields::FILE_FIELDS),
+                Section::Symbols => Some(fields::SYMBOL_FIELDS),
+                _ => None,
+            };
+            // File and symbol entries go straight into their records.
+            if let Some(fields) = fields.filter(|_| reader.scan.buf[start] == b'{') {
+                let record = reader
+                    .scan
+                    .parse_seed(start, end, RecordSeed(fields))
+                    .map_err(|f| f.in_path(|| path.to_string()))?;
+                let (key, digest) = (key.to_string(), digest.unwrap_or_default());
+                return reader.send(if section == Section::Files {
+                    Event::File {
+                        key,
+                        record,
+                        digest,
+                    }
+                } else {
+                    Event::Symbol {
+                        key,
+                        record,
+                        digest,
+                    }
+                });
+            }
             let value: Value = reader
                 .scan
                 .parse(start, end)
@@ -749,24 +790,11 @@ impl Reader {
                 )
                 .in_path(|| path.to_string()));
             }
-            let key = key.to_string();
-            reader.send(match (section, value) {
-                (Section::Files, Value::Object(map)) => Event::File {
-                    key,
-                    record: Record::split(map, fields::FILE_FIELDS),
-                    digest: digest.unwrap_or_default(),
-                },
-                (Section::Symbols, Value::Object(map)) => Event::Symbol {
-                    key,
-                    record: Record::split(map, fields::SYMBOL_FIELDS),
-                    digest: digest.unwrap_or_default(),
-                },
-                (section, value) => Event::Entry {
-                    section,
-                    key,
-                    value,
-                    digest,
-                },
+            reader.send(Event::Entry {
+                section,
+                key: key.to_string(),
+                value,
+                digest,
             })
         })?;
         Ok(None)
