@@ -247,7 +247,7 @@ fn place(
 ) {
     match take_typed(value, field.kind) {
         Ok(typed) => {
-            for (slot, typed) in cells[cell..].iter_mut().zip(typed) {
+            for (slot, typed) in cells[cell..cell + field.width()].iter_mut().zip(typed) {
                 *slot = typed;
             }
         }
@@ -462,17 +462,19 @@ mod tests {
             r#"{"name": "a", "name": 5, "x": 1, "x": 2, "lines": [1, 2], "lines": [3]}"#,
             r#"{"name": 5, "name": "b", "lines": "x", "lines": [4, 5], "na\u006de": "c"}"#,
             r#"{"qualified_name": "m::f", "\u0071ualified_name": 3, "é": "\u00e9"}"#,
+            r#"{"constraints": {}, "called_by": ["h"], "calls": ["g"], "qualified_name": "q", "name": "n"}"#,
             "{}",
         ] {
             let (seeded, split) = both_ways(raw, SYMBOL_FIELDS);
             assert_eq!(seeded, split, "{raw}");
         }
         let (seeded, split) = both_ways(
-            r#"{"path": "a", "lines": 3.0, "lines": 4, "importedBy": []}"#,
+            r#"{"inline": [1], "domains": ["d"], "path": "a", "lines": 3.0, "lines": 4}"#,
             FILE_FIELDS,
         );
         assert_eq!(seeded, split);
         assert_eq!(seeded.cells[1], Cell::Int(4));
+        assert_eq!(seeded.cells[FILE_INLINE_CELL], Cell::Text("[1]".into()));
     }
 
     #[test]
