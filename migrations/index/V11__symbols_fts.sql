@@ -1,4 +1,4 @@
--- acpdb index schema, part 4 of 4: the symbols' full-text indexes (external content: rows are
+-- acpdb index schema, part 4 of 5: the symbols' full-text indexes (external content: rows are
 -- read from `symbols` by rowid). The importer also creates these tables in a separate file,
 -- fills them on a second thread while the entries load, and copies their shadow tables into the
 -- index database once this migration has created them here (src/import/fts.rs).

@@ -1,4 +1,4 @@
--- acpdb index schema, part 2 of 4: secondary indexes, full-text indexes, summaries and views.
+-- acpdb index schema, part 2 of 5: secondary indexes, summaries and views.
 -- The summary tables are filled by src/import/summaries.sql, which every import (full or delta)
 -- runs after this migration.
 -- The importer applies this after the bulk load, so indexes are built once over sorted data
@@ -24,25 +24,8 @@ CREATE INDEX constraints_path ON constraints(path);
 CREATE INDEX files_imported_by_count
     ON files(coalesce(json_array_length(imported_by_json), 0) DESC, key);
 
--- symbols_fts and symbols_trigram, the symbols' full-text indexes, are defined in
--- src/import/symbols_fts.sql: the importer builds them on a second thread while it loads.
-
--- Word search over files.
-CREATE VIRTUAL TABLE files_fts USING fts5(
-    path, module, summary, purpose,
-    content = 'files', content_rowid = 'id',
-    tokenize = "unicode61 remove_diacritics 2 tokenchars '_'"
-);
-INSERT INTO files_fts(files_fts) VALUES ('rebuild');
-
--- Substring search over file paths (ranked by path length, never by bm25: no `_docsize`).
-CREATE VIRTUAL TABLE files_trigram USING fts5(
-    path,
-    content = 'files', content_rowid = 'id',
-    tokenize = 'trigram case_sensitive 0',
-    columnsize = 0
-);
-INSERT INTO files_trigram(files_trigram) VALUES ('rebuild');
+-- The full-text indexes are V11 (symbols) and V12 (files): the importer builds them on a second
+-- thread (src/import/fts.rs).
 
 -- One row of entry counts.
 CREATE TABLE index_summary (

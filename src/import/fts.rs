@@ -1,25 +1,29 @@
-//! The symbols' full-text indexes (`symbols_fts` and the two trigram indexes), built on a thread of their
-//! own while the entries load, so that the second core tokenises while the first inserts.
+//! The full-text indexes (the symbols' `symbols_fts` and two trigram indexes, the files'
+//! `files_fts` and `files_trigram`), built on a thread of their own, so that the second core
+//! tokenises while the first inserts, and indexes the files while the first builds the other
+//! indexes.
 //!
-//! The loading thread sends each inserted symbol's indexed columns; the builder inserts them into
-//! the same FTS5 tables in a separate database file. After the load, [`FtsBuilder::finish`]
-//! creates the tables in the index database and copies their shadow tables over, a sequential
-//! copy instead of a rebuild. The separate file is a temporary file of [`crate::replace`], so one
-//! left by a killed import is swept like the database's own.
+//! The loading thread sends each inserted symbol's indexed columns as it goes, and the files'
+//! once the load is over and their paths are final; the builder inserts them into the same
+//! FTS5 tables in a separate database file. After the load, [`FtsBuilder::finish`] creates the
+//! tables in the index database and copies their shadow tables over, a sequential copy instead
+//! of a rebuild. The separate file is a temporary file of [`crate::replace`], so one left by a
+//! killed import is swept like the database's own.
 
-use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use anyhow::{anyhow, Context, Result};
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, Statement};
 
-use crate::cache::fields::Cell;
-
-/// Definitions of the tables: the index schema's migration V11, run here on the builder's file.
-const SYMBOLS_FTS_SQL: &str = include_str!("../../migrations/index/V11__symbols_fts.sql");
+/// Definitions of the tables: the index schema's migrations V11 and V12, run here on the
+/// builder's file.
+const FTS_SQL: [&str; 2] = [
+    include_str!("../../migrations/index/V11__symbols_fts.sql"),
+    include_str!("../../migrations/index/V12__files_fts.sql"),
+];
 
 /// The FTS5 shadow tables that hold the indexes' content (`_config` is the same in every build).
 const SHADOW_TABLES: &[&str] = &[
@@ -30,18 +34,28 @@ const SHADOW_TABLES: &[&str] = &[
     "symbols_name_trigram_idx",
     "symbols_qname_trigram_data",
     "symbols_qname_trigram_idx",
+    "files_fts_data",
+    "files_fts_idx",
+    "files_fts_docsize",
+    "files_trigram_data",
+    "files_trigram_idx",
 ];
 
-/// Symbols sent to the builder at a time.
+/// Rows sent to the builder at a time.
 const BATCH: usize = 1024;
 
-/// Columns per row: `name`, `qualified_name`, `signature`, `purpose`, `summary`.
-const COLUMNS: usize = 5;
+/// The indexed columns of a symbol: `name`, `qualified_name`, `signature`, `purpose`, `summary`.
+const SYMBOL_COLUMNS: usize = 5;
+
+/// The indexed columns of a file, as `files` stores them.
+const FILE_COLUMNS: &str = "path, module, summary, purpose";
 
 /// Rows for the builder, their texts in one buffer so that a batch is a few allocations, made on
 /// the loading thread and freed on the builder's.
 #[derive(Default)]
 struct Batch {
+    /// Files' rows rather than symbols'.
+    files: bool,
     ids: Vec<i64>,
     text: String,
     /// Per row and column, where its text is in `text`, or `None` for NULL.
@@ -54,37 +68,32 @@ impl Batch {
     }
 
     /// Appends one row.
-    fn push(&mut self, id: i64, columns: [&Cell; COLUMNS]) {
+    fn push<'a>(&mut self, id: i64, columns: impl IntoIterator<Item = Option<&'a str>>) {
         self.ids.push(id);
-        for cell in columns {
-            let start = self.text.len();
-            let span = match cell {
-                Cell::Null => None,
-                Cell::Text(text) => Some(text.as_str()),
-                Cell::Int(n) => {
-                    // Not a type these columns take; indexed as FTS5 would, by its text.
-                    let _ = write!(self.text, "{n}");
-                    Some("")
-                }
-            };
-            self.spans.push(span.map(|text| {
+        for text in columns {
+            self.spans.push(text.map(|text| {
+                let start = self.text.len();
                 self.text.push_str(text);
                 start..self.text.len()
             }));
         }
     }
 
-    /// The columns of row `row`.
-    fn row(&self, row: usize) -> [Option<&str>; COLUMNS] {
-        std::array::from_fn(|c| {
-            self.spans[row * COLUMNS + c]
-                .clone()
-                .map(|span| &self.text[span])
+    /// The rows, each as its id and columns.
+    fn rows(&self) -> impl Iterator<Item = (i64, Vec<Option<&str>>)> + '_ {
+        let width = self.spans.len() / self.ids.len().max(1);
+        self.ids.iter().enumerate().map(move |(row, &id)| {
+            let spans = &self.spans[row * width..(row + 1) * width];
+            let columns = spans
+                .iter()
+                .map(|span| span.clone().map(|span| &self.text[span]))
+                .collect();
+            (id, columns)
         })
     }
 }
 
-/// Builds the symbols' full-text indexes on another thread.
+/// Builds the full-text indexes on another thread.
 pub(super) struct FtsBuilder {
     path: PathBuf,
     batch: Batch,
@@ -102,7 +111,9 @@ impl FtsBuilder {
             "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;
              PRAGMA cache_size = -4096;",
         )?;
-        conn.execute_batch(SYMBOLS_FTS_SQL)?;
+        for sql in FTS_SQL {
+            conn.execute_batch(sql)?;
+        }
         let (tx, rx) = sync_channel::<Batch>(8);
         let thread = std::thread::Builder::new()
             .name("acpdb-fts".into())
@@ -116,7 +127,11 @@ impl FtsBuilder {
     }
 
     /// Adds the symbol stored at rowid `id` with its indexed columns.
-    pub(super) fn push(&mut self, id: i64, columns: [&Cell; COLUMNS]) -> Result<()> {
+    pub(super) fn push_symbol(
+        &mut self,
+        id: i64,
+        columns: [Option<&str>; SYMBOL_COLUMNS],
+    ) -> Result<()> {
         self.batch.push(id, columns);
         if self.batch.len() >= BATCH {
             self.send()?;
@@ -124,8 +139,33 @@ impl FtsBuilder {
         Ok(())
     }
 
+    /// Ends the input: sends the symbols not sent yet, then every row of `files` (read from
+    /// `conn` once the load is over, so with their final paths). The builder indexes the files
+    /// while the caller goes on.
+    pub(super) fn end_input(&mut self, conn: &Connection) -> Result<()> {
+        self.send()?;
+        let mut rows =
+            conn.prepare(&format!("SELECT id, {FILE_COLUMNS} FROM files ORDER BY id"))?;
+        let mut rows = rows.query([])?;
+        self.batch.files = true;
+        while let Some(row) = rows.next()? {
+            let columns = [text(row, 1)?, text(row, 2)?, text(row, 3)?, text(row, 4)?];
+            self.batch.push(row.get(0)?, columns);
+            if self.batch.len() >= BATCH {
+                self.send()?;
+                self.batch.files = true;
+            }
+        }
+        self.send()?;
+        self.tx = None;
+        Ok(())
+    }
+
     fn send(&mut self) -> Result<()> {
         let batch = std::mem::take(&mut self.batch);
+        if batch.len() == 0 {
+            return Ok(());
+        }
         let sent = self.tx.as_ref().map(|tx| tx.send(batch));
         if let Some(Err(_)) = sent {
             // The builder stopped early; its error says why.
@@ -141,13 +181,13 @@ impl FtsBuilder {
             Some(thread) => thread
                 .join()
                 .map_err(|_| anyhow!("the full-text index builder panicked"))?
-                .context("building the symbols' full-text indexes"),
+                .context("building the full-text indexes"),
             None => Ok(()),
         }
     }
 
     /// Waits for the builder and puts the finished indexes into `conn`'s database, whose
-    /// (empty) tables migration V11 created.
+    /// (empty) tables migrations V11 and V12 created.
     pub(super) fn finish(mut self, conn: &Connection) -> Result<()> {
         self.send()?;
         self.join()?;
@@ -174,22 +214,25 @@ impl Drop for FtsBuilder {
     }
 }
 
-/// The builder thread: inserts every row it receives, in one transaction.
-fn build(conn: Connection, rx: Receiver<Batch>) -> Result<()> {
-    conn.execute_batch("BEGIN")?;
-    {
-        let mut words = conn.prepare(
-            "INSERT INTO symbols_fts(rowid, name, qualified_name, signature, purpose, summary)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?;
-        let mut name_trigrams =
-            conn.prepare("INSERT INTO symbols_name_trigram(rowid, name) VALUES (?1, ?2)")?;
-        let mut qname_trigrams = conn
-            .prepare("INSERT INTO symbols_qname_trigram(rowid, qualified_name) VALUES (?1, ?2)")?;
-        for batch in rx {
-            for (row, id) in batch.ids.iter().enumerate() {
-                let [name, qualified_name, signature, purpose, summary] = batch.row(row);
-                words.execute(params![
+/// The builder's insert statements.
+struct Inserts<'c> {
+    symbol_words: Statement<'c>,
+    symbol_names: Statement<'c>,
+    symbol_qualified_names: Statement<'c>,
+    file_words: Statement<'c>,
+    file_paths: Statement<'c>,
+}
+
+impl Inserts<'_> {
+    fn row(&mut self, files: bool, id: i64, columns: &[Option<&str>]) -> Result<()> {
+        match (files, columns) {
+            (true, [path, module, summary, purpose]) => {
+                self.file_words
+                    .execute(params![id, path, module, summary, purpose])?;
+                self.file_paths.execute(params![id, path])?;
+            }
+            (false, [name, qualified_name, signature, purpose, summary]) => {
+                self.symbol_words.execute(params![
                     id,
                     name,
                     qualified_name,
@@ -197,8 +240,43 @@ fn build(conn: Connection, rx: Receiver<Batch>) -> Result<()> {
                     purpose,
                     summary
                 ])?;
-                name_trigrams.execute(params![id, name])?;
-                qname_trigrams.execute(params![id, qualified_name])?;
+                self.symbol_names.execute(params![id, name])?;
+                self.symbol_qualified_names
+                    .execute(params![id, qualified_name])?;
+            }
+            _ => return Err(anyhow!("a full-text row with {} columns", columns.len())),
+        }
+        Ok(())
+    }
+}
+
+/// Column `i` of `row` as text, or `None` for NULL.
+fn text<'r>(row: &'r rusqlite::Row<'_>, i: usize) -> Result<Option<&'r str>> {
+    Ok(row.get_ref(i)?.as_str_or_null()?)
+}
+
+/// The builder thread: inserts every row it receives, in one transaction.
+fn build(conn: Connection, rx: Receiver<Batch>) -> Result<()> {
+    conn.execute_batch("BEGIN")?;
+    {
+        let mut inserts = Inserts {
+            symbol_words: conn.prepare(
+                "INSERT INTO symbols_fts(rowid, name, qualified_name, signature, purpose, summary)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?,
+            symbol_names: conn
+                .prepare("INSERT INTO symbols_name_trigram(rowid, name) VALUES (?1, ?2)")?,
+            symbol_qualified_names: conn.prepare(
+                "INSERT INTO symbols_qname_trigram(rowid, qualified_name) VALUES (?1, ?2)",
+            )?,
+            file_words: conn.prepare(&format!(
+                "INSERT INTO files_fts(rowid, {FILE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"
+            ))?,
+            file_paths: conn.prepare("INSERT INTO files_trigram(rowid, path) VALUES (?1, ?2)")?,
+        };
+        for batch in rx {
+            for (id, columns) in batch.rows() {
+                inserts.row(batch.files, id, &columns)?;
             }
         }
     }

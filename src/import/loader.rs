@@ -533,7 +533,7 @@ impl<'c> Loader<'c> {
         let Sink::Full { graph, fts } = &mut self.sink else {
             unreachable!("a delta import returned above")
         };
-        fts.push(id, SYMBOL_FTS_CELLS.map(|i| &cells[i]))?;
+        fts.push_symbol(id, SYMBOL_FTS_CELLS.map(|i| cells[i].as_str()))?;
         if let Some((own_name, calls)) = symbol_calls(&key, &cells) {
             let me = graph.node(&own_name)?;
             for (other, forward) in calls {

@@ -377,7 +377,8 @@ impl Source<'_> {
         tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
         let mut dropped = loader.dropped;
         let root = loader.root.clone();
-        let (counts, fts) = loader.finish()?;
+        let (counts, mut fts) = loader.finish()?;
+        fts.end_input(&conn)?;
         tracing::debug!(
             "built the call graph at {:.2} s",
             started.elapsed().as_secs_f64()
@@ -388,7 +389,7 @@ impl Source<'_> {
         conn.execute_batch(INDEXING_PRAGMAS)?;
         db::migrate(&mut conn, Some(db::RESOLVE_SCHEMA_VERSION))?;
         tracing::debug!(
-            "built indexes and the files' full-text search at {:.2} s",
+            "built the indexes at {:.2} s",
             started.elapsed().as_secs_f64()
         );
         resolve_graph_nodes(&conn)?;
@@ -405,7 +406,7 @@ impl Source<'_> {
         );
         fts.finish(&conn)?;
         tracing::debug!(
-            "added the symbols' full-text search at {:.2} s",
+            "added the full-text indexes at {:.2} s",
             started.elapsed().as_secs_f64()
         );
         drop(reporter);
