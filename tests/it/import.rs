@@ -460,15 +460,40 @@ fn database_opens_in_the_sqlite3_shell() {
 
 #[test]
 fn killed_import_leaves_previous_database() {
-    // Each import below is a delta import (the database exists and came from the same cache),
-    // killed while it reads, while it links and while it finishes.
-    use std::io::BufRead;
-
+    // The imports below are killed while they read, while they link and while they finish:
+    // first delta imports (the database exists and came from the same cache path), then full
+    // ones (whose last phase also indexes the files on the full-text thread).
     let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
     project.import();
     let before = fs::read(project.db()).unwrap();
     // A bigger cache so that every phase of the import lasts long enough to be killed in.
     project.generate(3000);
+    for args in [&["import"][..], &["import", "--full"]] {
+        if !kill_in_every_phase(&project, &before, args) {
+            // An import finished before a phase was seen; its database was checked.
+            return;
+        }
+    }
+    // The next import cleans up what the killed ones left and succeeds. Like the first killed
+    // ones, it is a delta on the previous database (same cache path, same schema).
+    let out = project.import();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.lines().last().unwrap().starts_with("delta: "), "{err}");
+    let leftovers: Vec<_> = fs::read_dir(project.root().join(".acp"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".tmp") || name.contains("importing"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Runs `acpdb <args>` once per phase and kills it as soon as it reports that phase, checking
+/// each time that the database is still `before`. False when an import finished before its
+/// phase was seen (its database is then checked to be complete).
+fn kill_in_every_phase(project: &TempProject, before: &[u8], args: &[&str]) -> bool {
+    use std::io::BufRead;
+
     let phases = [
         "reading the cache",
         "linking the call graph",
@@ -479,7 +504,8 @@ fn killed_import_leaves_previous_database() {
         let mut child = acpdb()
             .arg("-C")
             .arg(project.root())
-            .args(["import", "--progress-interval", "0.005"])
+            .args(args)
+            .args(["--progress-interval", "0.005"])
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
@@ -492,31 +518,20 @@ fn killed_import_leaves_previous_database() {
             }
         }
         child.wait().unwrap();
-        let conn = db(&project);
+        let conn = db(project);
         if fs::read(project.db()).unwrap() != before {
             // The import finished before the phase was seen: the new database must be complete.
             assert_eq!(count(&conn, "SELECT count(*) FROM symbols"), 30_000);
-            return;
+            return false;
         }
         assert_eq!(
             count(&conn, "SELECT count(*) FROM symbols"),
             4,
-            "killed in {phase}"
+            "{args:?} killed in {phase}"
         );
     }
-    assert_eq!(killed_in, phases, "an import was not killed in every phase");
-    // The next import cleans up what the killed ones left and succeeds. Like the killed ones, it
-    // is a delta on the previous database (same cache path, same schema).
-    let out = project.import();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.lines().last().unwrap().starts_with("delta: "), "{err}");
-    let leftovers: Vec<_> = fs::read_dir(project.root().join(".acp"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".tmp") || name.contains("importing"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_eq!(killed_in, phases, "{args:?} was not killed in every phase");
+    true
 }
 
 #[test]
