@@ -2,7 +2,7 @@
 //! by a fixed edge buffer plus a small fixed-size record per distinct node name.
 //!
 //! Node names go to `graph_nodes` the moment they are first seen; the loader keeps only a
-//! 128-bit hash of each name (`hashes::NodeIds`, about 30 bytes per node). Edges are packed as `caller << 32 | callee` into a buffer that is
+//! 128-bit hash of each name (`hashes::NodeIds`, about 20 bytes per node). Edges are packed as `caller << 32 | callee` into a buffer that is
 //! sorted and written to an anonymous temporary file whenever it fills, and the sorted runs are
 //! merged at the end, so the edge list never has to fit in memory.
 
@@ -116,8 +116,8 @@ impl<'c> CallGraph<'c> {
     }
 }
 
-/// A 128-bit hash of a node name (SipHash-1-3 with 128-bit output), so that two distinct names
-/// sharing an id is out of reach (about 2^-128 per pair).
+/// A 128-bit hash of a node name (SipHash-1-3 with 128-bit output), of which `NodeIds` keeps 96
+/// bits: two distinct names sharing an id is out of reach (about 2^-96 per pair).
 pub(super) fn name_hash(name: &str) -> u128 {
     SipHasher13::new().hash(name.as_bytes()).as_u128()
 }

@@ -46,12 +46,13 @@ impl SeenKeys {
 }
 
 /// Node ids by the 128-bit hash of their name, ids given in order from 1: a table from the
-/// hash's low half to its high half and id (24 bytes per slot, so a lookup reads one slot), and
-/// the names whose low halves collide with another's (about 2^-64 per pair) in a table of their
-/// own.
+/// hash's low 64 bits to 32 more of its bits and the id (16 bytes per slot, so a lookup reads
+/// one slot, and two names share an id only when 96 bits of their hashes agree: about 2^-96
+/// per pair, 10^-15 among 10M names), and the names whose low halves collide with another's
+/// (about 2^-64 per pair) in a table of their own.
 #[derive(Default)]
 pub(super) struct NodeIds {
-    by_low: HashMap<u64, (u64, u32), BuildPrehashed>,
+    by_low: HashMap<u64, (u32, u32), BuildPrehashed>,
     collided: HashMap<u128, u32>,
     len: u32,
 }
@@ -64,9 +65,9 @@ impl NodeIds {
 
     /// The id of `hash`, if it has one.
     pub(super) fn get(&self, hash: u128) -> Option<u32> {
-        let (low, high) = halves(hash);
+        let (low, check) = split(hash);
         match self.by_low.get(&low) {
-            Some(&(stored, id)) if stored == high => Some(id),
+            Some(&(stored, id)) if stored == check => Some(id),
             Some(_) => self.collided.get(&hash).copied(),
             None => None,
         }
@@ -79,10 +80,10 @@ impl NodeIds {
             .checked_add(1)
             .context("more than 4 billion graph nodes")?;
         self.len = id;
-        let (low, high) = halves(hash);
+        let (low, check) = split(hash);
         match self.by_low.entry(low) {
             Entry::Vacant(slot) => {
-                slot.insert((high, id));
+                slot.insert((check, id));
             }
             Entry::Occupied(_) => {
                 self.collided.insert(hash, id);
@@ -92,9 +93,11 @@ impl NodeIds {
     }
 }
 
-fn halves(hash: u128) -> (u64, u64) {
-    (hash as u64, (hash >> 64) as u64)
+/// A hash's low 64 bits (the table's key) and its top 32 bits (checked on a match).
+fn split(hash: u128) -> (u64, u32) {
+    (hash as u64, (hash >> 96) as u32)
 }
+
 
 #[cfg(test)]
 mod tests {
@@ -103,9 +106,9 @@ mod tests {
     #[test]
     fn hashes_sharing_a_low_half_get_their_own_ids() {
         let mut ids = NodeIds::default();
-        let a = (1u128 << 64) | 7;
-        let b = (2u128 << 64) | 7;
-        let c = (3u128 << 64) | 8;
+        let a = (1u128 << 96) | 7;
+        let b = (2u128 << 96) | 7;
+        let c = (3u128 << 96) | 8;
         assert_eq!(ids.get(a), None);
         assert_eq!(ids.insert(a).unwrap(), 1);
         assert_eq!(ids.get(b), None);
@@ -115,8 +118,10 @@ mod tests {
             (ids.get(a), ids.get(b), ids.get(c)),
             (Some(1), Some(2), Some(3))
         );
-        assert_eq!(ids.get((4u128 << 64) | 7), None);
+        assert_eq!(ids.get((4u128 << 96) | 7), None);
         assert_eq!(ids.len(), 3);
+        // 96 of the 128 bits are compared: the low 64 and the top 32.
+        assert_eq!(ids.get(a | (5u128 << 64)), Some(1));
     }
 
     #[test]
