@@ -13,6 +13,7 @@ use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use rusqlite::functions::FunctionFlags;
 use rusqlite::{params, Connection, Statement};
 use siphasher::sip128::SipHasher13;
 
@@ -103,15 +104,32 @@ impl<'c> CallGraph<'c> {
             edges,
             ..
         } = edge_feed::insert_all(conn, rows)?;
-        let mut update = conn.prepare(
-            "UPDATE graph_nodes SET callers = ?2, callees = ?3, reverse_len = ?4 WHERE id = ?1",
+        // One statement over the table in rowid order (one per node read each node's page at
+        // random): the counts come from a function over the vectors, by node id.
+        let reverse_len = self.reverse_len;
+        let count = move |ctx: &rusqlite::functions::Context<'_>| -> rusqlite::Result<i64> {
+            let id = usize::try_from(ctx.get::<i64>(0)?).unwrap_or(0);
+            let which: i64 = ctx.get(1)?;
+            let count = match which {
+                0 => callers.get(id),
+                1 => callees.get(id),
+                _ => id.checked_sub(1).and_then(|i| reverse_len.get(i)),
+            };
+            Ok(i64::from(count.copied().unwrap_or(0)))
+        };
+        conn.create_scalar_function(
+            "acpdb_node_count",
+            2,
+            FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DIRECTONLY,
+            count,
         )?;
-        for id in 1..=nodes {
-            let reverse_len = self.reverse_len[id - 1];
-            if callers[id] > 0 || callees[id] > 0 || reverse_len > 0 {
-                update.execute(params![id as i64, callers[id], callees[id], reverse_len])?;
-            }
-        }
+        let updated = conn.execute_batch(
+            "UPDATE graph_nodes SET callers = acpdb_node_count(id, 0),
+                                    callees = acpdb_node_count(id, 1),
+                                    reverse_len = acpdb_node_count(id, 2)",
+        );
+        conn.remove_function("acpdb_node_count", 2)?;
+        updated?;
         Ok(edges)
     }
 }
