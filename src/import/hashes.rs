@@ -98,7 +98,6 @@ fn split(hash: u128) -> (u64, u32) {
     (hash as u64, (hash >> 96) as u32)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
