@@ -210,17 +210,6 @@ pub struct Record {
     pub extra: String,
 }
 
-impl Record {
-    /// Splits `entry` by `fields` (see [`split`]).
-    pub fn split(entry: Map<String, Value>, fields: &[Field]) -> Record {
-        let (cells, extra) = split(entry, fields);
-        Record {
-            cells,
-            extra: Value::Object(extra).to_string(),
-        }
-    }
-}
-
 /// Splits an entry into column cells (in field order) and the `extra` remainder.
 pub fn split(mut entry: Map<String, Value>, fields: &[Field]) -> (Vec<Cell>, Map<String, Value>) {
     let mut cells = vec![Cell::Null; column_count(fields)];
@@ -290,7 +279,7 @@ fn take_typed(value: Value, kind: Kind) -> Result<[Cell; 2], Value> {
 }
 
 /// Deserializes an entry object straight into its [`Record`]: the same cells and `extra` as
-/// [`Record::split`] of the parsed object (a repeated member counts once, the last one, as in
+/// [`split`] of the parsed object (a repeated member counts once, the last one, as in
 /// a parsed object), without building a map of every member first.
 pub struct RecordSeed(pub &'static [Field]);
 
@@ -450,7 +439,12 @@ mod tests {
         let Value::Object(map) = serde_json::from_str(raw).unwrap() else {
             panic!("object expected")
         };
-        (seeded, Record::split(map, fields))
+        let (cells, extra) = split(map, fields);
+        let split = Record {
+            cells,
+            extra: Value::Object(extra).to_string(),
+        };
+        (seeded, split)
     }
 
     #[test]
