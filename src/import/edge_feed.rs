@@ -86,11 +86,15 @@ pub(super) fn insert_all(conn: &Connection, rows: EdgeRows) -> Result<EdgeRows> 
         "INSERT INTO call_edges(caller_id, callee_id, count, forward_count, reverse_count)
          SELECT caller_id, callee_id, count, forward_count, reverse_count FROM acpdb_call_edges",
     )?;
-    let rows = slot
+    let mut rows = slot
         .lock()
         .map_err(|_| anyhow!("the call-edge feed was poisoned"))?
-        .take();
-    rows.ok_or_else(|| anyhow!("the call-edge feed lost its rows"))
+        .take()
+        .ok_or_else(|| anyhow!("the call-edge feed lost its rows"))?;
+    if rows.next_row()?.is_some() {
+        return Err(anyhow!("the call-edge feed was not read to its end"));
+    }
+    Ok(rows)
 }
 
 /// The virtual table.
@@ -169,10 +173,13 @@ impl FeedCursor {
 // SAFETY: `FeedCursor` is `repr(C)` with the `sqlite3_vtab_cursor` base first.
 unsafe impl VTabCursor for FeedCursor {
     fn filter(&mut self, _: c_int, _: Option<&str>, _: &Filters<'_>) -> rusqlite::Result<()> {
-        if self.rows.is_none() {
-            self.rows = self.slot.lock().ok().and_then(|mut slot| slot.take());
+        // The rows can be read once: a second scan would see only what the first left.
+        if self.rows.is_some() {
+            return Err(rusqlite::Error::ModuleError(
+                "the call-edge feed can be read only once".into(),
+            ));
         }
-        self.rowid = 0;
+        self.rows = self.slot.lock().ok().and_then(|mut slot| slot.take());
         self.advance()
     }
 

@@ -4,7 +4,8 @@
 //! indexes.
 //!
 //! The loading thread sends each inserted symbol's indexed columns as it goes, and the files'
-//! once the load is over and their paths are final; the builder inserts them into the same
+//! once the load is over and their paths are final (queued, so that the thread indexes them
+//! while the loading thread builds the other indexes); the builder inserts them into the same
 //! FTS5 tables in a separate database file. After the load, [`FtsBuilder::finish`] creates the
 //! tables in the index database and copies their shadow tables over, a sequential copy instead
 //! of a rebuild. The separate file is a temporary file of [`crate::replace`], so one left by a
@@ -43,6 +44,13 @@ const SHADOW_TABLES: &[&str] = &[
 
 /// Rows sent to the builder at a time.
 const BATCH: usize = 1024;
+
+/// Symbols' batches waiting for the builder at most (about 2.5 MB).
+const SYMBOL_BATCHES_IN_FLIGHT: usize = 8;
+
+/// Files' batches waiting for the builder at most (about 20 MB: every file of a 1M-symbol
+/// cache, 100K files).
+const FILE_BATCHES_IN_FLIGHT: usize = 128;
 
 /// The indexed columns of a symbol: `name`, `qualified_name`, `signature`, `purpose`, `summary`.
 const SYMBOL_COLUMNS: usize = 5;
@@ -97,7 +105,11 @@ impl Batch {
 pub(super) struct FtsBuilder {
     path: PathBuf,
     batch: Batch,
-    tx: Option<SyncSender<Batch>>,
+    /// Symbols' batches while the entries load (a few in flight).
+    symbols: Option<SyncSender<Batch>>,
+    /// Files' batches once the load is over (enough in flight for every file of a 1M-symbol
+    /// cache, so that the caller rarely waits).
+    files: Option<SyncSender<Batch>>,
     thread: Option<JoinHandle<Result<()>>>,
 }
 
@@ -114,14 +126,16 @@ impl FtsBuilder {
         for sql in FTS_SQL {
             conn.execute_batch(sql)?;
         }
-        let (tx, rx) = sync_channel::<Batch>(8);
+        let (symbols, symbols_rx) = sync_channel::<Batch>(SYMBOL_BATCHES_IN_FLIGHT);
+        let (files, files_rx) = sync_channel::<Batch>(FILE_BATCHES_IN_FLIGHT);
         let thread = std::thread::Builder::new()
             .name("acpdb-fts".into())
-            .spawn(move || build(conn, rx))?;
+            .spawn(move || build(conn, symbols_rx, files_rx))?;
         Ok(FtsBuilder {
             path,
             batch: Batch::default(),
-            tx: Some(tx),
+            symbols: Some(symbols),
+            files: Some(files),
             thread: Some(thread),
         })
     }
@@ -141,9 +155,11 @@ impl FtsBuilder {
 
     /// Ends the input: sends the symbols not sent yet, then every row of `files` (read from
     /// `conn` once the load is over, so with their final paths). The builder indexes the files
-    /// while the caller goes on.
+    /// while the caller goes on (the caller waits only when more than
+    /// [`FILE_BATCHES_IN_FLIGHT`] batches are not indexed yet).
     pub(super) fn end_input(&mut self, conn: &Connection) -> Result<()> {
         self.send()?;
+        self.symbols = None;
         let mut rows =
             conn.prepare(&format!("SELECT id, {FILE_COLUMNS} FROM files ORDER BY id"))?;
         let mut rows = rows.query([])?;
@@ -157,7 +173,7 @@ impl FtsBuilder {
             }
         }
         self.send()?;
-        self.tx = None;
+        self.files = None;
         Ok(())
     }
 
@@ -166,8 +182,12 @@ impl FtsBuilder {
         if batch.len() == 0 {
             return Ok(());
         }
-        let sent = self.tx.as_ref().map(|tx| tx.send(batch));
-        if let Some(Err(_)) = sent {
+        let channel = if batch.files {
+            &self.files
+        } else {
+            &self.symbols
+        };
+        if let Some(Err(_)) = channel.as_ref().map(|tx| tx.send(batch)) {
             // The builder stopped early; its error says why.
             self.join()?;
             return Err(anyhow!("the full-text index builder stopped"));
@@ -176,7 +196,8 @@ impl FtsBuilder {
     }
 
     fn join(&mut self) -> Result<()> {
-        self.tx = None;
+        self.symbols = None;
+        self.files = None;
         match self.thread.take() {
             Some(thread) => thread
                 .join()
@@ -187,9 +208,13 @@ impl FtsBuilder {
     }
 
     /// Waits for the builder and puts the finished indexes into `conn`'s database, whose
-    /// (empty) tables migrations V11 and V12 created.
+    /// (empty) tables migrations V11 and V12 created. [`FtsBuilder::end_input`] must have run.
     pub(super) fn finish(mut self, conn: &Connection) -> Result<()> {
-        self.send()?;
+        if self.files.is_some() {
+            return Err(anyhow!(
+                "the full-text builder was finished before it was given the files"
+            ));
+        }
         self.join()?;
         conn.execute("ATTACH ?1 AS fts", params![self.path.to_string_lossy()])?;
         let copied = (|| -> Result<()> {
@@ -255,8 +280,9 @@ fn text<'r>(row: &'r rusqlite::Row<'_>, i: usize) -> Result<Option<&'r str>> {
     Ok(row.get_ref(i)?.as_str_or_null()?)
 }
 
-/// The builder thread: inserts every row it receives, in one transaction.
-fn build(conn: Connection, rx: Receiver<Batch>) -> Result<()> {
+/// The builder thread: inserts every row it receives, the symbols' then the files', in one
+/// transaction.
+fn build(conn: Connection, symbols: Receiver<Batch>, files: Receiver<Batch>) -> Result<()> {
     conn.execute_batch("BEGIN")?;
     {
         let mut inserts = Inserts {
@@ -274,7 +300,7 @@ fn build(conn: Connection, rx: Receiver<Batch>) -> Result<()> {
             ))?,
             file_paths: conn.prepare("INSERT INTO files_trigram(rowid, path) VALUES (?1, ?2)")?,
         };
-        for batch in rx {
+        for batch in symbols.into_iter().chain(files) {
             for (id, columns) in batch.rows() {
                 inserts.row(batch.files, id, &columns)?;
             }

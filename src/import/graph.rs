@@ -1,9 +1,9 @@
 //! The call graph while it is imported: node ids by name and the edges seen, in memory bounded
 //! by a fixed edge buffer plus a small fixed-size record per distinct node name.
 //!
-//! Node names go to `graph_nodes` the moment they are first seen; the loader keeps only a
-//! 128-bit hash of each name (`hashes::NodeIds`, about 20 bytes per node). Edges are packed as `caller << 32 | callee` into a buffer that is
-//! sorted and written to an anonymous temporary file whenever it fills, and the sorted runs are
+//! Node names go to `graph_nodes` the moment they are first seen; the loader keeps only 96 bits
+//! of a 128-bit hash of each name (`hashes::NodeIds`, about 20–25 bytes per node). Edges are
+//! packed as `caller << 32 | callee` into a buffer that is sorted and written to an anonymous temporary file whenever it fills, and the sorted runs are
 //! merged at the end, so the edge list never has to fit in memory.
 
 use std::cmp::Reverse;
