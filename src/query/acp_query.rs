@@ -72,9 +72,14 @@ impl QueryParams {
     /// Whether the query is the first page of a callers or callees walk, which is a point
     /// lookup when the walk is small (see [`QueryParams::is_small_walk`]).
     pub fn is_first_page_walk(&self) -> bool {
-        matches!(self.query_type.as_deref(), Some("callers" | "callees"))
-            && self.cursor.is_none()
-            && self.name.is_some()
+        self.walk_direction().is_some() && self.cursor.is_none() && self.name.is_some()
+    }
+
+    /// The direction of a callers or callees query.
+    fn walk_direction(&self) -> Option<Direction> {
+        self.query_type
+            .as_deref()
+            .and_then(Direction::of_query_type)
     }
 
     /// Whether this first page of a walk reads at most [`SMALL_WALK`] edges in all (counted
@@ -82,16 +87,13 @@ impl QueryParams {
     /// that does not resolve, or a depth out of range, counts as small: answering its error
     /// costs no walk.
     pub fn is_small_walk(&self, conn: &Connection) -> QueryResult<bool> {
-        let (Some(name), true) = (self.name.as_deref(), self.is_first_page_walk()) else {
+        let (Some(name), Some(direction), None) =
+            (self.name.as_deref(), self.walk_direction(), &self.cursor)
+        else {
             return Ok(false);
         };
         let Ok(depth) = bounded(self.depth, "depth", 1, MAX_DEPTH) else {
             return Ok(true);
-        };
-        let direction = if self.query_type.as_deref() == Some("callers") {
-            Direction::Callers
-        } else {
-            Direction::Callees
         };
         match resolve_endpoint(conn, name) {
             Ok((start, _)) => walk_is_small(conn, start, direction, depth, SMALL_WALK),
@@ -196,8 +198,8 @@ pub fn acp_query(conn: &Connection, params: &QueryParams) -> QueryResult<QueryRe
         offset: cursor.as_ref().map_or(0, |c| c.offset),
         limit,
     };
-    match query_type {
-        "search" => {
+    match (query_type, Direction::of_query_type(query_type)) {
+        ("search", _) => {
             let pattern = required_key(
                 params.pattern.as_deref(),
                 cursor.as_ref(),
@@ -212,7 +214,7 @@ pub fn acp_query(conn: &Connection, params: &QueryParams) -> QueryResult<QueryRe
             }
             Ok(QueryResponse::Search(found))
         }
-        "callers" | "callees" => {
+        (_, Some(direction)) => {
             let name = required_key(params.name.as_deref(), cursor.as_ref(), "name", query_type)?;
             let depth = bounded(params.depth, "depth", 1, MAX_DEPTH)?;
             let depth = match (&cursor, params.depth) {
@@ -228,11 +230,6 @@ pub fn acp_query(conn: &Connection, params: &QueryParams) -> QueryResult<QueryRe
                 (Some(c), None) => c.depth.unwrap_or(1),
                 _ => depth,
             };
-            let direction = if query_type == "callers" {
-                Direction::Callers
-            } else {
-                Direction::Callees
-            };
             let mut found = relations(conn, direction, &name, depth, page)?;
             if totals_only {
                 found.result.clear();
@@ -241,7 +238,7 @@ pub fn acp_query(conn: &Connection, params: &QueryParams) -> QueryResult<QueryRe
             }
             Ok(QueryResponse::Relations(found))
         }
-        other => {
+        (other, None) => {
             let name = required_key(params.name.as_deref(), cursor.as_ref(), "name", other)?;
             Ok(match other {
                 "symbol" => QueryResponse::Symbol(symbol(conn, &name, limit)?),

@@ -103,7 +103,7 @@ impl Cursor {
         {
             return Err(invalid());
         }
-        let bytes = hex_decode(token).ok_or_else(invalid)?;
+        let bytes = crate::hex::decode(token).ok_or_else(invalid)?;
         let (payload, tag) = bytes.split_at(bytes.len() - TAG_BYTES);
         let (_, key) = import_identity(conn)?;
         if !constant_time_eq(&hmac_sha256(&key, payload)[..TAG_BYTES], tag) {
@@ -302,17 +302,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn hex_decode(text: &str) -> Option<Vec<u8>> {
-    let digits = text.as_bytes();
-    let mut out = Vec::with_capacity(digits.len() / 2);
-    for pair in digits.chunks(2) {
-        let high = (pair[0] as char).to_digit(16)?;
-        let low = (pair[1] as char).to_digit(16)?;
-        out.push((high * 16 + low) as u8);
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,7 +385,7 @@ mod tests {
         assert!(Cursor::decode(&conn, &token, "callers").is_ok());
         // Anyone can re-encode the payload; without the secret the tag cannot follow.
         let payload_end = token.len() - 2 * TAG_BYTES;
-        let payload = hex_decode(&token[..payload_end]).unwrap();
+        let payload = crate::hex::decode(&token[..payload_end]).unwrap();
         let forged = String::from_utf8(payload)
             .unwrap()
             .replace("\"d\":1", "\"d\":1000");

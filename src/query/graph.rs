@@ -35,12 +35,20 @@ pub enum Direction {
 }
 
 impl Direction {
-    /// The query type name (`callers` / `callees`).
+    /// The query type name (`callers` / `callees`), also the name of the `graph_nodes` column
+    /// that counts a node's edges in this direction.
     pub fn as_str(self) -> &'static str {
         match self {
             Direction::Callers => "callers",
             Direction::Callees => "callees",
         }
+    }
+
+    /// The direction of a walk's query type (`callers` / `callees`), `None` for other types.
+    pub fn of_query_type(query_type: &str) -> Option<Direction> {
+        [Direction::Callers, Direction::Callees]
+            .into_iter()
+            .find(|d| d.as_str() == query_type)
     }
 }
 
@@ -159,10 +167,7 @@ pub fn walk_is_small(
     depth: u32,
     budget: i64,
 ) -> QueryResult<bool> {
-    let column = match direction {
-        Direction::Callers => "callers",
-        Direction::Callees => "callees",
-    };
+    let column = direction.as_str();
     let mut by_symbol = conn.prepare_cached(&format!(
         "SELECT coalesce(sum({column}), 0) FROM graph_nodes WHERE symbol_id = ?1"
     ))?;
