@@ -6,6 +6,7 @@
 
 pub mod digest;
 pub mod fields;
+pub mod names;
 pub mod paths;
 pub mod reader;
 

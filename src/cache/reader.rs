@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use super::digest::{entry_digest, Hints, KnownEntries, DIGESTED};
 use super::fields::{self, Record, RecordSeed};
+use super::names::{name_hash, NameList, NameListSeed};
 use serde::de::{DeserializeOwned, DeserializeSeed};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -135,6 +136,15 @@ pub enum Event {
         key: String,
         value: Value,
         digest: Option<i64>,
+    },
+    /// One `graph.forward` or `graph.reverse` list whose items are all names, with the hash of
+    /// its key (`cache::names`); other lists come as [`Event::Entry`].
+    GraphList {
+        section: Section,
+        key: String,
+        key_hash: u128,
+        names: NameList,
+        digest: i64,
     },
     /// An entry whose digest the database already holds (see [`read_document_with`]): not
     /// parsed, only the id of the row that holds it.
@@ -776,6 +786,19 @@ impl Reader {
                     }
                 });
             }
+            // A list of names goes over with its names hashed; any other value is parsed whole.
+            let graph = matches!(section, Section::GraphForward | Section::GraphReverse);
+            if graph && reader.scan.buf[start] == b'[' {
+                if let Ok(names) = reader.scan.parse_seed(start, end, NameListSeed) {
+                    return reader.send(Event::GraphList {
+                        section,
+                        key: key.to_string(),
+                        key_hash: name_hash(key),
+                        names,
+                        digest: digest.unwrap_or_default(),
+                    });
+                }
+            }
             let value: Value = reader
                 .scan
                 .parse(start, end)
@@ -905,7 +928,7 @@ mod tests {
     #[test]
     fn streams_entries_and_members() {
         let events = read(
-            r#" {"version": "1", "files": {"a": {"x": "}\"{"}, "b": {}}, "graph": {"reverse": {"f": ["g", "g"]}, "n": [1]},
+            r#" {"version": "1", "files": {"a": {"x": "}\"{"}, "b": {}}, "graph": {"reverse": {"f": ["g", "g"], "h": ["g", 1]}, "n": [1]},
                 "constraints": {"hacks": [{"id": 1}, {"id": 2}]}, "symbols": {}} "#,
             Limits::default(),
         )
@@ -919,6 +942,26 @@ mod tests {
             .filter(|e| matches!(e, Event::Item { .. }))
             .count();
         assert_eq!((entries, items), (3, 2));
+        // A list of names comes with its names hashed; another list as its value.
+        let lists: Vec<(&str, usize)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::GraphList {
+                    key,
+                    key_hash,
+                    names,
+                    ..
+                } => {
+                    assert_eq!(*key_hash, name_hash(key));
+                    Some((key.as_str(), names.len()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lists, [("f", 2)]);
+        assert!(events.iter().any(
+            |e| matches!(e, Event::Entry { section: Section::GraphReverse, key, .. } if key == "h")
+        ));
         assert!(events.iter().any(|e| matches!(e, Event::Member { scope: Scope::Graph, key, value: Some(_) } if key == "n")));
     }
 

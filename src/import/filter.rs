@@ -163,6 +163,28 @@ impl Loader<'_> {
                     digest,
                 })
             }
+            Event::GraphList {
+                section,
+                key,
+                key_hash,
+                names,
+                digest,
+            } => {
+                // As for a list read as a value: scrubbed at the end of a full import.
+                if matches!(self.sink, Sink::Delta(_))
+                    && (self.name_excluded(&key)
+                        || names.iter().any(|(name, _)| self.name_excluded(name)))
+                {
+                    self.dropped += 1;
+                }
+                Some(Event::GraphList {
+                    section,
+                    key,
+                    key_hash,
+                    names,
+                    digest,
+                })
+            }
             Event::Item {
                 list: List::Hacks,
                 value,

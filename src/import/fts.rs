@@ -4,16 +4,21 @@
 //! indexes.
 //!
 //! The loading thread sends each inserted symbol's indexed columns as it goes, and the files'
-//! once the load is over and their paths are final (queued, so that the thread indexes them
-//! while the loading thread builds the other indexes); the builder inserts them into the same
-//! FTS5 tables in a separate database file. After the load, [`FtsBuilder::finish`] creates the
+//! once the load is over and their paths are final; the builder inserts them into the same FTS5
+//! tables in a separate database file. The loading thread never waits for the builder: batches
+//! beyond [`MEMORY_IN_FLIGHT`] bytes wait in an anonymous spool file instead of memory, so the
+//! builder, which needs about as much CPU as loading the symbols, goes on indexing while the
+//! call graph loads and the other indexes are built, and memory stays bounded. After the load, [`FtsBuilder::finish`] creates the
 //! tables in the index database and copies their shadow tables over, a sequential copy instead
 //! of a rebuild. The separate file is a temporary file of [`crate::replace`], so one left by a
 //! killed import is swept like the database's own.
 
+use std::fs::File;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use anyhow::{anyhow, Context, Result};
@@ -45,12 +50,9 @@ const SHADOW_TABLES: &[&str] = &[
 /// Rows sent to the builder at a time.
 const BATCH: usize = 1024;
 
-/// Symbols' batches waiting for the builder at most (about 2.5 MB).
-const SYMBOL_BATCHES_IN_FLIGHT: usize = 8;
-
-/// Files' batches waiting for the builder at most (about 20 MB: every file of a 1M-symbol
-/// cache, 100K files).
-const FILE_BATCHES_IN_FLIGHT: usize = 128;
+/// Bytes of batches waiting for the builder in memory at most (about a hundred batches of
+/// symbols); the loading thread spools any further batch to a file.
+const MEMORY_IN_FLIGHT: usize = 32 << 20;
 
 /// The indexed columns of a symbol: `name`, `qualified_name`, `signature`, `purpose`, `summary`.
 const SYMBOL_COLUMNS: usize = 5;
@@ -73,6 +75,75 @@ struct Batch {
 impl Batch {
     fn len(&self) -> usize {
         self.ids.len()
+    }
+
+    /// Bytes the batch holds (what [`MEMORY_IN_FLIGHT`] counts).
+    fn bytes(&self) -> usize {
+        self.text.len()
+            + self.ids.len() * std::mem::size_of::<i64>()
+            + self.spans.len() * std::mem::size_of::<Option<Range<usize>>>()
+    }
+
+    /// The batch as bytes for the spool: the files flag, the counts of rows and spans, the ids,
+    /// the spans (start and end, `u64::MAX` for NULL) and the text, integers little-endian.
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(17 + self.bytes());
+        out.push(u8::from(self.files));
+        out.extend((self.ids.len() as u64).to_le_bytes());
+        out.extend((self.spans.len() as u64).to_le_bytes());
+        for id in &self.ids {
+            out.extend(id.to_le_bytes());
+        }
+        for span in &self.spans {
+            let (start, end) = span
+                .as_ref()
+                .map_or((u64::MAX, u64::MAX), |s| (s.start as u64, s.end as u64));
+            out.extend(start.to_le_bytes());
+            out.extend(end.to_le_bytes());
+        }
+        out.extend(self.text.as_bytes());
+        out
+    }
+
+    /// The batch [`Batch::encode`] gave `bytes`.
+    fn decode(bytes: &[u8]) -> Result<Batch> {
+        let malformed = || anyhow!("a malformed batch in the full-text spool file");
+        let (&flag, mut rest) = bytes.split_first().ok_or_else(malformed)?;
+        let mut word = || -> Result<u64> {
+            let (head, tail) = rest.split_first_chunk::<8>().ok_or_else(malformed)?;
+            rest = tail;
+            Ok(u64::from_le_bytes(*head))
+        };
+        let rows = usize::try_from(word()?)?;
+        let spans = usize::try_from(word()?)?;
+        if rows.saturating_add(spans.saturating_mul(2)) > bytes.len() / 8 {
+            return Err(malformed());
+        }
+        let ids = (0..rows)
+            .map(|_| word().map(|id| id as i64))
+            .collect::<Result<Vec<i64>>>()?;
+        let spans = (0..spans)
+            .map(|_| {
+                let (start, end) = (word()?, word()?);
+                Ok((start != u64::MAX).then_some(start as usize..end as usize))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let text = String::from_utf8(rest.to_vec())?;
+        let fits = |span: &Range<usize>| {
+            span.start <= span.end
+                && span.end <= text.len()
+                && text.is_char_boundary(span.start)
+                && text.is_char_boundary(span.end)
+        };
+        if flag > 1 || !spans.iter().flatten().all(fits) {
+            return Err(malformed());
+        }
+        Ok(Batch {
+            files: flag == 1,
+            ids,
+            text,
+            spans,
+        })
     }
 
     /// Appends one row.
@@ -101,21 +172,42 @@ impl Batch {
     }
 }
 
+/// What the loading thread hands the builder, in order.
+enum Message {
+    /// A batch in memory.
+    Rows(Batch),
+    /// A batch in the spool file, at these bytes.
+    Spooled(Range<u64>),
+}
+
 /// Builds the full-text indexes on another thread.
 pub(super) struct FtsBuilder {
     path: PathBuf,
     batch: Batch,
-    /// Symbols' batches while the entries load (a few in flight).
-    symbols: Option<SyncSender<Batch>>,
-    /// Files' batches once the load is over (enough in flight for every file of a 1M-symbol
-    /// cache, so that the caller rarely waits).
-    files: Option<SyncSender<Batch>>,
+    /// Batches for the builder, until the input ends.
+    messages: Option<Sender<Message>>,
+    /// Bytes of the batches sent in memory that the builder has not taken yet.
+    in_memory: Arc<AtomicUsize>,
+    /// Bytes of batches that may wait in memory ([`MEMORY_IN_FLIGHT`]).
+    memory_budget: usize,
+    /// Where batches beyond the budget wait (written here, read by the builder).
+    spool: Arc<File>,
+    spooled: u64,
     thread: Option<JoinHandle<Result<()>>>,
 }
 
 impl FtsBuilder {
-    /// Starts the builder on a new database file at `path`.
-    pub(super) fn start(path: PathBuf) -> Result<FtsBuilder> {
+    /// Starts the builder on a new database file at `path`; batches that do not fit in memory
+    /// wait in an anonymous file in `spill_dir`.
+    pub(super) fn start(path: PathBuf, spill_dir: &Path) -> Result<FtsBuilder> {
+        FtsBuilder::with_memory_budget(path, spill_dir, MEMORY_IN_FLIGHT)
+    }
+
+    fn with_memory_budget(
+        path: PathBuf,
+        spill_dir: &Path,
+        memory_budget: usize,
+    ) -> Result<FtsBuilder> {
         let _ = std::fs::remove_file(&path);
         let conn =
             Connection::open(&path).with_context(|| format!("cannot create {}", path.display()))?;
@@ -126,16 +218,30 @@ impl FtsBuilder {
         for sql in FTS_SQL {
             conn.execute_batch(sql)?;
         }
-        let (symbols, symbols_rx) = sync_channel::<Batch>(SYMBOL_BATCHES_IN_FLIGHT);
-        let (files, files_rx) = sync_channel::<Batch>(FILE_BATCHES_IN_FLIGHT);
+        let spool = Arc::new(tempfile::tempfile_in(spill_dir).with_context(|| {
+            format!(
+                "cannot create a temporary file in {} for the full-text indexes",
+                spill_dir.display()
+            )
+        })?);
+        let in_memory = Arc::new(AtomicUsize::new(0));
+        let (messages, received) = channel::<Message>();
+        let input = Input {
+            messages: received,
+            in_memory: Arc::clone(&in_memory),
+            spool: Arc::clone(&spool),
+        };
         let thread = std::thread::Builder::new()
             .name("acpdb-fts".into())
-            .spawn(move || build(conn, symbols_rx, files_rx))?;
+            .spawn(move || build(conn, input))?;
         Ok(FtsBuilder {
             path,
             batch: Batch::default(),
-            symbols: Some(symbols),
-            files: Some(files),
+            messages: Some(messages),
+            in_memory,
+            memory_budget,
+            spool,
+            spooled: 0,
             thread: Some(thread),
         })
     }
@@ -155,11 +261,9 @@ impl FtsBuilder {
 
     /// Ends the input: sends the symbols not sent yet, then every row of `files` (read from
     /// `conn` once the load is over, so with their final paths). The builder indexes the files
-    /// while the caller goes on (the caller waits only when more than
-    /// [`FILE_BATCHES_IN_FLIGHT`] batches are not indexed yet).
+    /// while the caller goes on.
     pub(super) fn end_input(&mut self, conn: &Connection) -> Result<()> {
         self.send()?;
-        self.symbols = None;
         let mut rows =
             conn.prepare(&format!("SELECT id, {FILE_COLUMNS} FROM files ORDER BY id"))?;
         let mut rows = rows.query([])?;
@@ -173,21 +277,30 @@ impl FtsBuilder {
             }
         }
         self.send()?;
-        self.files = None;
+        self.messages = None;
         Ok(())
     }
 
+    /// Hands the current batch to the builder: in memory while the batches it has not taken
+    /// yet fit in its memory budget, else through the spool file.
     fn send(&mut self) -> Result<()> {
         let batch = std::mem::take(&mut self.batch);
         if batch.len() == 0 {
             return Ok(());
         }
-        let channel = if batch.files {
-            &self.files
+        let bytes = batch.bytes();
+        let message = if self.in_memory.load(Ordering::Acquire) + bytes <= self.memory_budget {
+            self.in_memory.fetch_add(bytes, Ordering::AcqRel);
+            Message::Rows(batch)
         } else {
-            &self.symbols
+            let encoded = batch.encode();
+            let start = self.spooled;
+            write_all_at(&self.spool, &encoded, start)
+                .context("writing to the full-text spool file")?;
+            self.spooled += encoded.len() as u64;
+            Message::Spooled(start..self.spooled)
         };
-        if let Some(Err(_)) = channel.as_ref().map(|tx| tx.send(batch)) {
+        if let Some(Err(_)) = self.messages.as_ref().map(|tx| tx.send(message)) {
             // The builder stopped early; its error says why.
             self.join()?;
             return Err(anyhow!("the full-text index builder stopped"));
@@ -196,8 +309,7 @@ impl FtsBuilder {
     }
 
     fn join(&mut self) -> Result<()> {
-        self.symbols = None;
-        self.files = None;
+        self.messages = None;
         match self.thread.take() {
             Some(thread) => thread
                 .join()
@@ -210,7 +322,7 @@ impl FtsBuilder {
     /// Waits for the builder and puts the finished indexes into `conn`'s database, whose
     /// (empty) tables migrations V11 and V12 created. [`FtsBuilder::end_input`] must have run.
     pub(super) fn finish(mut self, conn: &Connection) -> Result<()> {
-        if self.files.is_some() {
+        if self.messages.is_some() {
             return Err(anyhow!(
                 "the full-text builder was finished before it was given the files"
             ));
@@ -280,9 +392,75 @@ fn text<'r>(row: &'r rusqlite::Row<'_>, i: usize) -> Result<Option<&'r str>> {
     Ok(row.get_ref(i)?.as_str_or_null()?)
 }
 
+/// The builder's end of the hand-over.
+struct Input {
+    messages: Receiver<Message>,
+    in_memory: Arc<AtomicUsize>,
+    spool: Arc<File>,
+}
+
+impl Input {
+    /// The next batch, in the order they were sent; `None` once the input has ended.
+    fn next(&self) -> Option<Result<Batch>> {
+        Some(match self.messages.recv().ok()? {
+            Message::Rows(batch) => {
+                self.in_memory.fetch_sub(batch.bytes(), Ordering::AcqRel);
+                Ok(batch)
+            }
+            Message::Spooled(range) => {
+                let mut bytes = vec![0; (range.end - range.start) as usize];
+                read_exact_at(&self.spool, &mut bytes, range.start)
+                    .context("reading the full-text spool file")
+                    .and_then(|()| Batch::decode(&bytes))
+            }
+        })
+    }
+}
+
+/// Reads `buf.len()` bytes of `file` at `offset`. The spool is read and written only at
+/// explicit offsets, so the two threads never share a file position.
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+/// Writes all of `buf` into `file` at `offset`.
+#[cfg(unix)]
+fn write_all_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(windows)]
+fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_write(file, buf, offset)? {
+            0 => return Err(std::io::ErrorKind::WriteZero.into()),
+            n => {
+                buf = &buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The builder thread: inserts every row it receives, the symbols' then the files', in one
 /// transaction.
-fn build(conn: Connection, symbols: Receiver<Batch>, files: Receiver<Batch>) -> Result<()> {
+fn build(conn: Connection, input: Input) -> Result<()> {
     conn.execute_batch("BEGIN")?;
     {
         let mut inserts = Inserts {
@@ -300,7 +478,8 @@ fn build(conn: Connection, symbols: Receiver<Batch>, files: Receiver<Batch>) -> 
             ))?,
             file_paths: conn.prepare("INSERT INTO files_trigram(rowid, path) VALUES (?1, ?2)")?,
         };
-        for batch in symbols.into_iter().chain(files) {
+        while let Some(batch) = input.next() {
+            let batch = batch?;
             for (id, columns) in batch.rows() {
                 inserts.row(batch.files, id, &columns)?;
             }
@@ -320,4 +499,105 @@ pub(super) fn fts_target(db: &Path) -> PathBuf {
     let mut name = db.file_name().unwrap_or_default().to_os_string();
     name.push("-fts");
     db.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_reads_back_from_the_spool_as_written() {
+        let mut batch = Batch::default();
+        batch.push(
+            7,
+            [
+                Some("validate"),
+                None,
+                Some("caf\u{e9} \u{1F600}"),
+                Some(""),
+                None,
+            ],
+        );
+        batch.push(-3, [None, Some("a::b"), None, None, Some("x")]);
+        let encoded = batch.encode();
+        let decoded = Batch::decode(&encoded).unwrap();
+        assert_eq!(
+            decoded.rows().collect::<Vec<_>>(),
+            batch.rows().collect::<Vec<_>>()
+        );
+        batch.files = true;
+        assert!(Batch::decode(&batch.encode()).unwrap().files);
+        // Cut, or with a span past the text or inside a character: refused, never a panic.
+        for cut in [0, 1, 9, encoded.len() - 1] {
+            assert!(Batch::decode(&encoded[..cut]).is_err(), "{cut}");
+        }
+        let mut split_char = encoded.clone();
+        let text_start = encoded.len() - batch.text.len();
+        // The third span of the first row (`café 😀`): make it end inside the emoji.
+        let span = 1 + 16 + 2 * 8 + 2 * 16 + 8;
+        let end = u64::from_le_bytes(split_char[span..span + 8].try_into().unwrap());
+        split_char[span..span + 8].copy_from_slice(&(end - 1).to_le_bytes());
+        assert!(text_start > span && Batch::decode(&split_char).is_err());
+    }
+
+    /// Rowids of `table` matching `query`, from the index alone.
+    fn matches(conn: &Connection, table: &str, query: &str) -> Vec<i64> {
+        let mut statement = conn
+            .prepare(&format!(
+                "SELECT rowid FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid"
+            ))
+            .unwrap();
+        let rows = statement.query_map([query], |row| row.get(0)).unwrap();
+        rows.collect::<rusqlite::Result<_>>().unwrap()
+    }
+
+    #[test]
+    fn spooled_batches_index_like_batches_in_memory() {
+        let mut answers = Vec::new();
+        for budget in [MEMORY_IN_FLIGHT, 0] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut conn = Connection::open(dir.path().join("index.db")).unwrap();
+            crate::db::migrate(&mut conn, None).unwrap();
+            for id in 1..=3 {
+                conn.execute(
+                    "INSERT INTO files(id, key, path, module, digest) VALUES (?1, ?2, ?2, 'm', 0)",
+                    params![id, format!("src/file{id}.rs")],
+                )
+                .unwrap();
+            }
+            let mut builder =
+                FtsBuilder::with_memory_budget(dir.path().join("fts.db"), dir.path(), budget)
+                    .unwrap();
+            for id in 1..=2 * BATCH as i64 + 5 {
+                let name = format!("validate{id}");
+                let qualified = format!("mod{}::{name}", id % 7);
+                builder
+                    .push_symbol(
+                        id,
+                        [
+                            Some(&name),
+                            Some(&qualified),
+                            None,
+                            Some("checks input"),
+                            None,
+                        ],
+                    )
+                    .unwrap();
+            }
+            builder.end_input(&conn).unwrap();
+            assert_eq!(builder.spooled > 0, budget == 0);
+            builder.finish(&conn).unwrap();
+            answers.push([
+                matches(&conn, "symbols_fts", "validate12 OR checks"),
+                matches(&conn, "symbols_name_trigram", "e20"),
+                matches(&conn, "symbols_qname_trigram", "\"d3:\""),
+                matches(&conn, "files_fts", "file2"),
+                matches(&conn, "files_trigram", "file3"),
+            ]);
+        }
+        assert_eq!(answers[0], answers[1]);
+        assert_eq!(answers[0][0].len(), 2 * BATCH + 5);
+        assert_eq!(answers[0][3], [2]);
+        assert_eq!(answers[0][4], [3]);
+    }
 }

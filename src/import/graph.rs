@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use rusqlite::functions::FunctionFlags;
 use rusqlite::{params, Connection, Statement};
-use siphasher::sip128::SipHasher13;
 
 use super::edge_feed::{self, EdgeRows};
 use super::hashes::NodeIds;
+use crate::cache::names::name_hash;
 
 /// Edges held in memory per direction before a sorted run is written to disk (16 MiB each).
 const EDGE_BUFFER: usize = 1 << 21;
@@ -52,7 +52,11 @@ impl<'c> CallGraph<'c> {
 
     /// The id of the node called `name`, created (and stored) on first sight.
     pub(super) fn node(&mut self, name: &str) -> Result<u32> {
-        let hash = name_hash(name);
+        self.node_hashed(name, name_hash(name))
+    }
+
+    /// [`CallGraph::node`] of a name whose [`name_hash`] is known.
+    pub(super) fn node_hashed(&mut self, name: &str, hash: u128) -> Result<u32> {
         if let Some(id) = self.ids.get(hash) {
             return Ok(id);
         }
@@ -132,12 +136,6 @@ impl<'c> CallGraph<'c> {
         updated?;
         Ok(edges)
     }
-}
-
-/// A 128-bit hash of a node name (SipHash-1-3 with 128-bit output), of which `NodeIds` keeps 96
-/// bits: two distinct names sharing an id is out of reach (about 2^-96 per pair).
-pub(super) fn name_hash(name: &str) -> u128 {
-    SipHasher13::new().hash(name.as_bytes()).as_u128()
 }
 
 /// Packed edges: a bounded buffer, and sorted runs in temporary files.
@@ -274,12 +272,5 @@ mod tests {
             expected += 1;
         }
         assert_eq!(expected, total);
-    }
-
-    #[test]
-    fn names_hash_apart() {
-        assert_ne!(name_hash("a"), name_hash("b"));
-        assert_eq!(name_hash("validate"), name_hash("validate"));
-        assert_ne!(name_hash(""), name_hash(" "));
     }
 }

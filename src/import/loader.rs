@@ -15,6 +15,7 @@ use crate::cache::fields::{
     SYMBOL_PURPOSE_CELL, SYMBOL_QUALIFIED_NAME_CELL, SYMBOL_SIGNATURE_CELL, SYMBOL_SUMMARY_CELL,
     SYMBOL_TYPE_CELL, SYMBOL_VISIBILITY_CELL,
 };
+use crate::cache::names::{name_hash, NameList};
 use crate::cache::paths::canonical_path;
 use crate::cache::reader::{self, DocumentKind, Event, List, Scope, Section};
 use crate::cache::{normalize_lock_level, LOCK_LEVELS};
@@ -251,6 +252,13 @@ impl<'c> Loader<'c> {
                 value,
                 digest,
             } => self.entry(section, key, value, digest),
+            Event::GraphList {
+                section,
+                key,
+                key_hash,
+                names,
+                digest,
+            } => self.graph_names(section, key, key_hash, names, digest),
             Event::Unchanged { section, id } => self.unchanged(section, id),
             Event::Item { list, value } => self.item(list, value),
         }
@@ -589,25 +597,88 @@ impl<'c> Loader<'c> {
         if matches!(self.sink, Sink::Delta(_)) {
             return self.delta_graph_list(section, key, value, digest);
         }
-        let forward = section == Section::GraphForward;
-        let Sink::Full { graph, .. } = &mut self.sink else {
-            unreachable!("a delta import returned above")
-        };
-        let key_id = graph.node(&key)?;
-        if !graph.claim_list(key_id, !forward) {
-            return self.warn(format!("{}[{key:?}]", section.path()), DUPLICATE_KEY);
-        }
         let Value::Array(items) = &value else {
-            self.insert_graph_list
-                .execute(params![key_id, !forward, value.to_string(), digest])?;
+            let Some((key_id, _)) = self.list_nodes(section, &key, name_hash(&key), [], 0)? else {
+                return Ok(());
+            };
+            self.insert_graph_list.execute(params![
+                key_id,
+                section == Section::GraphReverse,
+                value.to_string(),
+                digest
+            ])?;
             return self.warn_list_not_names(section, &key);
         };
-        if !forward {
-            graph.add_reverse_len(key_id, items.len());
+        let names = items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|name| (name, name_hash(name)));
+        let Some((key_id, ids)) =
+            self.list_nodes(section, &key, name_hash(&key), names, items.len())?
+        else {
+            return Ok(());
+        };
+        self.insert_graph_list.execute(params![
+            key_id,
+            section == Section::GraphReverse,
+            list_items(items, &ids),
+            digest
+        ])?;
+        Ok(())
+    }
+
+    /// A call-graph list whose items are all names (hashed by the reader).
+    pub(super) fn graph_names(
+        &mut self,
+        section: Section,
+        key: String,
+        key_hash: u128,
+        names: NameList,
+        digest: i64,
+    ) -> Result<()> {
+        if matches!(self.sink, Sink::Delta(_)) {
+            return self.delta_graph_list(section, key, names.to_value(), digest);
         }
-        let mut ids = Vec::with_capacity(items.len());
-        for other in items.iter().filter_map(Value::as_str) {
-            let other_id = graph.node(other)?;
+        let Some((key_id, ids)) =
+            self.list_nodes(section, &key, key_hash, names.iter(), names.len())?
+        else {
+            return Ok(());
+        };
+        self.insert_graph_list.execute(params![
+            key_id,
+            section == Section::GraphReverse,
+            db::encode_graph_items(&ids),
+            digest
+        ])?;
+        Ok(())
+    }
+
+    /// In a full import, the node ids of a call-graph list's key and of its `names` (the list's
+    /// string items, of `len` items in all), with the list's edges recorded; `None` (after a
+    /// warning) when the key already had a list in this direction.
+    fn list_nodes<'n>(
+        &mut self,
+        section: Section,
+        key: &str,
+        key_hash: u128,
+        names: impl IntoIterator<Item = (&'n str, u128)>,
+        len: usize,
+    ) -> Result<Option<(u32, Vec<u32>)>> {
+        let forward = section == Section::GraphForward;
+        let Sink::Full { graph, .. } = &mut self.sink else {
+            unreachable!("a delta import writes its lists itself")
+        };
+        let key_id = graph.node_hashed(key, key_hash)?;
+        if !graph.claim_list(key_id, !forward) {
+            self.warn(format!("{}[{key:?}]", section.path()), DUPLICATE_KEY)?;
+            return Ok(None);
+        }
+        if !forward {
+            graph.add_reverse_len(key_id, len);
+        }
+        let mut ids = Vec::with_capacity(len);
+        for (other, hash) in names {
+            let other_id = graph.node_hashed(other, hash)?;
             ids.push(other_id);
             let (caller, callee) = if forward {
                 (key_id, other_id)
@@ -616,13 +687,7 @@ impl<'c> Loader<'c> {
             };
             graph.push_edge(caller, callee, forward)?;
         }
-        self.insert_graph_list.execute(params![
-            key_id,
-            !forward,
-            list_items(items, &ids),
-            digest
-        ])?;
-        Ok(())
+        Ok(Some((key_id, ids)))
     }
 
     /// Warns that a call-graph list is not a list (it is kept verbatim, without edges).

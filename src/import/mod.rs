@@ -364,7 +364,7 @@ impl Source<'_> {
 
         conn.execute_batch("BEGIN")?;
         let spill_dir = tmp.parent().unwrap_or(Path::new("."));
-        let fts = FtsBuilder::start(fts::temp_path(&project.db))?;
+        let fts = FtsBuilder::start(fts::temp_path(&project.db), spill_dir)?;
         let sink = Sink::Full {
             graph: Box::new(CallGraph::new(&conn, spill_dir)?),
             fts,
