@@ -880,10 +880,9 @@ impl<'c> Loader<'c> {
     /// Builds the de-duplicated edge table and the node table; returns the final counts and
     /// the full-text builder, to finish once the indexes are built.
     pub(super) fn finish(mut self) -> Result<(Counts, FtsBuilder)> {
-        let Sink::Full { graph, fts } = self.sink else {
+        let Sink::Full { graph, mut fts } = self.sink else {
             unreachable!("a delta import finishes with `finish_delta`")
         };
-        self.counts.edges = graph.finish(self.conn)?;
         if let Some(root) = self
             .root
             .clone()
@@ -891,6 +890,10 @@ impl<'c> Loader<'c> {
         {
             rebase_absolute_paths(self.conn, &root)?;
         }
+        // The files' paths are final: the full-text thread indexes them while the call graph
+        // is linked here.
+        fts.end_input(self.conn)?;
+        self.counts.edges = graph.finish(self.conn)?;
         Ok((std::mem::take(&mut self.counts), fts))
     }
 }

@@ -377,8 +377,7 @@ impl Source<'_> {
         tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
         let mut dropped = loader.dropped;
         let root = loader.root.clone();
-        let (counts, mut fts) = loader.finish()?;
-        fts.end_input(&conn)?;
+        let (counts, fts) = loader.finish()?;
         tracing::debug!(
             "built the call graph at {:.2} s",
             started.elapsed().as_secs_f64()
