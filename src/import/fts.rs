@@ -69,9 +69,9 @@ fn merge_settings(table: &str) -> String {
 /// Rows sent to the builder at a time.
 const BATCH: usize = 1024;
 
-/// Bytes of batches waiting for the builder in memory at most (about a hundred batches of
+/// Bytes of batches waiting for the builder in memory at most (about twenty batches of
 /// symbols); the loading thread spools any further batch to a file.
-const MEMORY_IN_FLIGHT: usize = 32 << 20;
+const MEMORY_IN_FLIGHT: usize = 8 << 20;
 
 /// The indexed columns of a symbol: `name`, `qualified_name`, `signature`, `purpose`, `summary`.
 const SYMBOL_COLUMNS: usize = 5;
