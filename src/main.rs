@@ -9,21 +9,6 @@ use clap::{Parser, Subcommand};
 use acpdb::project::{Project, ProjectArgs};
 use acpdb::{bench, console, export, gen, import, journal, mcp, tools};
 
-/// mimalloc instead of the system allocator: an import allocates on its reading thread what its
-/// loading thread frees, which glibc's per-thread arenas make a locked, contended free.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// mimalloc's `mi_option_purge_delay` (its place in `mi_option_t`, mimalloc.h, versions 2 and 3).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Returns freed memory to the system at once instead of after mimalloc's default second, which
-/// at 1M symbols keeps an import's peak RSS ~45 MB lower for the same time.
-fn return_freed_memory_at_once() {
-    // SAFETY: sets a plain integer option; mimalloc allows it at any time.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
-}
-
 /// Import an ACP code index into SQLite and serve it to AI agents over MCP.
 #[derive(Debug, Parser)]
 #[command(name = "acpdb", version, about, long_about = None)]
@@ -70,7 +55,6 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    return_freed_memory_at_once();
     let cli = Cli::parse();
     acpdb::logging::init(&cli.log_level);
     match run(cli) {
@@ -126,21 +110,5 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             done.map(|()| ExitCode::SUCCESS)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_purge_delay_option_is_the_one_set() {
-        // SAFETY: reads a plain integer option.
-        let get = || unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-            assert_eq!(get(), 1000, "mimalloc's default purge delay, in ms");
-        }
-        return_freed_memory_at_once();
-        assert_eq!(get(), 0);
     }
 }

@@ -8,9 +8,7 @@
 //! tables in a separate database file. The loading thread never waits for the builder: batches
 //! beyond [`MEMORY_IN_FLIGHT`] bytes wait in an anonymous spool file instead of memory, so the
 //! builder, which needs about as much CPU as loading the symbols, goes on indexing while the
-//! call graph loads and the other indexes are built, and memory stays bounded. It runs at the
-//! lowest scheduling priority, so the loading threads, which the rest of the import waits for,
-//! go first. After the load, [`FtsBuilder::finish`] creates the
+//! call graph loads and the other indexes are built, and memory stays bounded. After the load, [`FtsBuilder::finish`] creates the
 //! tables in the index database and copies their shadow tables over, a sequential copy instead
 //! of a rebuild. The separate file is a temporary file of [`crate::replace`], so one left by a
 //! killed import is swept like the database's own.
@@ -19,7 +17,7 @@ use std::fs::File;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -73,6 +71,9 @@ const BATCH: usize = 1024;
 /// symbols); the loading thread spools any further batch to a file.
 const MEMORY_IN_FLIGHT: usize = 8 << 20;
 
+/// Batches the builder hands back for reuse at most (more than fit in [`MEMORY_IN_FLIGHT`]).
+const BATCHES_GIVEN_BACK: usize = 64;
+
 /// The indexed columns of a symbol: `name`, `qualified_name`, `signature`, `purpose`, `summary`.
 const SYMBOL_COLUMNS: usize = 5;
 
@@ -94,6 +95,15 @@ struct Batch {
 impl Batch {
     fn len(&self) -> usize {
         self.ids.len()
+    }
+
+    /// The batch without its rows, its buffers kept for the next rows.
+    fn emptied(mut self) -> Batch {
+        self.files = false;
+        self.ids.clear();
+        self.text.clear();
+        self.spans.clear();
+        self
     }
 
     /// Bytes the batch holds (what [`MEMORY_IN_FLIGHT`] counts).
@@ -212,6 +222,8 @@ pub(super) struct FtsBuilder {
     /// Where batches beyond the budget wait (written here, read by the builder).
     spool: Arc<File>,
     spooled: u64,
+    /// Batches the builder is done with, for reuse.
+    returned: Receiver<Batch>,
     thread: Option<JoinHandle<Result<()>>>,
 }
 
@@ -248,8 +260,10 @@ impl FtsBuilder {
         })?);
         let in_memory = Arc::new(AtomicUsize::new(0));
         let (messages, received) = channel::<Message>();
+        let (give_back, returned) = sync_channel::<Batch>(BATCHES_GIVEN_BACK);
         let input = Input {
             messages: received,
+            give_back,
             in_memory: Arc::clone(&in_memory),
             spool: Arc::clone(&spool),
         };
@@ -264,6 +278,7 @@ impl FtsBuilder {
             memory_budget,
             spool,
             spooled: 0,
+            returned,
             thread: Some(thread),
         })
     }
@@ -306,20 +321,28 @@ impl FtsBuilder {
     /// Hands the current batch to the builder: in memory while the batches it has not taken
     /// yet fit in its memory budget, else through the spool file.
     fn send(&mut self) -> Result<()> {
-        let batch = std::mem::take(&mut self.batch);
-        if batch.len() == 0 {
+        if self.batch.len() == 0 {
             return Ok(());
         }
-        let bytes = batch.bytes();
+        let bytes = self.batch.bytes();
         let message = if self.in_memory.load(Ordering::Acquire) + bytes <= self.memory_budget {
             self.in_memory.fetch_add(bytes, Ordering::AcqRel);
-            Message::Rows(batch)
+            // The next batch reuses one the builder gave back, so that memory is allocated
+            // and freed by this thread only (freeing another thread's allocation contends
+            // for its allocator's lock).
+            let next = self
+                .returned
+                .try_recv()
+                .map(Batch::emptied)
+                .unwrap_or_default();
+            Message::Rows(std::mem::replace(&mut self.batch, next))
         } else {
-            let encoded = batch.encode();
+            let encoded = self.batch.encode();
             let start = self.spooled;
             write_all_at(&self.spool, &encoded, start)
                 .context("writing to the full-text spool file")?;
             self.spooled += encoded.len() as u64;
+            self.batch = std::mem::take(&mut self.batch).emptied();
             Message::Spooled(start..self.spooled)
         };
         if let Some(Err(_)) = self.messages.as_ref().map(|tx| tx.send(message)) {
@@ -420,25 +443,33 @@ fn text<'r>(row: &'r rusqlite::Row<'_>, i: usize) -> Result<Option<&'r str>> {
 /// The builder's end of the hand-over.
 struct Input {
     messages: Receiver<Message>,
+    give_back: SyncSender<Batch>,
     in_memory: Arc<AtomicUsize>,
     spool: Arc<File>,
 }
 
 impl Input {
-    /// The next batch, in the order they were sent; `None` once the input has ended.
-    fn next(&self) -> Option<Result<Batch>> {
+    /// The next batch, in the order they were sent, and whether it is one of the loading
+    /// thread's to give back; `None` once the input has ended.
+    fn next(&self) -> Option<Result<(Batch, bool)>> {
         Some(match self.messages.recv().ok()? {
             Message::Rows(batch) => {
                 self.in_memory.fetch_sub(batch.bytes(), Ordering::AcqRel);
-                Ok(batch)
+                Ok((batch, true))
             }
             Message::Spooled(range) => {
                 let mut bytes = vec![0; (range.end - range.start) as usize];
                 read_exact_at(&self.spool, &mut bytes, range.start)
                     .context("reading the full-text spool file")
                     .and_then(|()| Batch::decode(&bytes))
+                    .map(|batch| (batch, false))
             }
         })
+    }
+
+    /// Gives a batch back to the loading thread for reuse (dropped here if it has enough).
+    fn give_back(&self, batch: Batch) {
+        let _ = self.give_back.try_send(batch);
     }
 }
 
@@ -483,24 +514,9 @@ fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result
     Ok(())
 }
 
-/// Gives the calling thread the lowest scheduling priority (nice 19), on Linux. The builder's
-/// input can wait (in the spool), so while reading and loading keep both cores busy they go
-/// first, and the builder takes what they leave, then the core the index builds leave idle:
-/// at 1M symbols the entries load 20 % sooner and the import ends ~5 % sooner. Best effort:
-/// a refusal changes nothing but the order of work.
-fn yield_to_loading() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: `setpriority` only reads its integer arguments; on Linux, given a thread id it
-    // applies to that thread alone.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
-    }
-}
-
 /// The builder thread: inserts every row it receives, the symbols' then the files', in one
 /// transaction.
 fn build(conn: Connection, input: Input) -> Result<()> {
-    yield_to_loading();
     conn.execute_batch("BEGIN")?;
     {
         let mut inserts = Inserts {
@@ -518,10 +534,13 @@ fn build(conn: Connection, input: Input) -> Result<()> {
             ))?,
             file_paths: conn.prepare("INSERT INTO files_trigram(rowid, path) VALUES (?1, ?2)")?,
         };
-        while let Some(batch) = input.next() {
-            let batch = batch?;
+        while let Some(received) = input.next() {
+            let (batch, lent) = received?;
             for (id, columns) in batch.rows() {
                 inserts.row(batch.files, id, &columns)?;
+            }
+            if lent {
+                input.give_back(batch);
             }
         }
     }
