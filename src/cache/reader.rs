@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::SyncSender;
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
 
 use super::digest::{entry_digest, Hints, KnownEntries, DIGESTED};
@@ -219,6 +219,15 @@ impl Default for Limits {
 const BATCH: usize = 512;
 const READ_SIZE: usize = 1 << 20;
 
+/// Where the reader sends its batches, and where they may come back to be freed here.
+pub struct Channels {
+    /// Batches of events, in document order.
+    pub events: SyncSender<Vec<Event>>,
+    /// Batches the consumer is done with: freed on the reading thread, which allocated them
+    /// (freeing another thread's allocations contends for its allocator's lock).
+    pub spent: Option<Receiver<Vec<Event>>>,
+}
+
 /// Reads `path`, sending events in batches to `tx`. Returns when the document has been read or
 /// the receiver hung up.
 pub fn read_document(
@@ -228,7 +237,11 @@ pub fn read_document(
     progress: Arc<Progress>,
     tx: SyncSender<Vec<Event>>,
 ) -> Result<ReadOutcome, ReadError> {
-    read_document_with(path, kind, limits, None, progress, tx)
+    let channels = Channels {
+        events: tx,
+        spent: None,
+    };
+    read_document_with(path, kind, limits, None, progress, channels)
 }
 
 /// Like [`read_document`]; an entry whose digest is in `known` is sent as
@@ -239,7 +252,7 @@ pub fn read_document_with(
     limits: Limits,
     known: Option<Arc<KnownEntries>>,
     progress: Arc<Progress>,
-    tx: SyncSender<Vec<Event>>,
+    channels: Channels,
 ) -> Result<ReadOutcome, ReadError> {
     let file = File::open(path).map_err(|e| ReadError {
         file: path.to_path_buf(),
@@ -257,7 +270,8 @@ pub fn read_document_with(
             eof: false,
             max_entry_bytes: limits.max_entry_bytes,
         },
-        tx,
+        tx: channels.events,
+        spent: channels.spent,
         batch: Vec::with_capacity(BATCH),
         kind,
         known,
@@ -605,6 +619,7 @@ pub(crate) fn json_type(value: &Value) -> &'static str {
 struct Reader {
     scan: Scanner,
     tx: SyncSender<Vec<Event>>,
+    spent: Option<Receiver<Vec<Event>>>,
     batch: Vec<Event>,
     kind: DocumentKind,
     /// Digests of the entries a delta import's database holds.
@@ -624,6 +639,9 @@ impl Reader {
     fn flush(&mut self) -> Result<(), Failure> {
         if self.batch.is_empty() {
             return Ok(());
+        }
+        if let Some(spent) = &self.spent {
+            spent.try_iter().for_each(drop);
         }
         let full = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
         self.tx.send(full).map_err(|_| Failure {

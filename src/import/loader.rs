@@ -230,10 +230,60 @@ impl<'c> Loader<'c> {
         canonical_path(raw, self.root.as_deref())
     }
 
-    pub(super) fn event(&mut self, kind: DocumentKind, event: Event) -> Result<()> {
+    /// Writes one event. A file, symbol or call-graph list of a full import is written from
+    /// borrowed fields and handed back, for the reading thread, which allocated it, to free.
+    pub(super) fn event(&mut self, kind: DocumentKind, event: Event) -> Result<Option<Event>> {
         let Some(event) = self.filter(kind, event)? else {
-            return Ok(());
+            return Ok(None);
         };
+        let full = matches!(self.sink, Sink::Full { .. });
+        match event {
+            Event::File {
+                key,
+                record,
+                digest,
+            } if full => {
+                self.full_file(&key, &record, digest)?;
+                Ok(Some(Event::File {
+                    key,
+                    record,
+                    digest,
+                }))
+            }
+            Event::Symbol {
+                key,
+                record,
+                digest,
+            } if full => {
+                self.full_symbol(&key, &record, digest)?;
+                Ok(Some(Event::Symbol {
+                    key,
+                    record,
+                    digest,
+                }))
+            }
+            Event::GraphList {
+                section,
+                key,
+                key_hash,
+                names,
+                digest,
+            } if full => {
+                self.full_graph_names(section, &key, key_hash, &names, digest)?;
+                Ok(Some(Event::GraphList {
+                    section,
+                    key,
+                    key_hash,
+                    names,
+                    digest,
+                }))
+            }
+            event => self.consume(kind, event).map(|()| None),
+        }
+    }
+
+    /// Writes one event, taking its fields.
+    fn consume(&mut self, kind: DocumentKind, event: Event) -> Result<()> {
         match event {
             Event::Member { scope, key, value } => self.member(kind, scope, key, value),
             Event::File {
@@ -433,28 +483,34 @@ impl<'c> Loader<'c> {
     }
 
     pub(super) fn file(&mut self, key: String, record: Record, digest: i64) -> Result<()> {
-        let path = self.canonical(&key);
-        let Record { cells, extra } = record;
         if matches!(self.sink, Sink::Delta(_)) {
+            let path = self.canonical(&key);
+            let Record { cells, extra } = record;
             return self.delta_file(key, path, cells, extra, digest);
         }
+        self.full_file(&key, &record, digest)
+    }
+
+    fn full_file(&mut self, key: &str, record: &Record, digest: i64) -> Result<()> {
+        let path = self.canonical(key);
+        let Record { cells, extra } = record;
         let json_path = || format!("files[{key:?}]");
-        if self.is_duplicate(1, "files", &key)? {
+        if self.is_duplicate(1, "files", key)? {
             return self.warn(json_path(), DUPLICATE_KEY);
         }
-        self.check_file(&key, &cells)?;
+        self.check_file(key, cells)?;
         self.insert_file.execute(sql_params(entry_values(
-            &key,
+            key,
             Some(&path),
-            &cells,
-            &extra,
+            cells,
+            extra,
             digest,
         )))?;
         self.counts.files += 1;
         let file_id = self.conn.last_insert_rowid();
         self.file_rows(
             file_id,
-            &key,
+            key,
             &path,
             cells[FILE_DOMAINS_CELL].as_str(),
             cells[FILE_INLINE_CELL].as_str(),
@@ -520,29 +576,35 @@ impl<'c> Loader<'c> {
     }
 
     pub(super) fn symbol(&mut self, key: String, record: Record, digest: i64) -> Result<()> {
-        let Record { cells, extra } = record;
-        let file_path = cells[SYMBOL_FILE_CELL].as_str().map(|f| self.canonical(f));
         if matches!(self.sink, Sink::Delta(_)) {
+            let Record { cells, extra } = record;
+            let file_path = cells[SYMBOL_FILE_CELL].as_str().map(|f| self.canonical(f));
             return self.delta_symbol(key, file_path, cells, extra, digest);
         }
-        if self.is_duplicate(2, "symbols", &key)? {
+        self.full_symbol(&key, &record, digest)
+    }
+
+    fn full_symbol(&mut self, key: &str, record: &Record, digest: i64) -> Result<()> {
+        let Record { cells, extra } = record;
+        let file_path = cells[SYMBOL_FILE_CELL].as_str().map(|f| self.canonical(f));
+        if self.is_duplicate(2, "symbols", key)? {
             return self.warn(format!("symbols[{key:?}]"), DUPLICATE_KEY);
         }
-        self.check_symbol(&key, &cells)?;
+        self.check_symbol(key, cells)?;
         self.insert_symbol.execute(sql_params(entry_values(
-            &key,
+            key,
             file_path.as_deref(),
-            &cells,
-            &extra,
+            cells,
+            extra,
             digest,
         )))?;
         self.counts.symbols += 1;
         let id = self.conn.last_insert_rowid();
         let Sink::Full { graph, fts } = &mut self.sink else {
-            unreachable!("a delta import returned above")
+            unreachable!("only a full import gets here")
         };
         fts.push_symbol(id, SYMBOL_FTS_CELLS.map(|i| cells[i].as_str()))?;
-        if let Some((own_name, calls)) = symbol_calls(&key, &cells) {
+        if let Some((own_name, calls)) = symbol_calls(key, cells) {
             let me = graph.node(&own_name)?;
             for (other, forward) in calls {
                 let other = graph.node(&other)?;
@@ -639,8 +701,19 @@ impl<'c> Loader<'c> {
         if matches!(self.sink, Sink::Delta(_)) {
             return self.delta_graph_list(section, key, names.to_value(), digest);
         }
+        self.full_graph_names(section, &key, key_hash, &names, digest)
+    }
+
+    fn full_graph_names(
+        &mut self,
+        section: Section,
+        key: &str,
+        key_hash: u128,
+        names: &NameList,
+        digest: i64,
+    ) -> Result<()> {
         let Some((key_id, ids)) =
-            self.list_nodes(section, &key, key_hash, names.iter(), names.len())?
+            self.list_nodes(section, key, key_hash, names.iter(), names.len())?
         else {
             return Ok(());
         };

@@ -613,6 +613,8 @@ struct Reading {
     path: PathBuf,
     kind: DocumentKind,
     rx: std::sync::mpsc::Receiver<Vec<Event>>,
+    /// Written events, back to the reading thread to free.
+    spent: std::sync::mpsc::SyncSender<Vec<Event>>,
     thread: std::thread::JoinHandle<Result<ReadOutcome, reader::ReadError>>,
 }
 
@@ -634,16 +636,22 @@ impl Reading {
         ahead: usize,
     ) -> Result<Reading> {
         let (tx, rx) = sync_channel::<Vec<Event>>(ahead);
+        let (spent, returned) = sync_channel::<Vec<Event>>(ahead);
         let owned_path = path.to_path_buf();
         let thread = std::thread::Builder::new()
             .name("acpdb-reader".into())
             .spawn(move || {
-                reader::read_document_with(&owned_path, kind, limits, known, progress, tx)
+                let channels = reader::Channels {
+                    events: tx,
+                    spent: Some(returned),
+                };
+                reader::read_document_with(&owned_path, kind, limits, known, progress, channels)
             })?;
         Ok(Reading {
             path: path.to_path_buf(),
             kind,
             rx,
+            spent,
             thread,
         })
     }
@@ -654,16 +662,25 @@ impl Reading {
             path,
             kind,
             rx,
+            spent,
             thread,
         } = self;
         let mut write_error = None;
         for batch in rx.iter() {
+            let mut written = Vec::with_capacity(batch.len());
             for event in batch {
-                if let Err(err) = loader.event(kind, event) {
-                    write_error = Some(err);
-                    break;
+                match loader.event(kind, event) {
+                    Ok(Some(event)) => written.push(event),
+                    Ok(None) => {}
+                    Err(err) => {
+                        write_error = Some(err);
+                        break;
+                    }
                 }
             }
+            // The reading thread frees what it allocated (freeing another thread's memory
+            // contends for its allocator's lock); if it has enough to free, this one does.
+            let _ = spent.try_send(written);
             if write_error.is_some() {
                 break;
             }
