@@ -65,8 +65,8 @@ impl Phase {
 }
 
 /// Time of the linking and the indexing phases relative to the reading phase.
-pub(super) const LINKING_SHARE: f64 = 0.13;
-pub(super) const INDEXING_SHARE: f64 = 0.6;
+pub(super) const LINKING_SHARE: f64 = 0.17;
+pub(super) const INDEXING_SHARE: f64 = 0.8;
 
 /// How an import shows its progress on stderr: a bar with the phase and an ETA on a terminal,
 /// otherwise a line when it starts and one per interval (phase, percent of the cache read,
