@@ -223,8 +223,8 @@ const READ_SIZE: usize = 1 << 20;
 pub struct Channels {
     /// Batches of events, in document order.
     pub events: SyncSender<Vec<Event>>,
-    /// Batches the consumer is done with: freed on the reading thread, which allocated them
-    /// (freeing another thread's allocations contends for its allocator's lock).
+    /// Events the consumer is done with: freed on the reading thread, which allocated their
+    /// contents (freeing another thread's allocations contends for its allocator's lock).
     pub spent: Option<Receiver<Vec<Event>>>,
 }
 

@@ -8,15 +8,17 @@
 //! tables in a separate database file. The loading thread never waits for the builder: batches
 //! beyond [`MEMORY_IN_FLIGHT`] bytes wait in an anonymous spool file instead of memory, so the
 //! builder, which needs about as much CPU as loading the symbols, goes on indexing while the
-//! call graph loads and the other indexes are built, and memory stays bounded. After the load, [`FtsBuilder::finish`] creates the
-//! tables in the index database and copies their shadow tables over, a sequential copy instead
-//! of a rebuild. The separate file is a temporary file of [`crate::replace`], so one left by a
+//! call graph loads and the other indexes are built; memory stays bounded, and the spool file
+//! (next to the database, gone when the import ends) takes at most the spooled batches' size.
+//! After the load, [`FtsBuilder::finish`] creates the tables in the index database and copies
+//! their shadow tables over, a sequential copy instead of a rebuild. An import that fails stops
+//! the builder at its next batch. The separate file is a temporary file of [`crate::replace`], so one left by a
 //! killed import is swept like the database's own.
 
 use std::fs::File;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -81,7 +83,8 @@ const SYMBOL_COLUMNS: usize = 5;
 const FILE_COLUMNS: &str = "path, module, summary, purpose";
 
 /// Rows for the builder, their texts in one buffer so that a batch is a few allocations, made on
-/// the loading thread and freed on the builder's.
+/// the loading thread (and handed back to it for reuse, or, when spooled, rebuilt and freed by
+/// the builder).
 #[derive(Default)]
 struct Batch {
     /// Files' rows rather than symbols'.
@@ -222,8 +225,10 @@ pub(super) struct FtsBuilder {
     /// Where batches beyond the budget wait (written here, read by the builder).
     spool: Arc<File>,
     spooled: u64,
-    /// Batches the builder is done with, for reuse.
-    returned: Receiver<Batch>,
+    /// Batches the builder is done with, for reuse, until the input ends.
+    returned: Option<Receiver<Batch>>,
+    /// Set when the import is abandoned: the builder stops at its next batch.
+    abandoned: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<()>>>,
 }
 
@@ -261,7 +266,9 @@ impl FtsBuilder {
         let in_memory = Arc::new(AtomicUsize::new(0));
         let (messages, received) = channel::<Message>();
         let (give_back, returned) = sync_channel::<Batch>(BATCHES_GIVEN_BACK);
+        let abandoned = Arc::new(AtomicBool::new(false));
         let input = Input {
+            abandoned: Arc::clone(&abandoned),
             messages: received,
             give_back,
             in_memory: Arc::clone(&in_memory),
@@ -278,7 +285,8 @@ impl FtsBuilder {
             memory_budget,
             spool,
             spooled: 0,
-            returned,
+            returned: Some(returned),
+            abandoned,
             thread: Some(thread),
         })
     }
@@ -315,6 +323,7 @@ impl FtsBuilder {
         }
         self.send()?;
         self.messages = None;
+        self.returned = None;
         Ok(())
     }
 
@@ -330,11 +339,9 @@ impl FtsBuilder {
             // The next batch reuses one the builder gave back, so that memory is allocated
             // and freed by this thread only (freeing another thread's allocation contends
             // for its allocator's lock).
-            let next = self
-                .returned
-                .try_recv()
-                .map(Batch::emptied)
-                .unwrap_or_default();
+            let next = (self.returned.as_ref())
+                .and_then(|returned| returned.try_recv().ok())
+                .map_or_else(Batch::default, Batch::emptied);
             Message::Rows(std::mem::replace(&mut self.batch, next))
         } else {
             let encoded = self.batch.encode();
@@ -394,6 +401,8 @@ impl FtsBuilder {
 
 impl Drop for FtsBuilder {
     fn drop(&mut self) {
+        // After `finish` the thread is joined already; before it, the import failed.
+        self.abandoned.store(true, Ordering::Release);
         let _ = self.join();
         let _ = std::fs::remove_file(&self.path);
     }
@@ -442,6 +451,7 @@ fn text<'r>(row: &'r rusqlite::Row<'_>, i: usize) -> Result<Option<&'r str>> {
 
 /// The builder's end of the hand-over.
 struct Input {
+    abandoned: Arc<AtomicBool>,
     messages: Receiver<Message>,
     give_back: SyncSender<Batch>,
     in_memory: Arc<AtomicUsize>,
@@ -452,7 +462,11 @@ impl Input {
     /// The next batch, in the order they were sent, and whether it is one of the loading
     /// thread's to give back; `None` once the input has ended.
     fn next(&self) -> Option<Result<(Batch, bool)>> {
-        Some(match self.messages.recv().ok()? {
+        let message = self.messages.recv().ok()?;
+        if self.abandoned.load(Ordering::Acquire) {
+            return Some(Err(anyhow!("the import stopped")));
+        }
+        Some(match message {
             Message::Rows(batch) => {
                 self.in_memory.fetch_sub(batch.bytes(), Ordering::AcqRel);
                 Ok((batch, true))
@@ -545,6 +559,9 @@ fn build(conn: Connection, input: Input) -> Result<()> {
         }
     }
     for (table, _) in TABLES {
+        if input.abandoned.load(Ordering::Acquire) {
+            return Err(anyhow!("the import stopped"));
+        }
         conn.execute(
             &format!("INSERT INTO {table}({table}) VALUES ('optimize')"),
             [],
@@ -614,6 +631,22 @@ mod tests {
             .unwrap();
         let rows = statement.query_map([query], |row| row.get(0)).unwrap();
         rows.collect::<rusqlite::Result<_>>().unwrap()
+    }
+
+    #[test]
+    fn an_abandoned_build_stops_without_indexing_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut builder =
+            FtsBuilder::with_memory_budget(dir.path().join("fts.db"), dir.path(), 0).unwrap();
+        for id in 1..=4 * BATCH as i64 {
+            builder
+                .push_symbol(id, [Some("n"), Some("m::n"), None, None, None])
+                .unwrap();
+        }
+        builder.send().unwrap();
+        builder.abandoned.store(true, Ordering::Release);
+        let err = builder.join().unwrap_err();
+        assert!(format!("{err:#}").contains("the import stopped"), "{err:#}");
     }
 
     #[test]

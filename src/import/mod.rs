@@ -667,7 +667,7 @@ impl Reading {
         } = self;
         let mut write_error = None;
         for batch in rx.iter() {
-            let mut written = Vec::with_capacity(batch.len());
+            let mut written = Vec::new();
             for event in batch {
                 match loader.event(kind, event) {
                     Ok(Some(event)) => written.push(event),
@@ -680,7 +680,9 @@ impl Reading {
             }
             // The reading thread frees what it allocated (freeing another thread's memory
             // contends for its allocator's lock); if it has enough to free, this one does.
-            let _ = spent.try_send(written);
+            if !written.is_empty() {
+                let _ = spent.try_send(written);
+            }
             if write_error.is_some() {
                 break;
             }
