@@ -722,14 +722,14 @@ impl<'c> Loader<'c> {
 
     pub(super) fn delta_file(
         &mut self,
-        key: String,
+        key: &str,
         path: String,
-        cells: Vec<Cell>,
-        extra: String,
+        cells: &[Cell],
+        extra: &str,
         digest: i64,
     ) -> Result<()> {
         let Some((id, old)) =
-            self.write_entry(Section::Files, &key, Some(&path), &cells, &extra, digest)?
+            self.write_entry(Section::Files, key, Some(&path), cells, extra, digest)?
         else {
             return Ok(());
         };
@@ -741,7 +741,7 @@ impl<'c> Loader<'c> {
             }
             delta.files_to_clear.push(id);
         }
-        self.check_file(&key, &cells)?;
+        self.check_file(key, cells)?;
         let delta = self.delta();
         let columns = delta.file_columns;
         let row = delta
@@ -755,43 +755,43 @@ impl<'c> Loader<'c> {
 
     pub(super) fn delta_symbol(
         &mut self,
-        key: String,
+        key: &str,
         file_path: Option<String>,
-        cells: Vec<Cell>,
-        extra: String,
+        cells: &[Cell],
+        extra: &str,
         digest: i64,
     ) -> Result<()> {
         let path = file_path.as_deref();
         let Some((id, old)) =
-            self.write_entry(Section::Symbols, &key, path, &cells, &extra, digest)?
+            self.write_entry(Section::Symbols, key, path, cells, extra, digest)?
         else {
             return Ok(());
         };
         if let Some(old) = old {
             self.delta().unlink_symbol(&old)?;
         }
-        self.check_symbol(&key, &cells)?;
+        self.check_symbol(key, cells)?;
         let delta = self.delta();
-        delta.fts_symbol(1, id, &cells)?;
-        delta.symbol_edges(&key, &cells, 1)?;
-        delta.symbol_names(&key, &cells);
+        delta.fts_symbol(1, id, cells)?;
+        delta.symbol_edges(key, cells, 1)?;
+        delta.symbol_names(key, cells);
         Ok(())
     }
 
     pub(super) fn delta_graph_list(
         &mut self,
         section: Section,
-        key: String,
-        value: Value,
+        key: &str,
+        value: &Value,
         digest: i64,
     ) -> Result<()> {
         let reverse = section == Section::GraphReverse;
         let json_path = || format!("{}[{key:?}]", section.path());
         let delta = self.delta();
-        let key_id = delta.node(&key)?;
+        let key_id = delta.node(key)?;
         let mut ids = std::mem::take(&mut delta.ids);
         ids.clear();
-        let items = match &value {
+        let items = match value {
             Value::Array(items) => {
                 for name in items.iter().filter_map(Value::as_str) {
                     ids.push(delta.node(name)?);
@@ -810,9 +810,9 @@ impl<'c> Loader<'c> {
             .optional()?;
         let list = List {
             section,
-            key: &key,
+            key,
             key_id,
-            value: &value,
+            value,
             items,
             ids: &ids,
             digest,

@@ -135,18 +135,8 @@ impl Loader<'_> {
                         true
                     }
                     Section::GraphForward | Section::GraphReverse => {
-                        // Scrubbed at the end of a full import; a delta only checks.
-                        if matches!(self.sink, Sink::Delta(_))
-                            && (self.name_excluded(&key)
-                                || value.as_array().is_some_and(|items| {
-                                    items
-                                        .iter()
-                                        .filter_map(Value::as_str)
-                                        .any(|s| self.name_excluded(s))
-                                }))
-                        {
-                            self.dropped += 1;
-                        }
+                        let names = value.as_array().into_iter().flatten();
+                        self.check_graph_list(&key, names.filter_map(Value::as_str));
                         true
                     }
                     Section::Variables => !self.variable_excluded(&value),
@@ -164,26 +154,10 @@ impl Loader<'_> {
                 })
             }
             Event::GraphList {
-                section,
-                key,
-                key_hash,
-                names,
-                digest,
+                ref key, ref names, ..
             } => {
-                // As for a list read as a value: scrubbed at the end of a full import.
-                if matches!(self.sink, Sink::Delta(_))
-                    && (self.name_excluded(&key)
-                        || names.iter().any(|(name, _)| self.name_excluded(name)))
-                {
-                    self.dropped += 1;
-                }
-                Some(Event::GraphList {
-                    section,
-                    key,
-                    key_hash,
-                    names,
-                    digest,
-                })
+                self.check_graph_list(key, names.iter().map(|(name, _)| name));
+                Some(event)
             }
             Event::Item {
                 list: List::Hacks,
@@ -250,6 +224,16 @@ impl Loader<'_> {
             }
             other => Some(other),
         })
+    }
+
+    /// A call-graph list, kept whole: a full import scrubs excluded names at its end; a delta
+    /// only counts a list that names one (and then gives up for a full import).
+    fn check_graph_list<'n>(&mut self, key: &str, mut names: impl Iterator<Item = &'n str>) {
+        if matches!(self.sink, Sink::Delta(_))
+            && (self.name_excluded(key) || names.any(|name| self.name_excluded(name)))
+        {
+            self.dropped += 1;
+        }
     }
 
     /// A path or a qualified name (`provenance` targets are either).

@@ -230,88 +230,43 @@ impl<'c> Loader<'c> {
         canonical_path(raw, self.root.as_deref())
     }
 
-    /// Writes one event. A file, symbol or call-graph list of a full import is written from
-    /// borrowed fields and handed back, for the reading thread, which allocated it, to free.
+    /// Writes one event. A file, symbol or call-graph list is written from borrowed fields and
+    /// handed back, for the reading thread, which allocated it, to free.
     pub(super) fn event(&mut self, kind: DocumentKind, event: Event) -> Result<Option<Event>> {
         let Some(event) = self.filter(kind, event)? else {
             return Ok(None);
         };
-        let full = matches!(self.sink, Sink::Full { .. });
         match event {
             Event::File {
-                key,
-                record,
+                ref key,
+                ref record,
                 digest,
-            } if full => {
-                self.full_file(&key, &record, digest)?;
-                Ok(Some(Event::File {
-                    key,
-                    record,
-                    digest,
-                }))
-            }
+            } => self.file(key, record, digest)?,
             Event::Symbol {
-                key,
-                record,
+                ref key,
+                ref record,
                 digest,
-            } if full => {
-                self.full_symbol(&key, &record, digest)?;
-                Ok(Some(Event::Symbol {
-                    key,
-                    record,
-                    digest,
-                }))
-            }
+            } => self.symbol(key, record, digest)?,
             Event::GraphList {
                 section,
-                key,
+                ref key,
                 key_hash,
-                names,
+                ref names,
                 digest,
-            } if full => {
-                self.full_graph_names(section, &key, key_hash, &names, digest)?;
-                Ok(Some(Event::GraphList {
-                    section,
-                    key,
-                    key_hash,
-                    names,
-                    digest,
-                }))
+            } => self.graph_names(section, key, key_hash, names, digest)?,
+            Event::Member { scope, key, value } => {
+                return self.member(kind, scope, key, value).map(|()| None)
             }
-            event => self.consume(kind, event).map(|()| None),
-        }
-    }
-
-    /// Writes one event, taking its fields.
-    fn consume(&mut self, kind: DocumentKind, event: Event) -> Result<()> {
-        match event {
-            Event::Member { scope, key, value } => self.member(kind, scope, key, value),
-            Event::File {
-                key,
-                record,
-                digest,
-            } => self.file(key, record, digest),
-            Event::Symbol {
-                key,
-                record,
-                digest,
-            } => self.symbol(key, record, digest),
             Event::Entry {
                 section,
                 key,
                 value,
                 digest,
-            } => self.entry(section, key, value, digest),
-            Event::GraphList {
-                section,
-                key,
-                key_hash,
-                names,
-                digest,
-            } => self.graph_names(section, key, key_hash, names, digest),
-            Event::Unchanged { section, id } => self.unchanged(section, id),
-            Event::Item { list, value } => self.item(list, value),
+            } => return self.entry(section, key, value, digest).map(|()| None),
+            Event::Unchanged { section, id } => return self.unchanged(section, id).map(|()| None),
+            Event::Item { list, value } => return self.item(list, value).map(|()| None),
         }
+        Ok(Some(event))
     }
 
     pub(super) fn member(
@@ -482,18 +437,12 @@ impl<'c> Loader<'c> {
         }
     }
 
-    pub(super) fn file(&mut self, key: String, record: Record, digest: i64) -> Result<()> {
-        if matches!(self.sink, Sink::Delta(_)) {
-            let path = self.canonical(&key);
-            let Record { cells, extra } = record;
-            return self.delta_file(key, path, cells, extra, digest);
-        }
-        self.full_file(&key, &record, digest)
-    }
-
-    fn full_file(&mut self, key: &str, record: &Record, digest: i64) -> Result<()> {
+    pub(super) fn file(&mut self, key: &str, record: &Record, digest: i64) -> Result<()> {
         let path = self.canonical(key);
         let Record { cells, extra } = record;
+        if matches!(self.sink, Sink::Delta(_)) {
+            return self.delta_file(key, path, cells, extra, digest);
+        }
         let json_path = || format!("files[{key:?}]");
         if self.is_duplicate(1, "files", key)? {
             return self.warn(json_path(), DUPLICATE_KEY);
@@ -575,18 +524,12 @@ impl<'c> Loader<'c> {
         Ok(())
     }
 
-    pub(super) fn symbol(&mut self, key: String, record: Record, digest: i64) -> Result<()> {
-        if matches!(self.sink, Sink::Delta(_)) {
-            let Record { cells, extra } = record;
-            let file_path = cells[SYMBOL_FILE_CELL].as_str().map(|f| self.canonical(f));
-            return self.delta_symbol(key, file_path, cells, extra, digest);
-        }
-        self.full_symbol(&key, &record, digest)
-    }
-
-    fn full_symbol(&mut self, key: &str, record: &Record, digest: i64) -> Result<()> {
+    pub(super) fn symbol(&mut self, key: &str, record: &Record, digest: i64) -> Result<()> {
         let Record { cells, extra } = record;
         let file_path = cells[SYMBOL_FILE_CELL].as_str().map(|f| self.canonical(f));
+        if matches!(self.sink, Sink::Delta(_)) {
+            return self.delta_symbol(key, file_path, cells, extra, digest);
+        }
         if self.is_duplicate(2, "symbols", key)? {
             return self.warn(format!("symbols[{key:?}]"), DUPLICATE_KEY);
         }
@@ -657,7 +600,7 @@ impl<'c> Loader<'c> {
         digest: i64,
     ) -> Result<()> {
         if matches!(self.sink, Sink::Delta(_)) {
-            return self.delta_graph_list(section, key, value, digest);
+            return self.delta_graph_list(section, &key, &value, digest);
         }
         let Value::Array(items) = &value else {
             let Some((key_id, _)) = self.list_nodes(section, &key, name_hash(&key), [], 0)? else {
@@ -693,25 +636,14 @@ impl<'c> Loader<'c> {
     pub(super) fn graph_names(
         &mut self,
         section: Section,
-        key: String,
-        key_hash: u128,
-        names: NameList,
-        digest: i64,
-    ) -> Result<()> {
-        if matches!(self.sink, Sink::Delta(_)) {
-            return self.delta_graph_list(section, key, names.to_value(), digest);
-        }
-        self.full_graph_names(section, &key, key_hash, &names, digest)
-    }
-
-    fn full_graph_names(
-        &mut self,
-        section: Section,
         key: &str,
         key_hash: u128,
         names: &NameList,
         digest: i64,
     ) -> Result<()> {
+        if matches!(self.sink, Sink::Delta(_)) {
+            return self.delta_graph_list(section, key, &names.to_value(), digest);
+        }
         let Some((key_id, ids)) =
             self.list_nodes(section, key, key_hash, names.iter(), names.len())?
         else {
