@@ -255,3 +255,23 @@ impl Client<'_> {
 pub fn server_peak_rss_kb(pid: u32) -> Option<u64> {
     peak_rss_kb(&pid.to_string())
 }
+
+/// The `answer_cache` counters of the server's `GET /healthz` (an acpdb server; `None` for
+/// another server or when it does not answer).
+pub fn answer_cache_stats(load: &Load) -> Option<serde_json::Value> {
+    let url = reqwest::Url::parse(&load.url).ok()?.join("/healthz").ok()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    runtime.block_on(async {
+        let mut request = reqwest::Client::new()
+            .get(url)
+            .timeout(Duration::from_secs(5));
+        if let Some(token) = &load.token {
+            request = request.bearer_auth(token);
+        }
+        let health: serde_json::Value = request.send().await.ok()?.json().await.ok()?;
+        health.get("answer_cache").cloned()
+    })
+}

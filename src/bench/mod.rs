@@ -71,6 +71,10 @@ pub struct BenchArgs {
     /// Calls per group in the default mix.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub samples: usize,
+    /// Answer cache of the server started here, in megabytes (`serve --answer-cache-mb`; 0
+    /// measures every call's query) [default: the server's]
+    #[arg(long, value_name = "MB")]
+    pub answer_cache_mb: Option<usize>,
     /// Seed for sampling the default mix.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -215,6 +219,7 @@ pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
         calls_per_s: 0.0,
         startup: None,
         peak_rss_kb: None,
+        answer_cache: None,
         tools: Vec::new(),
     };
     let replayed = if let Some(url) = &args.http {
@@ -224,7 +229,7 @@ pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
             .map(crate::mcp::http::read_token)
             .transpose()?;
         let spawned = if url.is_empty() {
-            let mut command = default_server(project, "info")?;
+            let mut command = default_server(project, "info", args.answer_cache_mb)?;
             command.extend(["--http".into(), "127.0.0.1:0".into()]);
             if args.stateless {
                 command.push("--stateless".into());
@@ -253,13 +258,14 @@ pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
             .map(http::SpawnedServer::pid)
             .or(args.server_pid);
         report.peak_rss_kb = pid.and_then(http::server_peak_rss_kb);
+        report.answer_cache = http::answer_cache_stats(&load);
         if let Some(server) = spawned {
             server.stop();
         }
         replayed?
     } else if stdio {
         let command = if args.server.is_empty() {
-            default_server(project, "warn")?
+            default_server(project, "warn", args.answer_cache_mb)?
         } else {
             args.server.clone()
         };
@@ -308,7 +314,11 @@ pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
 }
 
 /// `acpdb --log-level <level> -C <root> --db <db> [--cache <cache>] serve` with this executable.
-fn default_server(project: &Project, log_level: &str) -> Result<Vec<String>> {
+fn default_server(
+    project: &Project,
+    log_level: &str,
+    answer_cache_mb: Option<usize>,
+) -> Result<Vec<String>> {
     let exe = std::env::current_exe()?;
     let mut command = vec![
         exe.display().to_string(),
@@ -323,5 +333,8 @@ fn default_server(project: &Project, log_level: &str) -> Result<Vec<String>> {
         command.extend(["--cache".into(), cache.display().to_string()]);
     }
     command.push("serve".into());
+    if let Some(mb) = answer_cache_mb {
+        command.extend(["--answer-cache-mb".into(), mb.to_string()]);
+    }
     Ok(command)
 }

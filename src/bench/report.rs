@@ -243,6 +243,10 @@ pub struct Report {
     /// Peak resident set size (VmHWM) of the server process, or of this process in-process,
     /// in KiB.
     pub peak_rss_kb: Option<u64>,
+    /// The server's answer cache at the end (http mode): its `GET /healthz` counters, warm-up
+    /// included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_cache: Option<serde_json::Value>,
     /// Per-group statistics, in workload order.
     pub tools: Vec<GroupStats>,
 }
@@ -291,6 +295,18 @@ impl Report {
             }
             None => {
                 let _ = writeln!(out, "peak RSS ({whose}): unknown");
+            }
+        }
+        if let Some(cache) = &self.answer_cache {
+            let count = |key: &str| cache.get(key).and_then(serde_json::Value::as_u64);
+            if let (Some(hits), Some(misses)) = (count("hits"), count("misses")) {
+                let _ = writeln!(
+                    out,
+                    "answer cache (server): {hits} of {} cacheable calls answered from it ({:.1} %, warm-up included), {:.1} MB held",
+                    hits + misses,
+                    100.0 * hits as f64 / (hits + misses).max(1) as f64,
+                    count("bytes").unwrap_or(0) as f64 / 1e6
+                );
             }
         }
         let width = self

@@ -33,6 +33,7 @@ use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use super::answer_cache::{AnswerCache, CacheStats};
 use super::server::AcpServer;
 use super::state::{IndexState, UnavailableReason};
 
@@ -305,9 +306,20 @@ struct Health {
     /// The first import's progress.
     #[serde(skip_serializing_if = "Option::is_none")]
     progress: Option<serde_json::Value>,
+    /// The answer cache's size and counters.
+    answer_cache: CacheStats,
 }
 
-fn health(state: &IndexState) -> (StatusCode, Health) {
+/// What `GET /healthz` reads.
+#[derive(Clone)]
+struct HealthSources {
+    state: Arc<IndexState>,
+    answers: Arc<AnswerCache>,
+}
+
+fn health(sources: &HealthSources) -> (StatusCode, Health) {
+    let state = &sources.state;
+    let answer_cache = sources.answers.stats();
     let read_only = state.read_only();
     match state.pool() {
         Ok(_) => {
@@ -321,6 +333,7 @@ fn health(state: &IndexState) -> (StatusCode, Health) {
                     read_only,
                     message: note,
                     progress: None,
+                    answer_cache,
                 },
             )
         }
@@ -336,13 +349,14 @@ fn health(state: &IndexState) -> (StatusCode, Health) {
                 read_only,
                 message: Some(unavailable.message),
                 progress: unavailable.data,
+                answer_cache,
             },
         ),
     }
 }
 
-async fn healthz(State(state): State<Arc<IndexState>>) -> Response {
-    let (status, health) = health(&state);
+async fn healthz(State(sources): State<HealthSources>) -> Response {
+    let (status, health) = health(&sources);
     let text = serde_json::to_string(&health).unwrap_or_default();
     (
         status,
@@ -360,6 +374,10 @@ pub(super) async fn serve(
 ) -> Result<()> {
     options.check()?;
     let cancel = CancellationToken::new();
+    let health_sources = HealthSources {
+        state: state.clone(),
+        answers: server.answer_cache(),
+    };
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -377,7 +395,7 @@ pub(super) async fn serve(
         .layer(axum::middleware::from_fn_with_state(guard_state, guard))
         .route(
             "/healthz",
-            axum::routing::get(healthz).with_state(state.clone()),
+            axum::routing::get(healthz).with_state(health_sources),
         );
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await

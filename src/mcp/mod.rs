@@ -5,6 +5,7 @@
 //! as pretty-printed text (the reference server's shape); failures are JSON-RPC errors, never
 //! `isError` results. stdout carries only protocol messages; logs go to stderr.
 
+pub mod answer_cache;
 pub mod errors;
 pub mod http;
 mod prompts;
@@ -20,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use rmcp::ServiceExt;
 
 use crate::project::Project;
@@ -49,6 +50,10 @@ pub struct ServeArgs {
     /// `GET /healthz` reports the index state.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
+    /// Megabytes of answers of the read-only tools to keep, shared by all clients, until the
+    /// index changes; 0 turns the cache off [default: 32 with --http, else 0].
+    #[arg(long, value_name = "MB")]
+    pub answer_cache_mb: Option<usize>,
     /// With --http: answer each request on its own, without sessions (any request may reach
     /// any server of a fleet).
     #[arg(long, requires = "http")]
@@ -89,6 +94,10 @@ pub struct ServeArgs {
     )]
     pub drain_timeout: f64,
 }
+
+/// Default answer cache of an HTTP server, in megabytes: the many agents it serves ask many
+/// of the same questions. A stdio server serves one agent, which seldom repeats a call: none.
+const HTTP_ANSWER_CACHE_MB: usize = 32;
 
 /// A number of seconds given on the command line as a duration; `flag` names it in the error.
 fn seconds(value: f64, flag: &str) -> Result<Duration> {
@@ -139,6 +148,13 @@ pub fn run(project: &Project, args: &ServeArgs) -> Result<()> {
         }
         None => None,
     };
+    let answer_cache_mb = args.answer_cache_mb.unwrap_or(match http {
+        Some(_) => HTTP_ANSWER_CACHE_MB,
+        None => 0,
+    });
+    let answer_cache_bytes = answer_cache_mb
+        .checked_mul(1 << 20)
+        .context("--answer-cache-mb is too large")?;
     if http.is_some() {
         limit_malloc_arenas();
     }
@@ -153,7 +169,7 @@ pub fn run(project: &Project, args: &ServeArgs) -> Result<()> {
         .build()?;
     runtime.block_on(async {
         let state = state::IndexState::start(project.clone(), options);
-        let server = AcpServer::new(state.clone(), query_timeout);
+        let server = AcpServer::new(state.clone(), query_timeout, answer_cache_bytes);
         if !watch_interval.is_zero() {
             watch(state.clone(), watch_interval);
         }

@@ -16,6 +16,7 @@ use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, ErrorData, RoleServer, ServerHandler};
 use rusqlite::Connection;
 
+use super::answer_cache::AnswerCache;
 use super::errors;
 use super::state::IndexState;
 use crate::journal::index::{DatabaseIndex, IndexConnection};
@@ -174,19 +175,32 @@ pub struct AcpServer {
     /// Longest a read query may run.
     time_limit: Duration,
     journal: Arc<std::sync::Mutex<Option<Arc<Journal>>>>,
+    /// Answers of the read-only tools, per index generation.
+    answers: Arc<AnswerCache>,
     tool_router: ToolRouter<Self>,
 }
 
 impl AcpServer {
-    /// A server answering from `state`, interrupting read queries after `time_limit`.
-    pub fn new(state: Arc<IndexState>, time_limit: Duration) -> AcpServer {
+    /// A server answering from `state`, interrupting read queries after `time_limit` and
+    /// keeping up to `answer_cache_bytes` of answers (0: none).
+    pub fn new(
+        state: Arc<IndexState>,
+        time_limit: Duration,
+        answer_cache_bytes: usize,
+    ) -> AcpServer {
         AcpServer {
             gates: Arc::new(Gates::new(state.pool_size())),
             state,
             time_limit,
             journal: Arc::new(std::sync::Mutex::new(None)),
+            answers: Arc::new(AnswerCache::new(answer_cache_bytes)),
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// The answer cache shared by this server's connections.
+    pub fn answer_cache(&self) -> Arc<AnswerCache> {
+        self.answers.clone()
     }
 
     /// Runs `query` on a pooled connection under the time limit and renders its answer.
@@ -330,8 +344,28 @@ impl AcpServer {
                 request.arguments = Some(arguments);
             }
         }
+        // An index tool answers from the index alone: within one index generation the same
+        // arguments get the same answer, which may come from the cache.
+        let from_index = crate::tools::INDEX_TOOLS.contains(&name.as_str());
+        let cached = match self.state.answer_generation() {
+            Some(generation) if from_index && self.answers.enabled() => {
+                let key = AnswerCache::key(&name, request.arguments.as_ref());
+                if let Some(result) = self.answers.get(generation, &key) {
+                    return Ok(CallToolResponse::Complete(result));
+                }
+                Some((generation, key))
+            }
+            _ => None,
+        };
         let context = ToolCallContext::new(self, request, context);
-        match self.tool_router.call(context).await? {
+        let response = self.tool_router.call(context).await?;
+        if let (Some((generation, key)), CallToolResponse::Complete(result)) = (cached, &response) {
+            // Kept only when nothing changed while it was computed (no staleness note in it).
+            if self.state.answer_generation() == Some(generation) {
+                self.answers.put(generation, key, result);
+            }
+        }
+        match response {
             CallToolResponse::Complete(result) if result.is_error == Some(true) => {
                 // rmcp reports undecodable arguments as an error result; agents get a JSON-RPC
                 // -32602 instead, like the reference server.

@@ -5,7 +5,7 @@
 //! staleness note; the new database is swapped in only when complete.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
@@ -95,6 +95,8 @@ pub struct IndexState {
     signature: Mutex<Option<Signature>>,
     /// The served database file's identity, in read-only mode.
     db_file: Mutex<Option<FileId>>,
+    /// Counts the changes of what answers mean: a new database, or a change of staleness.
+    generation: AtomicU64,
 }
 
 type Signature = (
@@ -117,6 +119,7 @@ impl IndexState {
             rerun: AtomicBool::new(false),
             signature: Mutex::new(None),
             db_file: Mutex::new(None),
+            generation: AtomicU64::new(1),
         });
         if options.read_only {
             state.start_read_only(&project);
@@ -232,6 +235,7 @@ impl IndexState {
             Ok(pool) => {
                 *self.current.write().unwrap_or_else(PoisonError::into_inner) =
                     Some(Arc::new(pool));
+                self.generation.fetch_add(1, Ordering::SeqCst);
                 *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Serving;
             }
             Err(err) => {
@@ -299,6 +303,26 @@ impl IndexState {
             .clone()
     }
 
+    /// Sets why answers may be out of date (`None`: they are not), which starts a new
+    /// [`IndexState::answer_generation`].
+    fn set_stale(&self, note: Option<String>) {
+        *self.stale.lock().unwrap_or_else(PoisonError::into_inner) = note;
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The generation answers computed now belong to, while the served index is current; `None`
+    /// while it is stale or unavailable (answers must not be kept then). Two calls that see the
+    /// same generation see the same database, equally fresh.
+    pub fn answer_generation(&self) -> Option<u64> {
+        let generation = self.generation.load(Ordering::SeqCst);
+        let serving = self
+            .current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        (serving && self.stale_note().is_none()).then_some(generation)
+    }
+
     /// Checks whether the cache, vars or project config changed on disk and re-imports if so.
     pub fn poll_changes(self: &Arc<Self>) {
         {
@@ -337,7 +361,7 @@ impl IndexState {
                 tracing::debug!("the cache's content is what the served database holds");
                 // A note about a failed re-import no longer applies.
                 if !self.importing.load(Ordering::SeqCst) {
-                    *self.stale.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                    self.set_stale(None);
                 }
             }
             Ok(Freshness::Stale(why) | Freshness::Incompatible(why)) => {
@@ -368,9 +392,9 @@ impl IndexState {
             .unwrap_or_else(PoisonError::into_inner)
             .is_some();
         if serving {
-            *self.stale.lock().unwrap_or_else(PoisonError::into_inner) = Some(format!(
+            self.set_stale(Some(format!(
                 "The index is stale: {reason}; it is being re-imported and this answer comes from the previous import."
-            ));
+            )));
         } else {
             *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::FirstBuild {
                 progress: progress.clone(),
@@ -393,7 +417,7 @@ impl IndexState {
             match result {
                 Ok(summary) => {
                     tracing::info!("background import finished: {}", summary.line());
-                    *state.stale.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                    state.set_stale(None);
                     state.open_current();
                 }
                 Err(err) => {
@@ -403,9 +427,9 @@ impl IndexState {
                         started.elapsed().as_secs_f64()
                     );
                     if state.current.read().unwrap_or_else(PoisonError::into_inner).is_some() {
-                        *state.stale.lock().unwrap_or_else(PoisonError::into_inner) = Some(format!(
+                        state.set_stale(Some(format!(
                             "The index is stale: the cache changed but re-importing it failed: {message}. This answer comes from the previous import; fix the cache (or run 'acp index' again), and acpdb imports it when it changes."
-                        ));
+                        )));
                     } else {
                         *state.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::FirstBuildFailed(message);
                     }

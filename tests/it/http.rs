@@ -243,11 +243,16 @@ async fn every_tool_and_resource_answers_over_http_as_over_stdio() {
     for mode in [&[][..], &["--stateless"][..]] {
         let server = HttpServer::start(project.root(), mode);
         let client = Client::http(&server.url(), None).await;
-        let over_http = transcript(&client, &calls).await;
-        assert_eq!(over_http.len(), expected.len());
-        for (http, stdio) in over_http.iter().zip(&expected) {
-            assert_eq!(http, stdio, "{mode:?}");
+        // The second time, the answers come from the server's answer cache: the same again.
+        for round in 0..2 {
+            let over_http = transcript(&client, &calls).await;
+            assert_eq!(over_http.len(), expected.len());
+            for (http, stdio) in over_http.iter().zip(&expected) {
+                assert_eq!(http, stdio, "{mode:?}, round {round}");
+            }
         }
+        let cache = &json_body(&get(server.addr, "/healthz"))["answer_cache"];
+        assert!(cache["hits"].as_u64() >= Some(10), "{cache}");
         // The journal tools write over HTTP as over stdio.
         let marked = client
             .ok("acp_hack", json!({"action": "mark", "data": {"file": "src/auth/session.ts", "line": 3, "reason": "over http"}}))
@@ -255,6 +260,79 @@ async fn every_tool_and_resource_answers_over_http_as_over_stdio() {
         assert!(marked.to_string().contains("over http"), "{marked}");
         client.close().await;
     }
+}
+
+/// Answers come from the cache only while the index that gave them is served: a re-imported
+/// cache is answered from at once, and nothing is kept while the index is stale, from the
+/// journal, or with the cache turned off.
+#[tokio::test(flavor = "multi_thread")]
+async fn cached_answers_follow_the_index() {
+    let project = demo();
+    let server = HttpServer::start(project.root(), &["--watch-interval", "0.1"]);
+    let client = Client::http(&server.url(), None).await;
+    wait_ready(&client, 60).await;
+    let cache = || json_body(&get(server.addr, "/healthz"))["answer_cache"].clone();
+    let symbols = || async {
+        client.ok("acp_get_architecture", json!({})).await["total_symbols"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = symbols().await;
+    let hits = cache()["hits"].as_u64().unwrap();
+    assert_eq!(symbols().await, before);
+    assert_eq!(cache()["hits"].as_u64(), Some(hits + 1));
+    // The journal is never cached.
+    for _ in 0..2 {
+        client.ok("acp_hack", json!({"action": "list"})).await;
+    }
+    assert_eq!(cache()["hits"].as_u64(), Some(hits + 1));
+
+    let mut changed: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
+    changed["symbols"]["brandNewHelper"] = json!({"name": "brandNewHelper", "qualified_name": "src/auth/session.ts:brandNewHelper", "type": "function", "file": "src/auth/session.ts", "lines": [90, 95], "exported": true});
+    std::fs::write(
+        project.cache_path(),
+        serde_json::to_string(&changed).unwrap(),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = client
+            .call("acp_get_architecture", json!({}))
+            .await
+            .unwrap();
+        let total = answer.json["total_symbols"].as_u64().unwrap();
+        if total == before + 1 {
+            // Once the new index serves, its answers carry no staleness note.
+            assert_eq!(answer.texts.len(), 1, "{:?}", answer.texts);
+            break;
+        }
+        assert_eq!(total, before);
+        assert!(
+            Instant::now() < deadline,
+            "the new index was never answered from"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stats = cache();
+    assert!(stats["entries"].as_u64() >= Some(1), "{stats}");
+    assert_eq!(symbols().await, before + 1);
+
+    let off = HttpServer::start(project.root(), &["--answer-cache-mb", "0"]);
+    let client = Client::http(&off.url(), None).await;
+    for _ in 0..3 {
+        client.ok("acp_get_architecture", json!({})).await;
+    }
+    let stats = json_body(&get(off.addr, "/healthz"))["answer_cache"].clone();
+    assert_eq!(
+        (
+            stats["budget_bytes"].as_u64(),
+            stats["hits"].as_u64(),
+            stats["entries"].as_u64()
+        ),
+        (Some(0), Some(0), Some(0)),
+        "{stats}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
