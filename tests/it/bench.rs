@@ -216,6 +216,33 @@ fn http_clients_at_once_against_a_server_the_bench_starts() {
         report["server"][0].as_str().unwrap().ends_with("acpdb"),
         "{report}"
     );
+    // The report says how many calls the server's answer cache answered: the passes repeat.
+    let cache = &report["answer_cache"];
+    let (hits, misses) = (
+        cache["hits"].as_u64().unwrap(),
+        cache["misses"].as_u64().unwrap(),
+    );
+    assert!(hits > 0 && misses > 0, "{cache}");
+    let uncached = assert_json(
+        &bench(
+            &project,
+            &[
+                "--http",
+                "--clients",
+                "2",
+                "--answer-cache-mb",
+                "0",
+                "--json",
+            ],
+        ),
+        "http",
+    );
+    assert!(
+        uncached["server"].to_string().contains("--answer-cache-mb"),
+        "{uncached}"
+    );
+    assert_eq!(uncached["answer_cache"]["budget_bytes"], 0, "{uncached}");
+    assert_eq!(uncached["answer_cache"]["hits"], 0, "{uncached}");
 
     // Against a running server given by URL, with its token and pid.
     let token = project.root().join("token");
