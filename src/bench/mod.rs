@@ -71,7 +71,7 @@ pub struct BenchArgs {
     /// Calls per group in the default mix.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub samples: usize,
-    /// Answer cache of the server started here, in megabytes (`serve --answer-cache-mb`; 0
+    /// Answer cache of the server started here, in MiB (`serve --answer-cache-mb`; 0
     /// measures every call's query) [default: the server's]
     #[arg(long, value_name = "MB")]
     pub answer_cache_mb: Option<usize>,

@@ -302,10 +302,10 @@ impl Report {
             if let (Some(hits), Some(misses)) = (count("hits"), count("misses")) {
                 let _ = writeln!(
                     out,
-                    "answer cache (server): {hits} of {} cacheable calls answered from it ({:.1} %, warm-up included), {:.1} MB held",
+                    "answer cache (server): {hits} of {} cacheable calls answered from it ({:.1} %, warm-up included), {:.1} MiB held",
                     hits + misses,
                     100.0 * hits as f64 / (hits + misses).max(1) as f64,
-                    count("bytes").unwrap_or(0) as f64 / 1e6
+                    count("bytes").unwrap_or(0) as f64 / 1_048_576.0
                 );
             }
         }

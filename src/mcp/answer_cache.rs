@@ -4,22 +4,29 @@
 //! Invariants: an entry is returned only for the generation it was computed in (the index
 //! state starts a new generation whenever the served database or its staleness changes, and
 //! the first look-up of a new generation empties the cache); only successful answers are kept;
-//! an entry is held as its JSON text, so the budget bounds the memory it takes (a parsed JSON
-//! value takes several times its text) and the entries stay within it (the oldest go first).
+//! an entry is held as its JSON text (a parsed JSON value takes several times its text) and
+//! charged for it plus a fixed overhead, and the charges stay within the budget (the oldest
+//! entries go first).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 /// Largest share of the budget one answer may take: a page of a huge listing is not worth
 /// evicting many small answers for.
 const LARGEST_SHARE: usize = 16;
 
-/// Bytes an entry is charged besides its key and answer text (map slot, order slot, `Arc`).
-const ENTRY_OVERHEAD: usize = 96;
+/// Largest answer kept, in bytes of JSON: each hit parses it again on the thread that
+/// received the call, which must stay short.
+const LARGEST_ANSWER: usize = 256 * 1024;
+
+/// Bytes an entry is charged besides its answer text: its key, map and queue slots, the
+/// allocations' headers.
+const ENTRY_OVERHEAD: usize = 160;
 
 /// The cache of one server; cheap to share between its connections.
 pub struct AnswerCache {
@@ -29,12 +36,17 @@ pub struct AnswerCache {
     misses: AtomicU64,
 }
 
+/// A call's identity: the SHA-256 of its tool name and arguments, so that a large argument
+/// (a diff) is hashed once, outside the lock, and held in 32 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key([u8; 32]);
+
 #[derive(Default)]
 struct Entries {
     generation: u64,
-    by_key: HashMap<Arc<str>, Arc<Cached>>,
+    by_key: HashMap<Key, Arc<Cached>>,
     /// Keys in the order they were stored, oldest first.
-    order: VecDeque<Arc<str>>,
+    order: VecDeque<Key>,
     bytes: usize,
 }
 
@@ -49,7 +61,7 @@ struct Cached {
 pub struct CacheStats {
     /// Budget in bytes (0: the cache is off).
     pub budget_bytes: usize,
-    /// Bytes the entries take.
+    /// Bytes the entries are charged.
     pub bytes: usize,
     /// Answers held.
     pub entries: usize,
@@ -75,24 +87,34 @@ impl AnswerCache {
         self.budget > 0
     }
 
-    /// The key of a call: the tool's name and its arguments as JSON.
+    /// The key of a call of `tool` with `arguments`; `None` when they cannot be written as
+    /// JSON (such a call is not cached).
     pub fn key(
         tool: &str,
         arguments: Option<&serde_json::Map<String, serde_json::Value>>,
-    ) -> String {
-        let arguments = arguments.map_or_else(String::new, |a| {
-            serde_json::to_string(a).unwrap_or_default()
-        });
-        format!("{tool}\n{arguments}")
+    ) -> Option<Key> {
+        let mut hasher = Sha256::new();
+        hasher.update(tool.as_bytes());
+        hasher.update(b"\n");
+        if let Some(arguments) = arguments {
+            hasher.update(serde_json::to_vec(arguments).ok()?);
+        }
+        Some(Key(hasher.finalize().into()))
     }
 
     /// The answer stored under `key` in `generation`, if any.
-    pub fn get(&self, generation: u64, key: &str) -> Option<CallToolResult> {
-        let found = {
+    pub fn get(&self, generation: u64, key: &Key) -> Option<CallToolResult> {
+        let (found, old) = {
             let mut entries = self.lock();
-            entries.start(generation);
-            entries.by_key.get(key).cloned()
+            let old = entries.start(generation);
+            let found = if entries.generation == generation {
+                entries.by_key.get(key).cloned()
+            } else {
+                None
+            };
+            (found, old)
         };
+        drop(old);
         match found.and_then(|cached| serde_json::from_str(&cached.json).ok()) {
             Some(result) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
@@ -106,32 +128,40 @@ impl AnswerCache {
     }
 
     /// Stores `result` under `key` for `generation`, evicting the oldest entries to stay within
-    /// the budget; an error result, or one larger than a sixteenth of the budget, is not kept.
-    pub fn put(&self, generation: u64, key: String, result: &CallToolResult) {
-        if !self.enabled() || result.is_error == Some(true) {
+    /// the budget; an error result, or one larger than [`LARGEST_ANSWER`] or a sixteenth of
+    /// the budget, is not kept.
+    pub fn put(&self, generation: u64, key: Key, result: &CallToolResult) {
+        let largest = (self.budget / LARGEST_SHARE).min(LARGEST_ANSWER);
+        let text: usize = result
+            .content
+            .iter()
+            .map(|block| match block {
+                ContentBlock::Text(text) => text.text.len(),
+                _ => 0,
+            })
+            .sum();
+        if !self.enabled() || result.is_error == Some(true) || text > largest {
             return;
         }
         let Ok(json) = serde_json::to_string(result) else {
             return;
         };
-        let bytes = key.len() + json.len() + ENTRY_OVERHEAD;
-        if bytes > self.budget / LARGEST_SHARE {
+        let bytes = json.len() + ENTRY_OVERHEAD;
+        if bytes > largest {
             return;
         }
         let cached = Arc::new(Cached {
             json: json.into(),
             bytes,
         });
+        let mut evicted = Vec::new();
         let mut entries = self.lock();
-        entries.start(generation);
-        if entries.generation != generation {
+        let old = entries.start(generation);
+        if entries.generation != generation || entries.by_key.contains_key(&key) {
+            // Computed for an older index, or by another call with the same arguments.
             return;
         }
-        let key: Arc<str> = key.into();
-        if let Some(old) = entries.by_key.insert(key.clone(), cached) {
-            entries.bytes -= old.bytes;
-            entries.order.retain(|k| *k != key);
-        }
+        entries.by_key.insert(key, cached);
         entries.bytes += bytes;
         entries.order.push_back(key);
         while entries.bytes > self.budget {
@@ -140,8 +170,11 @@ impl AnswerCache {
             };
             if let Some(gone) = entries.by_key.remove(&oldest) {
                 entries.bytes -= gone.bytes;
+                evicted.push(gone);
             }
         }
+        drop(entries);
+        drop((old, evicted));
     }
 
     /// The cache's counters.
@@ -162,21 +195,28 @@ impl AnswerCache {
 }
 
 impl Entries {
-    /// Empties the cache when `generation` is newer than its entries'.
-    fn start(&mut self, generation: u64) {
-        if generation > self.generation {
-            *self = Entries {
-                generation,
-                ..Entries::default()
-            };
-        }
+    /// Empties the cache when `generation` is newer than its entries'; returns the entries
+    /// of the older generation, to be freed once the lock is released.
+    fn start(&mut self, generation: u64) -> Option<Entries> {
+        (generation > self.generation).then(|| {
+            std::mem::replace(
+                self,
+                Entries {
+                    generation,
+                    ..Entries::default()
+                },
+            )
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmcp::model::ContentBlock;
+
+    fn k(name: &str) -> Key {
+        AnswerCache::key(name, None).unwrap()
+    }
 
     fn answer(text: &str) -> CallToolResult {
         CallToolResult::success(vec![ContentBlock::text(text)])
@@ -192,16 +232,20 @@ mod tests {
     #[test]
     fn answers_come_back_within_their_generation_only() {
         let cache = AnswerCache::new(1 << 20);
-        let key = AnswerCache::key("acp_query", None);
+        let key = k("acp_query");
         assert!(cache.get(1, &key).is_none());
-        cache.put(1, key.clone(), &answer("first"));
+        cache.put(1, key, &answer("first"));
         assert_eq!(text(&cache.get(1, &key).unwrap()), "first");
-        // A new generation empties the cache, and an answer computed in an older one is dropped.
+        // A new generation empties the cache; an answer computed in an older one is dropped,
+        // and a call that began in an older one is not answered from the newer one.
         assert!(cache.get(2, &key).is_none());
-        cache.put(1, key.clone(), &answer("late"));
+        cache.put(1, key, &answer("late"));
         assert!(cache.get(2, &key).is_none());
+        cache.put(2, key, &answer("second"));
+        assert!(cache.get(1, &key).is_none());
+        assert_eq!(text(&cache.get(2, &key).unwrap()), "second");
         let stats = cache.stats();
-        assert_eq!((stats.hits, stats.misses, stats.entries), (1, 3, 0));
+        assert_eq!((stats.hits, stats.misses, stats.entries), (2, 4, 1));
     }
 
     #[test]
@@ -209,10 +253,10 @@ mod tests {
         let cache = AnswerCache::new(16 * 1024);
         let mut failed = answer("no");
         failed.is_error = Some(true);
-        cache.put(1, "a".into(), &failed);
-        cache.put(1, "b".into(), &answer(&"x".repeat(2000)));
+        cache.put(1, k("a"), &failed);
+        cache.put(1, k("b"), &answer(&"x".repeat(2000)));
         assert_eq!(cache.stats().entries, 0);
-        cache.put(1, "c".into(), &answer("small"));
+        cache.put(1, k("c"), &answer("small"));
         assert_eq!(cache.stats().entries, 1);
     }
 
@@ -220,17 +264,17 @@ mod tests {
     fn the_oldest_answers_go_first_when_the_budget_is_spent() {
         let cache = AnswerCache::new(16 * 1024);
         for n in 0..100 {
-            cache.put(1, format!("key {n}"), &answer(&"y".repeat(500)));
+            cache.put(1, k(&format!("key {n}")), &answer(&"y".repeat(500)));
         }
         let stats = cache.stats();
         assert!(stats.bytes <= stats.budget_bytes, "{stats:?}");
         assert!(stats.entries > 0 && stats.entries < 100, "{stats:?}");
-        assert!(cache.get(1, "key 0").is_none());
-        assert!(cache.get(1, "key 99").is_some());
-        // Storing a key again replaces its answer and its charge.
-        cache.put(1, "key 99".into(), &answer("z"));
-        assert_eq!(text(&cache.get(1, "key 99").unwrap()), "z");
-        assert!(cache.stats().bytes < stats.bytes);
+        assert!(cache.get(1, &k("key 0")).is_none());
+        assert!(cache.get(1, &k("key 99")).is_some());
+        // Another call with the same arguments, computed meanwhile, leaves the first answer.
+        cache.put(1, k("key 99"), &answer("z"));
+        assert_ne!(text(&cache.get(1, &k("key 99")).unwrap()), "z");
+        assert_eq!(cache.stats().bytes, stats.bytes);
     }
 
     #[test]
@@ -246,16 +290,16 @@ mod tests {
         let mut given = answer("text with \"quotes\", \\ and é");
         given.structured_content =
             Some(serde_json::json!({"numbers": numbers, "n": u64::MAX, "m": i64::MIN}));
-        cache.put(1, "k".into(), &given);
-        assert_eq!(cache.get(1, "k"), Some(given));
+        cache.put(1, k("k"), &given);
+        assert_eq!(cache.get(1, &k("k")), Some(given));
     }
 
     #[test]
     fn a_cache_of_no_bytes_keeps_nothing() {
         let cache = AnswerCache::new(0);
         assert!(!cache.enabled());
-        cache.put(1, "a".into(), &answer("a"));
-        assert!(cache.get(1, "a").is_none());
+        cache.put(1, k("a"), &answer("a"));
+        assert!(cache.get(1, &k("a")).is_none());
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub struct ServeArgs {
     /// `GET /healthz` reports the index state.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
-    /// Megabytes of answers of the read-only tools to keep, shared by all clients, until the
+    /// MiB of answers of the read-only tools to keep, shared by all clients, until the
     /// index changes; 0 turns the cache off [default: 32 with --http, else 0].
     #[arg(long, value_name = "MB")]
     pub answer_cache_mb: Option<usize>,
@@ -95,7 +95,7 @@ pub struct ServeArgs {
     pub drain_timeout: f64,
 }
 
-/// Default answer cache of an HTTP server, in megabytes: the many agents it serves ask many
+/// Default answer cache of an HTTP server, in MiB: the many agents it serves ask many
 /// of the same questions. A stdio server serves one agent, which seldom repeats a call: none.
 const HTTP_ANSWER_CACHE_MB: usize = 32;
 

@@ -349,14 +349,15 @@ impl AcpServer {
         let from_index = crate::tools::INDEX_TOOLS.contains(&name.as_str());
         let cached = match self.state.answer_generation() {
             Some(generation) if from_index && self.answers.enabled() => {
-                let key = AnswerCache::key(&name, request.arguments.as_ref());
-                if let Some(result) = self.answers.get(generation, &key) {
-                    return Ok(CallToolResponse::Complete(result));
-                }
-                Some((generation, key))
+                AnswerCache::key(&name, request.arguments.as_ref()).map(|key| (generation, key))
             }
             _ => None,
         };
+        if let Some((generation, key)) = &cached {
+            if let Some(result) = self.answers.get(*generation, key) {
+                return Ok(CallToolResponse::Complete(result));
+            }
+        }
         let context = ToolCallContext::new(self, request, context);
         let response = self.tool_router.call(context).await?;
         if let (Some((generation, key)), CallToolResponse::Complete(result)) = (cached, &response) {

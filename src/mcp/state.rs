@@ -133,8 +133,9 @@ impl IndexState {
         let freshness = freshness::check(&project)
             .unwrap_or_else(|e| Freshness::Stale(format!("cannot read the database: {e:#}")));
         match (&project.cache, freshness) {
-            (_, Freshness::Fresh) => state.open_current(),
-            (None, Freshness::Stale(_)) => state.open_current(),
+            (_, Freshness::Fresh) | (None, Freshness::Stale(_)) => {
+                state.open_current();
+            }
             (None, Freshness::Missing) => {
                 tracing::warn!(
                     "no ACP cache under {}: run `acp index` there; tools answer -32000 until a cache exists",
@@ -188,7 +189,9 @@ impl IndexState {
                         project.db.display()
                     ));
             }
-            _ => self.open_current(),
+            _ => {
+                self.open_current();
+            }
         }
     }
 
@@ -224,26 +227,33 @@ impl IndexState {
         }
     }
 
-    fn open_current(&self) {
-        let path = self
-            .project
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .db
-            .clone();
+    /// Opens the database file as it is now and answers from it; false (logged) when it
+    /// cannot be opened, and the previous database, if any, keeps answering.
+    fn open_current(&self) -> bool {
+        let path = self.db_path();
+        *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) = file_id(&path);
         match db::read_pool(&path, self.options.pool_size) {
             Ok(pool) => {
                 *self.current.write().unwrap_or_else(PoisonError::into_inner) =
                     Some(Arc::new(pool));
                 self.generation.fetch_add(1, Ordering::SeqCst);
                 *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Serving;
+                true
             }
             Err(err) => {
                 tracing::error!("cannot open {}: {err:#}", path.display());
                 *self.phase.lock().unwrap_or_else(PoisonError::into_inner) =
                     Phase::FirstBuildFailed(format!("{err:#}"));
+                false
             }
         }
+    }
+
+    /// Whether the database file is another one than the file the pool was opened on (an
+    /// import by another process renamed a new file over it).
+    fn database_replaced(&self) -> bool {
+        let now = file_id(&self.db_path());
+        now.is_some() && *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) != now
     }
 
     /// The project being served.
@@ -359,8 +369,17 @@ impl IndexState {
         match freshness::check(project) {
             Ok(Freshness::Fresh) => {
                 tracing::debug!("the cache's content is what the served database holds");
-                // A note about a failed re-import no longer applies.
                 if !self.importing.load(Ordering::SeqCst) {
+                    // Another process imported it into a new file: answer from that file.
+                    if self.database_replaced() {
+                        tracing::info!(
+                            "the database file was replaced; answering from the new file"
+                        );
+                        if !self.open_current() {
+                            return;
+                        }
+                    }
+                    // A note about a failed re-import no longer applies.
                     self.set_stale(None);
                 }
             }
@@ -417,8 +436,15 @@ impl IndexState {
             match result {
                 Ok(summary) => {
                     tracing::info!("background import finished: {}", summary.line());
-                    state.set_stale(None);
-                    state.open_current();
+                    // The note goes only once the new database answers.
+                    if state.open_current() {
+                        state.set_stale(None);
+                    } else {
+                        state.set_stale(Some(format!(
+                            "The index is stale: the cache was re-imported into {} but the new database cannot be opened (see the server's log); this answer comes from the previous import.",
+                            project.db.display()
+                        )));
+                    }
                 }
                 Err(err) => {
                     let message = format!("{err:#}");

@@ -263,8 +263,8 @@ async fn every_tool_and_resource_answers_over_http_as_over_stdio() {
 }
 
 /// Answers come from the cache only while the index that gave them is served: a re-imported
-/// cache is answered from at once, and nothing is kept while the index is stale, from the
-/// journal, or with the cache turned off.
+/// cache is answered from at once; the journal is never cached, nor anything with the cache
+/// turned off.
 #[tokio::test(flavor = "multi_thread")]
 async fn cached_answers_follow_the_index() {
     let project = demo();
@@ -333,6 +333,40 @@ async fn cached_answers_follow_the_index() {
         (Some(0), Some(0), Some(0)),
         "{stats}"
     );
+}
+
+/// A database file that another process's import renamed over the served one is answered from
+/// (and its answers cached) once the server sees the change, not the file it opened first.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_imported_by_another_process_is_answered_from() {
+    let project = demo();
+    let server = HttpServer::start(project.root(), &["--watch-interval", "1"]);
+    let client = Client::http(&server.url(), None).await;
+    wait_ready(&client, 60).await;
+    let symbols = || async {
+        client.ok("acp_get_architecture", json!({})).await["total_symbols"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = symbols().await;
+    assert_eq!(symbols().await, before);
+    let mut changed: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
+    changed["symbols"]["importedElsewhere"] = json!({"name": "importedElsewhere", "qualified_name": "src/auth/session.ts:importedElsewhere", "type": "function", "file": "src/auth/session.ts", "lines": [96, 99], "exported": true});
+    std::fs::write(
+        project.cache_path(),
+        serde_json::to_string(&changed).unwrap(),
+    )
+    .unwrap();
+    project.import();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while symbols().await != before + 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the database imported by another process was never answered from"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
