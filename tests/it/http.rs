@@ -170,6 +170,15 @@ fn demo() -> TempProject {
     project
 }
 
+/// Adds a function `name` to the demo cache's `src/auth/session.ts`, as a re-run of
+/// `acp index` would.
+fn add_symbol(project: &TempProject, name: &str) {
+    let mut cache: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
+    cache["symbols"][name] = json!({"name": name, "qualified_name": format!("src/auth/session.ts:{name}"), "type": "function", "file": "src/auth/session.ts", "lines": [90, 95], "exported": true});
+    std::fs::write(project.cache_path(), serde_json::to_string(&cache).unwrap()).unwrap();
+}
+
 /// Calls covering every index tool, with answers and with errors.
 fn calls() -> Vec<(String, Value)> {
     let mut calls: Vec<(String, Value)> = golden_calls()
@@ -287,14 +296,7 @@ async fn cached_answers_follow_the_index() {
     }
     assert_eq!(cache()["hits"].as_u64(), Some(hits + 1));
 
-    let mut changed: Value =
-        serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
-    changed["symbols"]["brandNewHelper"] = json!({"name": "brandNewHelper", "qualified_name": "src/auth/session.ts:brandNewHelper", "type": "function", "file": "src/auth/session.ts", "lines": [90, 95], "exported": true});
-    std::fs::write(
-        project.cache_path(),
-        serde_json::to_string(&changed).unwrap(),
-    )
-    .unwrap();
+    add_symbol(&project, "brandNewHelper");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let answer = client
@@ -350,14 +352,7 @@ async fn a_database_imported_by_another_process_is_answered_from() {
     };
     let before = symbols().await;
     assert_eq!(symbols().await, before);
-    let mut changed: Value =
-        serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
-    changed["symbols"]["importedElsewhere"] = json!({"name": "importedElsewhere", "qualified_name": "src/auth/session.ts:importedElsewhere", "type": "function", "file": "src/auth/session.ts", "lines": [96, 99], "exported": true});
-    std::fs::write(
-        project.cache_path(),
-        serde_json::to_string(&changed).unwrap(),
-    )
-    .unwrap();
+    add_symbol(&project, "importedElsewhere");
     project.import();
     let deadline = Instant::now() + Duration::from_secs(30);
     while symbols().await != before + 1 {
