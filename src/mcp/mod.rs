@@ -51,7 +51,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     /// MiB of answers of the read-only tools to keep, shared by all clients, until the
-    /// index changes; 0 turns the cache off [default: 32 with --http, else 0].
+    /// index changes; 0 turns the cache off [default: 16 with --http, else 0].
     #[arg(long, value_name = "MB")]
     pub answer_cache_mb: Option<usize>,
     /// With --http: answer each request on its own, without sessions (any request may reach
@@ -97,7 +97,7 @@ pub struct ServeArgs {
 
 /// Default answer cache of an HTTP server, in MiB: the many agents it serves ask many
 /// of the same questions. A stdio server serves one agent, which seldom repeats a call: none.
-const HTTP_ANSWER_CACHE_MB: usize = 32;
+const HTTP_ANSWER_CACHE_MB: usize = 16;
 
 /// A number of seconds given on the command line as a duration; `flag` names it in the error.
 fn seconds(value: f64, flag: &str) -> Result<Duration> {
