@@ -22,7 +22,7 @@ const LARGEST_SHARE: usize = 16;
 
 /// Largest answer kept, in bytes of JSON: each hit parses it again on the thread that
 /// received the call, which must stay short.
-const LARGEST_ANSWER: usize = 256 * 1024;
+pub const LARGEST_ANSWER: usize = 256 * 1024;
 
 /// Bytes an entry is charged besides its answer text: its key, map and queue slots, the
 /// allocations' headers.
