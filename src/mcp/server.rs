@@ -347,11 +347,12 @@ impl AcpServer {
         // An index tool answers from the index alone: within one index generation the same
         // arguments get the same answer, which may come from the cache.
         let from_index = crate::tools::INDEX_TOOLS.contains(&name.as_str());
-        let cached = match self.state.answer_generation() {
-            Some(generation) if from_index && self.answers.enabled() => {
+        let cached = if from_index && self.answers.enabled() {
+            self.state.answer_generation().and_then(|generation| {
                 AnswerCache::key(&name, request.arguments.as_ref()).map(|key| (generation, key))
-            }
-            _ => None,
+            })
+        } else {
+            None
         };
         if let Some((generation, key)) = &cached {
             if let Some(result) = self.answers.get(*generation, key) {
