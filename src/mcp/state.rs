@@ -93,7 +93,8 @@ pub struct IndexState {
     /// The cache changed while an import ran: import again when it ends.
     rerun: AtomicBool,
     signature: Mutex<Option<Signature>>,
-    /// The served database file's identity, in read-only mode.
+    /// The identity of the database file last opened (read-only, also of the file watched
+    /// for before one could be opened): a different file at the path means it was replaced.
     db_file: Mutex<Option<FileId>>,
     /// Counts the changes of what answers mean: a new database, or a change of staleness.
     generation: AtomicU64,
