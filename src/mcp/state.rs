@@ -209,20 +209,10 @@ impl IndexState {
     /// In read-only mode: when the database file was replaced (a new file renamed over it),
     /// answers from the new file from now on; calls already running finish on the old one.
     pub fn poll_database(&self) {
-        let path = self.db_path();
-        let now = file_id(&path);
-        let changed = {
-            let mut seen = self.db_file.lock().unwrap_or_else(PoisonError::into_inner);
-            let changed = now.is_some() && *seen != now;
-            if changed {
-                *seen = now;
-            }
-            changed
-        };
-        if changed {
+        if self.database_replaced() {
             tracing::info!(
                 "{} was replaced; answering from the new file",
-                path.display()
+                self.db_path().display()
             );
             self.start_read_only(&self.project());
         }
@@ -250,8 +240,8 @@ impl IndexState {
         }
     }
 
-    /// Whether the database file is another one than the file the pool was opened on (an
-    /// import by another process renamed a new file over it).
+    /// Whether the database file is another one than the file last opened (an import by
+    /// another process renamed a new file over it).
     fn database_replaced(&self) -> bool {
         let now = file_id(&self.db_path());
         now.is_some() && *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) != now

@@ -170,6 +170,13 @@ fn demo() -> TempProject {
     project
 }
 
+/// The index's symbol count, from `acp_get_architecture`.
+async fn total_symbols(client: &Client) -> u64 {
+    client.ok("acp_get_architecture", json!({})).await["total_symbols"]
+        .as_u64()
+        .unwrap()
+}
+
 /// Adds a function `name` to the demo cache's `src/auth/session.ts`, as a re-run of
 /// `acp index` would.
 fn add_symbol(project: &TempProject, name: &str) {
@@ -281,14 +288,9 @@ async fn cached_answers_follow_the_index() {
     let client = Client::http(&server.url(), None).await;
     wait_ready(&client, 60).await;
     let cache = || json_body(&get(server.addr, "/healthz"))["answer_cache"].clone();
-    let symbols = || async {
-        client.ok("acp_get_architecture", json!({})).await["total_symbols"]
-            .as_u64()
-            .unwrap()
-    };
-    let before = symbols().await;
+    let before = total_symbols(&client).await;
     let hits = cache()["hits"].as_u64().unwrap();
-    assert_eq!(symbols().await, before);
+    assert_eq!(total_symbols(&client).await, before);
     assert_eq!(cache()["hits"].as_u64(), Some(hits + 1));
     // The journal is never cached.
     for _ in 0..2 {
@@ -318,7 +320,7 @@ async fn cached_answers_follow_the_index() {
     }
     let stats = cache();
     assert!(stats["entries"].as_u64() >= Some(1), "{stats}");
-    assert_eq!(symbols().await, before + 1);
+    assert_eq!(total_symbols(&client).await, before + 1);
 
     let off = HttpServer::start(project.root(), &["--answer-cache-mb", "0"]);
     let client = Client::http(&off.url(), None).await;
@@ -345,17 +347,12 @@ async fn a_database_imported_by_another_process_is_answered_from() {
     let server = HttpServer::start(project.root(), &["--watch-interval", "1"]);
     let client = Client::http(&server.url(), None).await;
     wait_ready(&client, 60).await;
-    let symbols = || async {
-        client.ok("acp_get_architecture", json!({})).await["total_symbols"]
-            .as_u64()
-            .unwrap()
-    };
-    let before = symbols().await;
-    assert_eq!(symbols().await, before);
+    let before = total_symbols(&client).await;
+    assert_eq!(total_symbols(&client).await, before);
     add_symbol(&project, "importedElsewhere");
     project.import();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while symbols().await != before + 1 {
+    while total_symbols(&client).await != before + 1 {
         assert!(
             Instant::now() < deadline,
             "the database imported by another process was never answered from"
