@@ -24,7 +24,7 @@ use crate::db;
 
 use super::delta::Delta;
 use super::fts::FtsBuilder;
-use super::graph::CallGraph;
+use super::graph::{CallGraph, LinkedGraph};
 use super::hashes::SeenKeys;
 
 /// A cell as a SQL value.
@@ -884,7 +884,7 @@ impl<'c> Loader<'c> {
 
     /// Builds the de-duplicated edge table and the node table; returns the final counts and
     /// the full-text builder, to finish once the indexes are built.
-    pub(super) fn finish(mut self) -> Result<(Counts, FtsBuilder)> {
+    pub(super) fn finish(mut self) -> Result<(Counts, FtsBuilder, LinkedGraph)> {
         let Sink::Full { graph, mut fts } = self.sink else {
             unreachable!("a delta import finishes with `finish_delta`")
         };
@@ -898,8 +898,9 @@ impl<'c> Loader<'c> {
         // The files' paths are final: the full-text thread indexes them while the call graph
         // is linked here.
         fts.end_input(self.conn)?;
-        self.counts.edges = graph.finish(self.conn)?;
-        Ok((std::mem::take(&mut self.counts), fts))
+        let graph = graph.finish(self.conn)?;
+        self.counts.edges = graph.edges;
+        Ok((std::mem::take(&mut self.counts), fts, graph))
     }
 }
 
@@ -1032,25 +1033,22 @@ pub(super) fn rebase_absolute_paths(conn: &Connection, root: &str) -> Result<()>
     Ok(())
 }
 
-/// Resolves call-graph nodes to symbols: by exact key, then by qualified name (the first such
-/// symbol in id order), then by a simple name that only one symbol has; NULL otherwise. Names
-/// are compared exactly, read through the case-insensitive name indexes.
-const RESOLVE_NODES: &str = "UPDATE graph_nodes SET symbol_id = coalesce(
-    (SELECT s.id FROM symbols s WHERE s.key = graph_nodes.name),
-    (SELECT min(s.id) FROM symbols s WHERE coalesce(s.qualified_name, s.key) = graph_nodes.name COLLATE NOCASE
-                                        AND s.qualified_name = graph_nodes.name),
+/// The symbol a call-graph node `n` resolves to: by exact key, then by qualified name (the
+/// first such symbol in id order), then by a simple name that only one symbol has; NULL
+/// otherwise. Names are compared exactly, read through the case-insensitive name indexes. The
+/// one definition of resolution, for a full import (`graph.rs`) and a delta alike.
+pub(super) const RESOLVED_SYMBOL: &str = "coalesce(
+    (SELECT s.id FROM symbols s WHERE s.key = n.name),
+    (SELECT min(s.id) FROM symbols s WHERE coalesce(s.qualified_name, s.key) = n.name COLLATE NOCASE
+                                        AND s.qualified_name = n.name),
     (SELECT CASE WHEN count(*) = 1 THEN min(s.id) END FROM symbols s
-     WHERE s.name = graph_nodes.name COLLATE NOCASE AND s.name = graph_nodes.name))";
-
-/// Resolves every call-graph node name to a symbol.
-pub(super) fn resolve_graph_nodes(conn: &Connection) -> Result<()> {
-    conn.execute(RESOLVE_NODES, [])?;
-    Ok(())
-}
+     WHERE s.name = n.name COLLATE NOCASE AND s.name = n.name))";
 
 /// Resolves the call-graph nodes of these names again (those that exist).
 pub(super) fn resolve_graph_nodes_named(conn: &Connection, names: &[String]) -> Result<()> {
-    let mut resolve = conn.prepare(&format!("{RESOLVE_NODES} WHERE name = ?1"))?;
+    let mut resolve = conn.prepare(&format!(
+        "UPDATE graph_nodes AS n SET symbol_id = {RESOLVED_SYMBOL} WHERE n.name = ?1"
+    ))?;
     for name in names {
         resolve.execute([name])?;
     }

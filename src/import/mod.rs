@@ -38,7 +38,7 @@ mod progress;
 use delta::Delta;
 pub use delta::DeltaCounts;
 use graph::CallGraph;
-use loader::{resolve_graph_nodes, Loader, Sink};
+use loader::{Loader, Sink};
 pub use progress::{percent_read, progress_text};
 use progress::{Phase, Reporter};
 
@@ -377,7 +377,7 @@ impl Source<'_> {
         tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
         let mut dropped = loader.dropped;
         let root = loader.root.clone();
-        let (counts, fts) = loader.finish()?;
+        let (counts, fts, graph) = loader.finish()?;
         tracing::debug!(
             "built the call graph at {:.2} s",
             started.elapsed().as_secs_f64()
@@ -391,7 +391,7 @@ impl Source<'_> {
             "built the indexes at {:.2} s",
             started.elapsed().as_secs_f64()
         );
-        resolve_graph_nodes(&conn)?;
+        graph.write_nodes(&conn)?;
         db::migrate(&mut conn, None)?;
         tracing::debug!(
             "resolved graph nodes at {:.2} s",
