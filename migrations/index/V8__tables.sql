@@ -129,11 +129,14 @@ CREATE TABLE domains (
     key          TEXT NOT NULL UNIQUE,
     name         TEXT,
     description  TEXT,
+    -- The counts come before the lists: a row's columns are read in order, and reading a column
+    -- after a list of thousands of files walks the list's overflow pages (2.9 MB at 1M symbols
+    -- for the domains of acp_get_architecture).
+    file_count   INTEGER NOT NULL DEFAULT 0,  -- length of the files list (set after the load)
+    symbol_count INTEGER NOT NULL DEFAULT 0,  -- length of the symbols list (set after the load)
     files_json   TEXT,
     symbols_json TEXT,
-    extra        TEXT NOT NULL DEFAULT '{}',
-    file_count   INTEGER NOT NULL DEFAULT 0,  -- length of the files list (set after the load)
-    symbol_count INTEGER NOT NULL DEFAULT 0   -- length of the symbols list (set after the load)
+    extra        TEXT NOT NULL DEFAULT '{}'
 );
 
 -- Domain membership, derived from domains[*].files/symbols and files[*].domains.

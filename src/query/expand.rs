@@ -303,7 +303,7 @@ impl<'c> Expander<'c> {
             "domain" => self
                 .conn
                 .prepare_cached(
-                    "SELECT coalesce(name, key), description, json_array_length(CASE WHEN json_valid(files_json) AND json_type(files_json) = 'array' THEN files_json ELSE '[]' END) FROM domains WHERE key = ?1",
+                    "SELECT coalesce(name, key), description, file_count FROM domains WHERE key = ?1",
                 )?
                 .query_row([value], |r| {
                     let own: Option<String> = r.get(1)?;

@@ -1274,6 +1274,28 @@ fn default_answers_stay_small() {
     }
 }
 
+/// The overview tools read the domains' counts, not their lists: with the counts after the
+/// lists, each read walked every list's overflow pages (2.9 MB per call at 1M symbols).
+#[test]
+fn domain_counts_are_stored_before_the_lists_they_count() {
+    let conn = open(cli());
+    let mut stmt = conn
+        .prepare("SELECT name FROM pragma_table_info('domains') ORDER BY cid")
+        .unwrap();
+    let columns: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let at = |name: &str| columns.iter().position(|c| c == name).unwrap();
+    for (count, list) in [
+        ("file_count", "files_json"),
+        ("symbol_count", "symbols_json"),
+    ] {
+        assert!(at(count) < at(list), "{count} after {list}: {columns:?}");
+    }
+}
+
 // ---------------------------------------------------------------- query plans
 
 fn plan(conn: &Connection, sql: &str, params: &[(&str, &dyn rusqlite::ToSql)]) -> Vec<String> {
