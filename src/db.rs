@@ -15,11 +15,11 @@ mod embedded {
 }
 
 /// Schema version of the bulk-loaded tables (before secondary indexes and FTS).
-pub const LOAD_SCHEMA_VERSION: i32 = 8;
+pub const LOAD_SCHEMA_VERSION: i32 = 13;
 
 /// Schema version with the name indexes that resolving call-graph nodes reads, before the index
 /// of nodes by symbol (which is built after the nodes are resolved).
-pub const RESOLVE_SCHEMA_VERSION: i32 = 9;
+pub const RESOLVE_SCHEMA_VERSION: i32 = 14;
 
 /// Applies index migrations up to `target` (all when `None`).
 pub fn migrate(conn: &mut Connection, target: Option<i32>) -> Result<()> {

@@ -26,11 +26,11 @@ use std::thread::JoinHandle;
 use anyhow::{anyhow, Context, Result};
 use rusqlite::{params, Connection, Statement};
 
-/// Definitions of the tables: the index schema's migrations V11 and V12, run here on the
+/// Definitions of the tables: the index schema's migrations V16 and V17, run here on the
 /// builder's file.
 const FTS_SQL: [&str; 2] = [
-    include_str!("../../migrations/index/V11__symbols_fts.sql"),
-    include_str!("../../migrations/index/V12__files_fts.sql"),
+    include_str!("../../migrations/index/V16__symbols_fts.sql"),
+    include_str!("../../migrations/index/V17__files_fts.sql"),
 ];
 
 /// The full-text tables, each with whether it keeps per-row token counts (a `_docsize` table).
@@ -372,7 +372,7 @@ impl FtsBuilder {
     }
 
     /// Waits for the builder and puts the finished indexes into `conn`'s database, whose
-    /// (empty) tables migrations V11 and V12 created. [`FtsBuilder::end_input`] must have run.
+    /// (empty) tables migrations V16 and V17 created. [`FtsBuilder::end_input`] must have run.
     pub(super) fn finish(mut self, conn: &Connection) -> Result<()> {
         if self.messages.is_some() {
             return Err(anyhow!(

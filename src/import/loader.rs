@@ -882,8 +882,9 @@ impl<'c> Loader<'c> {
         Ok(())
     }
 
-    /// Builds the de-duplicated edge table and the node table; returns the final counts and
-    /// the full-text builder, to finish once the indexes are built.
+    /// Builds the de-duplicated edge table; returns the final counts, the full-text builder
+    /// and the linked graph, both to finish once the indexes are built (the nodes' symbols and
+    /// counts are written by [`LinkedGraph::write_nodes`]).
     pub(super) fn finish(mut self) -> Result<(Counts, FtsBuilder, LinkedGraph)> {
         let Sink::Full { graph, mut fts } = self.sink else {
             unreachable!("a delta import finishes with `finish_delta`")

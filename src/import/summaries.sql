@@ -1,5 +1,5 @@
--- The summary tables of migration V9, filled from the entry tables. Every import runs this after
--- the entries are final: a full import once after V9, a delta import after its changes. The one
+-- The summary tables of migration V14, filled from the entry tables. Every import runs this after
+-- the entries are final: a full import once after V14, a delta import after its changes. The one
 -- place these counts are defined.
 DELETE FROM index_summary;
 DELETE FROM file_languages;

@@ -24,7 +24,7 @@ CREATE INDEX constraints_path ON constraints(path);
 CREATE INDEX files_imported_by_count
     ON files(coalesce(json_array_length(imported_by_json), 0) DESC, key);
 
--- The full-text indexes are V11 (symbols) and V12 (files): the importer builds them on a second
+-- The full-text indexes are V16 (symbols) and V17 (files): the importer builds them on a second
 -- thread (src/import/fts.rs).
 
 -- One row of entry counts.
