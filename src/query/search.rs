@@ -387,11 +387,14 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
             // trigrams of every literal run (`src*Report` by `report`, not by all of `src`).
             if let Some(prefix) = prefix {
                 q.params.push((":lo", prefix.to_ascii_lowercase()));
+                // A glob that is its prefix and a final `*` matches exactly the names in the
+                // range (both fold ASCII case only), so the range needs no glob check per row.
+                let only_prefix = pattern.strip_suffix('*') == Some(prefix.as_str());
                 q.sources.push(symbol_prefix_source(
                     NAME_NOCASE,
                     "lower(s.name)",
                     2,
-                    name_glob,
+                    if only_prefix { "1" } else { name_glob },
                 ));
             } else if !runs.is_empty() {
                 q.sources.push(symbol_source(
