@@ -172,7 +172,8 @@ impl LinkedGraph {
                 0 => callers.get(id),
                 1 => callees.get(id),
                 2 => id.checked_sub(1).and_then(|i| reverse_len.get(i)),
-                _ => return Ok(symbols.get(id).filter(|&&s| s != 0).map(|&s| i64::from(s))),
+                3 => return Ok(symbols.get(id).filter(|&&s| s != 0).map(|&s| i64::from(s))),
+                _ => return Ok(None),
             };
             Ok(Some(i64::from(value.copied().unwrap_or(0))))
         };
