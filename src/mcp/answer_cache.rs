@@ -159,6 +159,7 @@ impl AnswerCache {
         let old = entries.start(generation);
         if entries.generation != generation || entries.by_key.contains_key(&key) {
             // Computed for an older index, or by another call with the same arguments.
+            drop(entries);
             return;
         }
         entries.by_key.insert(key, cached);

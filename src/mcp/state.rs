@@ -304,11 +304,22 @@ impl IndexState {
             .clone()
     }
 
-    /// Sets why answers may be out of date (`None`: they are not), which starts a new
-    /// [`IndexState::answer_generation`].
+    /// Sets why answers may be out of date (`None`: they are not); a different note starts a
+    /// new [`IndexState::answer_generation`] (a cache file only touched keeps the answers).
     fn set_stale(&self, note: Option<String>) {
-        *self.stale.lock().unwrap_or_else(PoisonError::into_inner) = note;
-        self.generation.fetch_add(1, Ordering::SeqCst);
+        let mut stale = self.stale.lock().unwrap_or_else(PoisonError::into_inner);
+        if *stale != note {
+            *stale = note;
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether a database is being served.
+    fn serving(&self) -> bool {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
     }
 
     /// The generation answers computed now belong to, while the served index is current; `None`
@@ -316,12 +327,7 @@ impl IndexState {
     /// same generation see the same database, equally fresh.
     pub fn answer_generation(&self) -> Option<u64> {
         let generation = self.generation.load(Ordering::SeqCst);
-        let serving = self
-            .current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some();
-        (serving && self.stale_note().is_none()).then_some(generation)
+        (self.serving() && self.stale_note().is_none()).then_some(generation)
     }
 
     /// Checks whether the cache, vars or project config changed on disk and re-imports if so.
@@ -396,11 +402,7 @@ impl IndexState {
         };
         let progress = Arc::new(Progress::default());
         let total = std::fs::metadata(&cache).map(|m| m.len()).unwrap_or(0);
-        let serving = self
-            .current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some();
+        let serving = self.serving();
         if serving {
             self.set_stale(Some(format!(
                 "The index is stale: {reason}; it is being re-imported and this answer comes from the previous import."
@@ -443,7 +445,7 @@ impl IndexState {
                         "background import failed after {:.2} s: {message}",
                         started.elapsed().as_secs_f64()
                     );
-                    if state.current.read().unwrap_or_else(PoisonError::into_inner).is_some() {
+                    if state.serving() {
                         state.set_stale(Some(format!(
                             "The index is stale: the cache changed but re-importing it failed: {message}. This answer comes from the previous import; fix the cache (or run 'acp index' again), and acpdb imports it when it changes."
                         )));

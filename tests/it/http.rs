@@ -339,6 +339,26 @@ async fn cached_answers_follow_the_index() {
     );
 }
 
+/// A cache file rewritten with the same content (a new mtime, nothing to import) keeps the
+/// answers already computed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_touched_cache_keeps_the_answers() {
+    let project = demo();
+    let server = HttpServer::start(project.root(), &["--watch-interval", "0.1"]);
+    let client = Client::http(&server.url(), None).await;
+    wait_ready(&client, 60).await;
+    let hits = || json_body(&get(server.addr, "/healthz"))["answer_cache"]["hits"].as_u64();
+    let before = total_symbols(&client).await;
+    let content = std::fs::read(project.cache_path()).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(project.cache_path(), &content).unwrap();
+    // Many watch intervals: the server has seen the new mtime and found the content unchanged.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let seen = hits().unwrap();
+    assert_eq!(total_symbols(&client).await, before);
+    assert_eq!(hits(), Some(seen + 1), "the answer was computed again");
+}
+
 /// A database file that another process's import renamed over the served one is answered from
 /// (and its answers cached) once the server sees the change, not the file it opened first.
 #[tokio::test(flavor = "multi_thread")]
