@@ -1,4 +1,4 @@
--- acpdb index schema, part 1 of 5: the tables the importer loads (V14 to V17 add indexes, full-text
+-- acpdb index schema, part 1 of 6: the tables the importer loads (V14 to V18 add indexes, full-text
 -- search, views and summaries after the load).
 -- Everything here is rebuilt by `acpdb import`, never migrated in place: a database of another
 -- schema version is rebuilt from the cache. Earlier versions (V1-V5) are therefore not kept.

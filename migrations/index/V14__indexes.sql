@@ -1,4 +1,4 @@
--- acpdb index schema, part 2 of 5: secondary indexes, summaries and views.
+-- acpdb index schema, part 2 of 6: secondary indexes, summaries and views.
 -- The summary tables are filled by src/import/summaries.sql, which every import (full or delta)
 -- runs after this migration.
 -- The importer applies this after the bulk load, so indexes are built once over sorted data
@@ -24,8 +24,8 @@ CREATE INDEX constraints_path ON constraints(path);
 CREATE INDEX files_imported_by_count
     ON files(coalesce(json_array_length(imported_by_json), 0) DESC, key);
 
--- The full-text indexes are V16 (symbols) and V17 (files): the importer builds them on a second
--- thread (src/import/fts.rs).
+-- The full-text indexes are V16 (symbols), V17 (files) and V18 (qualified names): the importer
+-- builds them on a second thread (src/import/fts.rs).
 
 -- One row of entry counts.
 CREATE TABLE index_summary (

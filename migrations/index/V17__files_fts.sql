@@ -1,4 +1,4 @@
--- acpdb index schema, part 5 of 5: the files' full-text indexes (external content: rows are read
+-- acpdb index schema, part 5 of 6: the files' full-text indexes (external content: rows are read
 -- from `files` by rowid). Like the symbols' (V16), the importer also creates these tables in a
 -- separate file, fills them on a second thread once the entries are loaded (while the other
 -- indexes are built), and copies their shadow tables into the index database once this

@@ -31,6 +31,7 @@ use crate::cache::fields::{Cell, SYMBOL_NAME_CELL, SYMBOL_QUALIFIED_NAME_CELL};
 use crate::cache::reader::Section;
 use crate::db;
 
+use super::fts::{self, qualified_name_terms};
 use super::loader::{
     cell_value, entry_values, file_columns, list_items, resolve_graph_nodes_named, sql_params,
     symbol_calls, symbol_columns, Loader, Sink, DUPLICATE_KEY, SYMBOL_FTS_CELLS,
@@ -329,6 +330,9 @@ pub(super) struct Delta<'c> {
     files_to_clear: Vec<i64>,
     /// Canonical paths whose domain memberships from files are recomputed at the end.
     paths: HashSet<String>,
+    /// File paths of symbols added, changed or removed, whose `symbol_files` rows are brought up
+    /// to date at the end.
+    symbol_paths: HashSet<String>,
     /// Whether `import_warnings` held rows of compared entries (then a changed entry's old
     /// warnings are removed).
     entry_warnings: bool,
@@ -432,7 +436,7 @@ impl<'c> Delta<'c> {
                 "name, qualified_name, signature, purpose, summary",
             )?,
             symbols_name_trigram: fts_statements(conn, "symbols_name_trigram", "name")?,
-            symbols_qname_trigram: fts_statements(conn, "symbols_qname_trigram", "qualified_name")?,
+            symbols_qname_trigram: fts_statements(conn, "symbols_qname_trigram", "terms")?,
             files_fts: fts_statements(conn, "files_fts", "path, module, summary, purpose")?,
             files_trigram: fts_statements(conn, "files_trigram", "path")?,
             node_by_name: conn.prepare("SELECT id FROM graph_nodes WHERE name = ?1")?,
@@ -451,6 +455,7 @@ impl<'c> Delta<'c> {
             files_to_derive: Vec::new(),
             files_to_clear: Vec::new(),
             paths: HashSet::new(),
+            symbol_paths: HashSet::new(),
             entry_warnings,
             root,
             counts: DeltaCounts::default(),
@@ -567,22 +572,40 @@ impl<'c> Delta<'c> {
     fn unlink_symbol(&mut self, row: &StoredRow) -> Result<()> {
         let key = row.text(0).unwrap_or_default().to_string();
         let cells = row.cells();
-        self.fts_symbol(0, row.id, &cells)?;
+        self.fts_symbol(0, row.id, &cells, row.text(1))?;
         self.symbol_edges(&key, &cells, -1)?;
         self.symbol_names(&key, &cells);
         Ok(())
     }
 
-    /// Deletes (`op` 0) or inserts (1) a symbol's full-text rows.
-    fn fts_symbol(&mut self, op: usize, id: i64, cells: &[Cell]) -> Result<()> {
+    /// Deletes (`op` 0) or inserts (1) a symbol's full-text rows, given its cells and canonical
+    /// file path.
+    fn fts_symbol(
+        &mut self,
+        op: usize,
+        id: i64,
+        cells: &[Cell],
+        file_path: Option<&str>,
+    ) -> Result<()> {
         let [name, qualified, signature, purpose, summary] =
             SYMBOL_FTS_CELLS.map(|i| cell_value(&cells[i]));
+        let terms = qualified_name_terms(
+            cells[SYMBOL_NAME_CELL].as_str(),
+            cells[SYMBOL_QUALIFIED_NAME_CELL].as_str(),
+            file_path,
+        );
         let id = ValueRef::Integer(id);
         self.symbols_fts[op].execute(sql_params([
             id, name, qualified, signature, purpose, summary,
         ]))?;
         self.symbols_name_trigram[op].execute(sql_params([id, name]))?;
-        self.symbols_qname_trigram[op].execute(sql_params([id, qualified]))?;
+        let terms = terms
+            .as_deref()
+            .map_or(ValueRef::Null, |t| ValueRef::Text(t.as_bytes()));
+        self.symbols_qname_trigram[op].execute(sql_params([id, terms]))?;
+        if let Some(path) = file_path {
+            self.symbol_paths.insert(path.to_string());
+        }
         Ok(())
     }
 
@@ -772,7 +795,7 @@ impl<'c> Loader<'c> {
         }
         self.check_symbol(key, cells)?;
         let delta = self.delta();
-        delta.fts_symbol(1, id, cells)?;
+        delta.fts_symbol(1, id, cells, path)?;
         delta.symbol_edges(key, cells, 1)?;
         delta.symbol_names(key, cells);
         Ok(())
@@ -939,6 +962,7 @@ impl<'c> Loader<'c> {
             step.elapsed().as_secs_f64()
         );
         delta.remove_unreferenced_nodes()?;
+        fts::update_symbol_files(conn, delta.symbol_paths.drain())?;
         tracing::debug!(
             "removed unreferenced nodes at {:.2} s",
             step.elapsed().as_secs_f64()

@@ -13,8 +13,11 @@
 //! After the load, [`FtsBuilder::finish`] creates the tables in the index database and copies
 //! their shadow tables over, a sequential copy instead of a rebuild. An import that fails stops
 //! the builder at its next batch. The separate file is a temporary file of [`crate::replace`], so one left by a
-//! killed import is swept like the database's own.
+//! killed import is swept like the database's own. The symbols' file paths (`symbol_files`
+//! and its trigram index) are filled afterwards from the loaded symbols, on the loading
+//! thread: about 100K distinct paths at 1M symbols.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -24,13 +27,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use anyhow::{anyhow, Context, Result};
-use rusqlite::{params, Connection, Statement};
+use rusqlite::{params, Connection, OptionalExtension, Statement};
 
-/// Definitions of the tables: the index schema's migrations V16 and V17, run here on the
+/// Definitions of the tables: the index schema's migrations V16 to V18, run here on the
 /// builder's file.
-const FTS_SQL: [&str; 2] = [
+const FTS_SQL: [&str; 3] = [
     include_str!("../../migrations/index/V16__symbols_fts.sql"),
     include_str!("../../migrations/index/V17__files_fts.sql"),
+    include_str!("../../migrations/index/V18__qualified_names.sql"),
 ];
 
 /// The full-text tables, each with whether it keeps per-row token counts (a `_docsize` table).
@@ -76,8 +80,33 @@ const MEMORY_IN_FLIGHT: usize = 8 << 20;
 /// Batches the builder hands back for reuse at most (more than fit in [`MEMORY_IN_FLIGHT`]).
 const BATCHES_GIVEN_BACK: usize = 64;
 
-/// The indexed columns of a symbol: `name`, `qualified_name`, `signature`, `purpose`, `summary`.
-const SYMBOL_COLUMNS: usize = 5;
+/// The indexed columns of a symbol: `name`, `qualified_name`, `signature`, `purpose`, `summary`,
+/// and the `file_path` its qualified name's terms are computed with ([`qualified_name_terms`]).
+const SYMBOL_COLUMNS: usize = 6;
+
+/// What `symbols_qname_trigram` indexes for a symbol, as the view `symbols_qname_terms` of
+/// migration V18 says: when the qualified name is the file path, a colon and the simple name,
+/// the two characters on each side of that colon (the path and the name have indexes of their
+/// own); otherwise the qualified name.
+pub(super) fn qualified_name_terms<'a>(
+    name: Option<&str>,
+    qualified_name: Option<&'a str>,
+    file_path: Option<&str>,
+) -> Option<Cow<'a, str>> {
+    let qualified = qualified_name?;
+    if let (Some(name), Some(path)) = (name, file_path) {
+        let joined = qualified.len() == path.len() + 1 + name.len()
+            && qualified.starts_with(path)
+            && qualified.ends_with(name)
+            && qualified.as_bytes()[path.len()] == b':';
+        if joined {
+            let tail = path.char_indices().rev().nth(1).map_or(0, |(i, _)| i);
+            let head = name.char_indices().nth(2).map_or(name.len(), |(i, _)| i);
+            return Some(Cow::Owned(format!("{}:{}", &path[tail..], &name[..head])));
+        }
+    }
+    Some(Cow::Borrowed(qualified))
+}
 
 /// The indexed columns of a file, as `files` stores them.
 const FILE_COLUMNS: &str = "path, module, summary, purpose";
@@ -372,7 +401,7 @@ impl FtsBuilder {
     }
 
     /// Waits for the builder and puts the finished indexes into `conn`'s database, whose
-    /// (empty) tables migrations V16 and V17 created. [`FtsBuilder::end_input`] must have run.
+    /// (empty) tables migrations V16 to V18 created. [`FtsBuilder::end_input`] must have run.
     pub(super) fn finish(mut self, conn: &Connection) -> Result<()> {
         if self.messages.is_some() {
             return Err(anyhow!(
@@ -425,7 +454,7 @@ impl Inserts<'_> {
                     .execute(params![id, path, module, summary, purpose])?;
                 self.file_paths.execute(params![id, path])?;
             }
-            (false, [name, qualified_name, signature, purpose, summary]) => {
+            (false, [name, qualified_name, signature, purpose, summary, file_path]) => {
                 self.symbol_words.execute(params![
                     id,
                     name,
@@ -435,8 +464,8 @@ impl Inserts<'_> {
                     summary
                 ])?;
                 self.symbol_names.execute(params![id, name])?;
-                self.symbol_qualified_names
-                    .execute(params![id, qualified_name])?;
+                let terms = qualified_name_terms(*name, *qualified_name, *file_path);
+                self.symbol_qualified_names.execute(params![id, terms])?;
             }
             _ => return Err(anyhow!("a full-text row with {} columns", columns.len())),
         }
@@ -540,9 +569,8 @@ fn build(conn: Connection, input: Input) -> Result<()> {
             )?,
             symbol_names: conn
                 .prepare("INSERT INTO symbols_name_trigram(rowid, name) VALUES (?1, ?2)")?,
-            symbol_qualified_names: conn.prepare(
-                "INSERT INTO symbols_qname_trigram(rowid, qualified_name) VALUES (?1, ?2)",
-            )?,
+            symbol_qualified_names: conn
+                .prepare("INSERT INTO symbols_qname_trigram(rowid, terms) VALUES (?1, ?2)")?,
             file_words: conn.prepare(&format!(
                 "INSERT INTO files_fts(rowid, {FILE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"
             ))?,
@@ -568,6 +596,49 @@ fn build(conn: Connection, input: Input) -> Result<()> {
         )?;
     }
     conn.execute_batch("COMMIT")?;
+    Ok(())
+}
+
+/// Fills `symbol_files` (migration V18) with the symbols' distinct file paths, read from the
+/// index `symbols_file_path`, and indexes them: once the symbols are loaded and V18 applied.
+pub(super) fn index_symbol_files(conn: &Connection) -> Result<()> {
+    conn.execute_batch(
+        "INSERT INTO symbol_files(path)
+             SELECT DISTINCT file_path FROM symbols WHERE file_path IS NOT NULL ORDER BY file_path;
+         INSERT INTO symbol_files_trigram(rowid, path) SELECT id, path FROM symbol_files;",
+    )?;
+    Ok(())
+}
+
+/// Brings the `symbol_files` rows of `paths` (file paths whose symbols changed) up to date with
+/// `symbols`: a path some symbol has is kept or added, any other removed, with their index rows.
+pub(super) fn update_symbol_files(
+    conn: &Connection,
+    paths: impl Iterator<Item = String>,
+) -> Result<()> {
+    let mut used = conn.prepare("SELECT 1 FROM symbols WHERE file_path = ?1 LIMIT 1")?;
+    let mut stored = conn.prepare("SELECT id FROM symbol_files WHERE path = ?1")?;
+    let mut add = conn.prepare("INSERT INTO symbol_files(path) VALUES (?1)")?;
+    let mut index =
+        conn.prepare("INSERT INTO symbol_files_trigram(rowid, path) VALUES (?1, ?2)")?;
+    let mut unindex = conn.prepare(
+        "INSERT INTO symbol_files_trigram(symbol_files_trigram, rowid, path) VALUES ('delete', ?1, ?2)",
+    )?;
+    let mut remove = conn.prepare("DELETE FROM symbol_files WHERE id = ?1")?;
+    for path in paths {
+        let id: Option<i64> = stored.query_row([&path], |r| r.get(0)).optional()?;
+        match (used.exists([&path])?, id) {
+            (true, None) => {
+                add.execute([&path])?;
+                index.execute(params![conn.last_insert_rowid(), path])?;
+            }
+            (false, Some(id)) => {
+                unindex.execute(params![id, path])?;
+                remove.execute([id])?;
+            }
+            _ => {}
+        }
+    }
     Ok(())
 }
 
@@ -640,7 +711,7 @@ mod tests {
             FtsBuilder::with_memory_budget(dir.path().join("fts.db"), dir.path(), 0).unwrap();
         for id in 1..=4 * BATCH as i64 {
             builder
-                .push_symbol(id, [Some("n"), Some("m::n"), None, None, None])
+                .push_symbol(id, [Some("n"), Some("m::n"), None, None, None, None])
                 .unwrap();
         }
         builder.send().unwrap();
@@ -668,7 +739,12 @@ mod tests {
                     .unwrap();
             for id in 1..=2 * BATCH as i64 + 5 {
                 let name = format!("validate{id}");
-                let qualified = format!("mod{}::{name}", id % 7);
+                // Even rows have a qualified name of the `path:name` shape.
+                let path = (id % 2 == 0).then(|| format!("src/f{}.rs", id % 5));
+                let qualified = match &path {
+                    Some(path) => format!("{path}:{name}"),
+                    None => format!("mod{}::{name}", id % 7),
+                };
                 builder
                     .push_symbol(
                         id,
@@ -678,6 +754,7 @@ mod tests {
                             None,
                             Some("checks input"),
                             None,
+                            path.as_deref(),
                         ],
                     )
                     .unwrap();
@@ -689,13 +766,19 @@ mod tests {
                 matches(&conn, "symbols_fts", "validate12 OR checks"),
                 matches(&conn, "symbols_name_trigram", "e20"),
                 matches(&conn, "symbols_qname_trigram", "\"d3:\""),
+                matches(&conn, "symbols_qname_trigram", "\"s:v\" AND \":va\""),
                 matches(&conn, "files_fts", "file2"),
                 matches(&conn, "files_trigram", "file3"),
             ]);
         }
         assert_eq!(answers[0], answers[1]);
         assert_eq!(answers[0][0].len(), 2 * BATCH + 5);
-        assert_eq!(answers[0][3], [2]);
-        assert_eq!(answers[0][4], [3]);
+        // Only the characters around the colon of `src/fN.rs:validateN`; all of `modN::…`.
+        assert_eq!(answers[0][2].len(), (2 * BATCH + 5).div_ceil(14));
+        assert!(answers[0][2].iter().all(|id| id % 2 == 1));
+        assert_eq!(answers[0][3].len(), BATCH + 2);
+        assert!(answers[0][3].iter().all(|id| id % 2 == 0));
+        assert_eq!(answers[0][4], [2]);
+        assert_eq!(answers[0][5], [3]);
     }
 }

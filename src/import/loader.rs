@@ -546,7 +546,19 @@ impl<'c> Loader<'c> {
         let Sink::Full { graph, fts } = &mut self.sink else {
             unreachable!("only a full import gets here")
         };
-        fts.push_symbol(id, SYMBOL_FTS_CELLS.map(|i| cells[i].as_str()))?;
+        let [name, qualified_name, signature, purpose, summary] =
+            SYMBOL_FTS_CELLS.map(|i| cells[i].as_str());
+        fts.push_symbol(
+            id,
+            [
+                name,
+                qualified_name,
+                signature,
+                purpose,
+                summary,
+                file_path.as_deref(),
+            ],
+        )?;
         if let Some((own_name, calls)) = symbol_calls(key, cells) {
             let me = graph.node(&own_name)?;
             for (other, forward) in calls {

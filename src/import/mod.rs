@@ -404,6 +404,7 @@ impl Source<'_> {
             started.elapsed().as_secs_f64()
         );
         fts.finish(&conn)?;
+        fts::index_symbol_files(&conn)?;
         tracing::debug!(
             "added the full-text indexes at {:.2} s",
             started.elapsed().as_secs_f64()

@@ -165,7 +165,7 @@ const BASENAME: &str = "replace(f.path, rtrim(f.path, replace(f.path, '/', '')),
 struct Query {
     /// Index sources, each a `SELECT` of [`HIT_COLUMNS`], best tiers first.
     sources: Vec<String>,
-    params: Vec<(&'static str, String)>,
+    params: Vec<(String, String)>,
     /// Whether sources may yield the same row (else they are disjoint and rows need no
     /// deduplication, so collection stops as soon as [`TOTAL_CAP`] + 1 hits are found).
     overlapping: bool,
@@ -187,6 +187,11 @@ const NAME_NOCASE: &str = "s.name COLLATE NOCASE";
 const NAME_CONTAINS: &str = "instr(acpdb_fold(s.name), acpdb_fold(:p)) > 0";
 /// Whether the qualified name contains the pattern, likewise.
 const QUALIFIED_NAME_CONTAINS: &str = "instr(acpdb_fold(s.qualified_name), acpdb_fold(:p)) > 0";
+/// Whether the qualified name is the file path, a colon and the simple name (acp-cli's shape):
+/// then `symbols_qname_trigram` holds only the characters around that colon, and the path and
+/// the name are found through their own indexes (migration V18, whose view
+/// `symbols_qname_terms` tests the same).
+pub const JOINED_QUALIFIED_NAME: &str = "s.qualified_name = s.file_path || ':' || s.name";
 
 /// A source of symbol rows from full-text index `table` matched by `param`, ordered within
 /// their tier by `score` (lowest first).
@@ -196,6 +201,119 @@ fn symbol_source(table: &str, param: &str, score: &str, tier: &str, filter: &str
          FROM {table} JOIN symbols s ON s.id = {table}.rowid
          WHERE {table} MATCH {param} AND {filter} LIMIT :cap)"
     )
+}
+
+/// A source of symbol rows from the symbols of the paths that `symbol_files_trigram` matches by
+/// `param`, read through the index `symbols_file_path`.
+fn symbol_path_source(param: &str, score: &str, tier: &str, filter: &str) -> String {
+    format!(
+        "SELECT * FROM (SELECT 0, s.id, {score}, {tier}, {SYMBOL_SORT_KEY}
+         FROM symbol_files_trigram JOIN symbol_files sf ON sf.id = symbol_files_trigram.rowid
+         JOIN symbols s ON s.file_path = sf.path
+         WHERE symbol_files_trigram MATCH {param} AND {filter} LIMIT :cap)"
+    )
+}
+
+/// The sources of tier 4: symbols whose qualified name holds every one of `runs` (3+
+/// characters each) in order and passes `check`, each read once, ordered by `score`. With
+/// `names_too`, also those whose simple name holds the last run (substring search finds these
+/// in the name tiers). Qualified names of the `path:name` shape ([`JOINED_QUALIFIED_NAME`])
+/// are found through their parts: a match holds its last run in its name, or else in its path
+/// after every other run, or spanning the colon. A span whose path side has 3+ characters and
+/// more than the name side (`session.go:`) is looked up as that text in the path, any other
+/// through the characters around the colon (`symbols_qname_trigram`, which holds every other
+/// qualified name whole).
+fn qualified_name_sources(
+    q: &mut Query,
+    runs: &[String],
+    score: &str,
+    check: &str,
+    names_too: bool,
+) {
+    let Some((last, earlier)) = runs.split_last() else {
+        return;
+    };
+    let mut param = |name: String, value: String| -> String {
+        q.params.push((name.clone(), value));
+        name
+    };
+    let in_path = |p: &str| format!("instr(acpdb_fold(s.file_path), acpdb_fold({p})) > 0");
+    let last_param = param(":qr".into(), last.clone());
+    let in_name = format!("instr(acpdb_fold(s.name), acpdb_fold({last_param})) > 0");
+    // Where in the path a match may hold the last run (whole, or its part before a colon).
+    let chars: Vec<char> = last.chars().collect();
+    let mut path_texts = vec![last.clone()];
+    let mut spans = Vec::new();
+    for (k, _) in chars.iter().enumerate().filter(|&(_, &c)| c == ':') {
+        if k >= 3 && k > chars.len() - k - 1 {
+            path_texts.push(chars[..k].iter().collect());
+        } else {
+            spans.push(
+                chars[k.saturating_sub(2)..(k + 3).min(chars.len())]
+                    .iter()
+                    .collect::<String>(),
+            );
+        }
+    }
+    let mut in_paths: Vec<String> = Vec::new();
+    for (i, run) in earlier.iter().enumerate() {
+        in_paths.push(in_path(&param(format!(":qe{i}"), run.clone())));
+    }
+    let alternatives: Vec<String> = path_texts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| in_path(&param(format!(":qa{i}"), text.clone())))
+        .collect();
+    in_paths.push(format!("({})", alternatives.join(" OR ")));
+    let in_paths = in_paths.join(" AND ");
+    let group = |texts: &[&str]| format!("({})", trigram_query(texts.iter().copied()));
+    let path_query = earlier
+        .iter()
+        .map(|run| group(&[run.as_str()]))
+        .chain([format!(
+            "({})",
+            path_texts
+                .iter()
+                .map(|text| group(&[text.as_str()]))
+                .collect::<Vec<_>>()
+                .join(" OR ")
+        )])
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let every_run: Vec<&str> = runs.iter().map(String::as_str).collect();
+    let whole_query = std::iter::once(group(&every_run))
+        .chain(spans.iter().map(|span| group(&[span.as_str()])))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    if names_too {
+        let query = param(":qn".into(), trigram_query([last.as_str()]));
+        q.sources.push(symbol_source(
+            "symbols_name_trigram",
+            &query,
+            score,
+            "4",
+            &format!("{check} AND coalesce({JOINED_QUALIFIED_NAME}, 0) AND {in_name}"),
+        ));
+    }
+    let query = param(":qp".into(), path_query);
+    q.sources.push(symbol_path_source(
+        &query,
+        score,
+        "4",
+        &format!(
+            "{check} AND {JOINED_QUALIFIED_NAME} AND NOT coalesce({in_name}, 0) AND {in_paths}"
+        ),
+    ));
+    let query = param(":qt".into(), whole_query);
+    q.sources.push(symbol_source(
+        "symbols_qname_trigram",
+        &query,
+        score,
+        "4",
+        &format!(
+            "{check} AND NOT coalesce({JOINED_QUALIFIED_NAME} AND ({in_name} OR ({in_paths})), 0)"
+        ),
+    ));
 }
 
 /// A source of file rows from full-text index `table` matched by `param`, ordered within their
@@ -257,7 +375,7 @@ fn narrow_qname_prefix(conn: &Connection, plan: &Plan) -> QueryResult<bool> {
 fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
     let mut q = Query {
         sources: Vec::new(),
-        params: vec![(":p", pattern.to_string())],
+        params: vec![(":p".into(), pattern.to_string())],
         overlapping: false,
     };
     match plan {
@@ -282,14 +400,15 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                 name_tier,
                 &format!("{NAME_CONTAINS} AND s.name IS NOT :p"),
             ));
-            q.sources.push(symbol_source(
-                "symbols_qname_trigram",
-                ":st",
+            q.params
+                .push((":st".into(), trigram_query([text.as_str()])));
+            qualified_name_sources(
+                &mut q,
+                std::slice::from_ref(text),
                 "length(coalesce(s.qualified_name, s.key))",
-                "4",
                 &format!("{QUALIFIED_NAME_CONTAINS} AND NOT coalesce({NAME_CONTAINS}, 0)"),
-            ));
-            q.params.push((":st", trigram_query([text.as_str()])));
+                false,
+            );
             if has_word_chars(text) {
                 q.sources.push(symbol_source(
                     "symbols_fts",
@@ -300,8 +419,10 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                         "NOT coalesce({NAME_CONTAINS}, 0) AND NOT coalesce({QUALIFIED_NAME_CONTAINS}, 0)"
                     ),
                 ));
-                q.params
-                    .push((":sw", format!("{{signature purpose summary}} : {quoted}")));
+                q.params.push((
+                    ":sw".into(),
+                    format!("{{signature purpose summary}} : {quoted}"),
+                ));
             }
             let file_tier = format!(
                 "CASE WHEN lower({BASENAME}) = lower(:p) THEN 6
@@ -314,7 +435,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                 &file_tier,
                 "1",
             ));
-            q.params.push((":fq", quoted.clone()));
+            q.params.push((":fq".into(), quoted.clone()));
             if has_word_chars(text) {
                 q.sources.push(file_source(
                     "files_fts",
@@ -323,8 +444,10 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                     "9",
                     "f.id NOT IN (SELECT rowid FROM files_trigram WHERE files_trigram MATCH :fq)",
                 ));
-                q.params
-                    .push((":fw", format!("{{module summary purpose}} : {quoted}")));
+                q.params.push((
+                    ":fw".into(),
+                    format!("{{module summary purpose}} : {quoted}"),
+                ));
             }
         }
         Plan::Short(text) => {
@@ -362,19 +485,21 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                     &file_tier,
                     "1",
                 ));
-                q.params.push((":sw", format!("{} *", fts_quote(text))));
-                q.params.push((":fw", format!("{} *", fts_quote(text))));
+                q.params
+                    .push((":sw".into(), format!("{} *", fts_quote(text))));
+                q.params
+                    .push((":fw".into(), format!("{} *", fts_quote(text))));
             }
         }
         Plan::Glob { glob, runs, prefix } => {
             // Disjoint sources by tier: simple name matches; qualified name matches (and the
             // simple name does not); file name matches; path matches.
-            q.params.push((":g", glob.clone()));
+            q.params.push((":g".into(), glob.clone()));
             let name_glob = "lower(s.name) GLOB :g";
             let qname_glob = format!("{QNAME} GLOB :g AND NOT coalesce({name_glob}, 0)");
             // Every literal run of 3+ characters, required of a trigram index's candidates.
             q.params
-                .push((":st", trigram_query(runs.iter().map(String::as_str))));
+                .push((":st".into(), trigram_query(runs.iter().map(String::as_str))));
             let all_runs = || {
                 runs.iter()
                     .map(|r| fts_quote(r))
@@ -386,7 +511,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
             // Qualified names: the prefix range when it is narrow (`src/auth/*`), else the
             // trigrams of every literal run (`src*Report` by `report`, not by all of `src`).
             if let Some(prefix) = prefix {
-                q.params.push((":lo", prefix.to_ascii_lowercase()));
+                q.params.push((":lo".into(), prefix.to_ascii_lowercase()));
                 // A glob that is its prefix and a final `*` matches exactly the names in the
                 // range (both fold ASCII case only), so the range needs no glob check per row.
                 let only_prefix = pattern.strip_suffix('*') == Some(prefix.as_str());
@@ -408,14 +533,8 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
             if prefix.is_some() && (narrow_qname_prefix || runs.is_empty()) {
                 q.sources
                     .push(symbol_prefix_source(QNAME_NOCASE, QNAME, 4, &qname_glob));
-            } else if !runs.is_empty() {
-                q.sources.push(symbol_source(
-                    "symbols_qname_trigram",
-                    ":st",
-                    "0.0",
-                    "4",
-                    &qname_glob,
-                ));
+            } else {
+                qualified_name_sources(&mut q, runs, "0.0", &qname_glob, true);
             }
             let base_glob = format!("lower({BASENAME}) GLOB :g");
             let path_glob = format!("lower(f.path) GLOB :g AND NOT {base_glob}");
@@ -431,7 +550,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                     .push(file_source(table, ":fq", "0.0", "7", &base_glob));
                 q.sources
                     .push(file_source(table, ":fq", "0.0", "8", &path_glob));
-                q.params.push((":fq", query));
+                q.params.push((":fq".into(), query));
             }
         }
     }

@@ -19,6 +19,7 @@ fn assert_round_trip(cache: &str, vars: Option<&str>) -> TempProject {
     let exported = project.export();
     let original: Value = serde_json::from_str(cache).unwrap();
     assert_eq!(exported, original, "cache does not round-trip");
+    common::check_full_text_indexes(&db(&project)).unwrap();
     if let Some(vars) = vars {
         let out_path = project.root().join("vars-out.json");
         let out = project.run(&[
@@ -566,6 +567,7 @@ fn fixtures_round_trip() {
         let vars: Value = serde_json::from_str(&fs::read_to_string(vars_path).unwrap()).unwrap();
         let exported: Value = serde_json::from_str(&fs::read_to_string(out_path).unwrap()).unwrap();
         assert_eq!(exported, vars, "{name}: vars do not round-trip");
+        common::check_full_text_indexes(&db(&project)).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
 

@@ -1097,6 +1097,159 @@ fn search_globs_and_substrings_match_what_they_say() {
     assert_eq!(found_by_name as i64, by_name, "{substring}");
 }
 
+/// The generated cache, with symbols whose qualified names are not `path:name`, and `path:name`
+/// ones with colons and non-ASCII letters in their paths and names.
+fn mixed_qualified_names() -> &'static TempProject {
+    static PROJECT: OnceLock<TempProject> = OnceLock::new();
+    PROJECT.get_or_init(|| {
+        let generated = TempProject::generated(30);
+        let mut cache: Value =
+            serde_json::from_slice(&fs::read(generated.cache_path()).unwrap()).unwrap();
+        let symbols = cache["symbols"].as_object_mut().unwrap();
+        for (i, symbol) in symbols.values_mut().enumerate() {
+            if i % 3 == 0 {
+                let name = symbol["name"].as_str().unwrap().to_string();
+                symbol["qualified_name"] = json!(format!("pkg{}::Outer::{name}", i % 4));
+            }
+        }
+        for (file, name) in [
+            ("src/\u{dc}bung/stra\u{df}e.rs", "\u{c4}rger"),
+            ("src/\u{dc}bung/stra\u{df}e.rs", "\u{e4}rgerlich"),
+            ("src/a:b/c.rs", "colon:name"),
+            ("src/q.rs", "x"),
+            ("src/q.rs", "Run"),
+        ] {
+            symbols.insert(
+                format!("{file}:{name}"),
+                json!({"name": name, "qualified_name": format!("{file}:{name}"),
+                       "type": "function", "file": file, "lines": [1, 2]}),
+            );
+        }
+        symbols.insert(
+            "odd".into(),
+            json!({"name": "Run", "qualified_name": "src/q.rs:Run()", "file": "src/q.rs"}),
+        );
+        project(&cache.to_string(), None)
+    })
+}
+
+/// `text` lower-cased a character at a time, as search folds case.
+fn folded(text: &str) -> String {
+    text.chars()
+        .map(|c| c.to_lowercase().next().unwrap_or(c))
+        .collect()
+}
+
+/// Every symbol match of a search (all pages, fewer than the cap): kept when `keep` says so,
+/// as qualified names in order.
+fn symbol_matches(conn: &Connection, pattern: &str, keep: impl Fn(&Value) -> bool) -> Vec<String> {
+    let (items, total) = walk_pages(
+        conn,
+        json!({"type": "search", "pattern": pattern, "limit": 100}),
+        "search",
+    );
+    assert!(total < TOTAL_CAP, "{pattern}: {total}");
+    let mut found: Vec<String> = items
+        .iter()
+        .filter(|m| m["type"] == "symbol" && keep(m))
+        .map(|m| m["qualified_name"].as_str().unwrap().to_string())
+        .collect();
+    found.sort();
+    found
+}
+
+/// The qualified names (else keys) of the symbols `condition` holds for, `?1` bound to
+/// `pattern`, in order.
+fn symbols_where(conn: &Connection, condition: &str, pattern: &str) -> Vec<String> {
+    let mut names: Vec<String> = conn
+        .prepare(&format!(
+            "SELECT coalesce(qualified_name, key) FROM symbols WHERE {condition}"
+        ))
+        .unwrap()
+        .query_map([pattern], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn qualified_names_are_found_whatever_their_shape() {
+    let project = mixed_qualified_names();
+    let conn = open(project);
+    common::check_full_text_indexes(&conn).unwrap();
+    let sample: Vec<String> = conn
+        .prepare(
+            "SELECT substr(qualified_name, length(file_path) - 1, 5) FROM symbols
+             WHERE qualified_name = file_path || ':' || name ORDER BY id LIMIT 3",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut substrings = vec![
+        "bung/str",
+        "e.rs:\u{e4}r",
+        "s:\u{e4}",
+        "STRASSE",
+        "stra\u{df}e.rs:",
+        ":b/c.rs:co",
+        "a:b",
+        "b/c",
+        "q.rs:x",
+        "s:x",
+        ":ru",
+        "rs:Run(",
+        "pkg1::",
+        "::outer::",
+        "r::",
+        "auth/",
+        "ession.go",
+        "buffer.go:",
+        "r.go:c",
+    ];
+    substrings.extend(sample.iter().map(String::as_str));
+    for pattern in substrings {
+        let needle = folded(pattern);
+        let found = symbol_matches(&conn, pattern, |m| {
+            folded(m["name"].as_str().unwrap()).contains(&needle)
+                || folded(m["qualified_name"].as_str().unwrap()).contains(&needle)
+        });
+        let expected = symbols_where(
+            &conn,
+            "instr(acpdb_fold(name), acpdb_fold(?1)) > 0
+             OR instr(acpdb_fold(qualified_name), acpdb_fold(?1)) > 0",
+            pattern,
+        );
+        assert_eq!(found, expected, "{pattern}");
+    }
+    for glob in [
+        "*bung/str*",
+        "*.rs:\u{c4}r*",
+        "src/a:b/*",
+        "*:colon:*",
+        "*::Outer::*",
+        "*s:x",
+        "*q.rs:run*",
+        "src/*.go:*e*",
+        "*/buffer.go:*",
+        "*bung*rger*",
+        "*orders*.go:*",
+        "*s*r.go:c*",
+    ] {
+        let found = symbol_matches(&conn, glob, |_| true);
+        let expected = symbols_where(
+            &conn,
+            "lower(name) GLOB lower(?1) OR lower(qualified_name) GLOB lower(?1)",
+            glob,
+        );
+        assert!(!expected.is_empty(), "{glob} matches nothing");
+        assert_eq!(found, expected, "{glob}");
+    }
+}
+
 #[test]
 fn search_pages_cover_every_match_once() {
     let conn = open(generated());

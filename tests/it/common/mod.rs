@@ -171,3 +171,25 @@ pub(crate) fn golden_calls() -> Vec<(String, Value)> {
         })
         .collect()
 }
+
+/// Checks every full-text index of an index database against the rows it indexes (FTS5's
+/// `integrity-check` with content comparison).
+pub(crate) fn check_full_text_indexes(conn: &rusqlite::Connection) -> Result<(), String> {
+    let mut tables = conn
+        .prepare("SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%fts5%'")
+        .unwrap();
+    let tables: Vec<String> = tables
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(tables.len() >= 6, "{tables:?}");
+    for table in tables {
+        conn.execute(
+            &format!("INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)"),
+            [],
+        )
+        .map_err(|e| format!("{table}: {e}"))?;
+    }
+    Ok(())
+}
