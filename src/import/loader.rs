@@ -93,8 +93,10 @@ pub(super) struct Loader<'c> {
     pub(super) insert_var: Statement<'c>,
     pub(super) insert_warning: Statement<'c>,
     pub(super) sink: Sink<'c>,
-    /// Hashes of the keys inserted so far, per section, to spot duplicates.
-    pub(super) seen_keys: SeenKeys,
+    /// Hashes of the keys inserted so far, per section, to spot duplicates; `None` while keys
+    /// are trusted to be unique (the first attempt of a full import: the unique key indexes
+    /// built after the load find any duplicate, and the import then runs again with the set).
+    pub(super) seen_keys: Option<SeenKeys>,
     pub(super) root: Option<String>,
     pub(super) root_ord: i64,
     pub(super) graph_ord: i64,
@@ -179,7 +181,7 @@ impl<'c> Loader<'c> {
             insert_var: conn.prepare(&insert_sql("vars", &var_cols, true))?,
             insert_warning: conn.prepare("INSERT INTO import_warnings(path, message) VALUES (?1, ?2)")?,
             sink,
-            seen_keys: SeenKeys::default(),
+            seen_keys: Some(SeenKeys::default()),
             root: None,
             root_ord: 0,
             graph_ord: 0,
@@ -588,9 +590,13 @@ impl<'c> Loader<'c> {
     }
 
     /// Whether `key` was already inserted in `section` (an exact check in SQL confirms a hash
-    /// match, so distinct keys are never taken for duplicates).
+    /// match, so distinct keys are never taken for duplicates); always false while keys are
+    /// not checked.
     pub(super) fn is_duplicate(&mut self, section: u8, table: &str, key: &str) -> Result<bool> {
-        if self.seen_keys.insert(section, key) {
+        let Some(seen_keys) = self.seen_keys.as_mut() else {
+            return Ok(false);
+        };
+        if seen_keys.insert(section, key) {
             return Ok(false);
         }
         let found: Option<i64> = self

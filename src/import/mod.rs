@@ -231,7 +231,19 @@ pub fn import_with_progress(
         progress
             .bytes
             .store(0, std::sync::atomic::Ordering::Relaxed);
-        result = source.full(progress).map(|mut summary| {
+        result = source
+            .full(progress.clone(), KeyCheck::AfterLoad)
+            .or_else(|err| {
+                if !err.is::<RepeatedKeys>() {
+                    return Err(err);
+                }
+                tracing::warn!("{err}; importing again, checking every key as it is read");
+                progress
+                    .bytes
+                    .store(0, std::sync::atomic::Ordering::Relaxed);
+                source.full(progress, KeyCheck::WhileLoading)
+            });
+        result = result.map(|mut summary| {
             summary.full_because = full_because;
             summary
         });
@@ -341,6 +353,41 @@ const DELTA_PRAGMAS: &str = "PRAGMA cache_size = -65536;";
 /// 128 MiB), in less memory.
 const INDEXING_PRAGMAS: &str = "PRAGMA cache_size = -4096;";
 
+/// When a full import checks that the keys of `files`, `symbols` and `source_files` are unique.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyCheck {
+    /// Once, after the load, by building their unique indexes (V14): nothing is kept per key
+    /// while loading. A cache that repeats a key is then imported again with
+    /// [`KeyCheck::WhileLoading`].
+    AfterLoad,
+    /// Every key as it is read, against the hashes of those before it, so that the first entry
+    /// of a repeated key is kept and the others are reported.
+    WhileLoading,
+}
+
+/// A full import found a repeated key after the load (see [`KeyCheck::AfterLoad`]).
+#[derive(Debug)]
+struct RepeatedKeys;
+
+impl std::fmt::Display for RepeatedKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the cache repeats a key of files, symbols or source_files")
+    }
+}
+
+impl std::error::Error for RepeatedKeys {}
+
+/// Whether a loaded table holds a key twice (after a unique key index could not be built).
+fn repeats_keys(conn: &Connection) -> Result<bool> {
+    Ok(conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM files GROUP BY key HAVING count(*) > 1)
+             OR EXISTS (SELECT 1 FROM symbols GROUP BY key HAVING count(*) > 1)
+             OR EXISTS (SELECT 1 FROM source_files GROUP BY key HAVING count(*) > 1)",
+        [],
+        |r| r.get(0),
+    )?)
+}
+
 /// The summary tables, filled once the entries are final.
 const SUMMARIES_SQL: &str = include_str!("summaries.sql");
 
@@ -351,8 +398,9 @@ struct Read {
 }
 
 impl Source<'_> {
-    /// Builds a new database from the whole cache.
-    fn full(&self, progress: Arc<Progress>) -> Result<ImportSummary> {
+    /// Builds a new database from the whole cache, checking that keys are unique as `check`
+    /// says.
+    fn full(&self, progress: Arc<Progress>, check: KeyCheck) -> Result<ImportSummary> {
         let (project, tmp, started) = (self.project, self.tmp, self.started);
         let _ = fs::remove_file(tmp);
         let mut conn =
@@ -371,6 +419,9 @@ impl Source<'_> {
         };
         let mut loader = Loader::new(&conn, sink)?;
         loader.rules = self.rules.clone();
+        if check == KeyCheck::AfterLoad {
+            loader.seen_keys = None;
+        }
         let cache = self.start_reading(None, progress, READ_AHEAD)?;
         let read = self.read(&mut loader, &reporter, cache)?;
         reporter.phase(Phase::Linking);
@@ -386,7 +437,12 @@ impl Source<'_> {
 
         reporter.phase(Phase::Indexing);
         conn.execute_batch(INDEXING_PRAGMAS)?;
-        db::migrate(&mut conn, Some(db::RESOLVE_SCHEMA_VERSION))?;
+        if let Err(err) = db::migrate(&mut conn, Some(db::RESOLVE_SCHEMA_VERSION)) {
+            if check == KeyCheck::AfterLoad && repeats_keys(&conn)? {
+                return Err(RepeatedKeys.into());
+            }
+            return Err(err);
+        }
         tracing::debug!(
             "built the indexes at {:.2} s",
             started.elapsed().as_secs_f64()

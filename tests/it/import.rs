@@ -546,7 +546,8 @@ fn fixtures_round_trip() {
     ] {
         let source = common::fixture(name);
         let project = TempProject::copy_of(&source);
-        project.import();
+        let out = project.import();
+        assert!(!stderr(&out).contains("importing again"), "{name}");
         let original: Value =
             serde_json::from_str(&fs::read_to_string(project.cache_path()).unwrap()).unwrap();
         assert_eq!(
@@ -688,7 +689,13 @@ fn duplicate_keys_keep_the_first_entry_with_a_warning() {
                     "g": {"name": "g", "qualified_name": "a.ts:g", "type": "function", "file": "a.ts", "lines": [3, 3], "exported": true}},
         "graph": {"forward": {"f": ["g"], "f": ["h"]}, "reverse": {"g": ["f"]}}}"#;
     let project = TempProject::with_cache(cache, None);
-    project.import();
+    // Found once the unique key indexes are built, then imported again with every key checked.
+    let out = project.import();
+    assert!(
+        stderr(&out).contains("repeats a key of files, symbols or source_files; importing again"),
+        "{}",
+        stderr(&out)
+    );
     let conn = db(&project);
     assert_eq!(
         count(&conn, "SELECT lines FROM files WHERE key = 'a.ts'"),
