@@ -1,6 +1,7 @@
-//! Compact in-memory tables of hashes, for the two per-entry records an import keeps: the keys
-//! already inserted (to spot duplicates) and the call-graph node ids by name. Both hold hashes,
-//! never names, so their size is a few bytes per entry whatever the names' lengths.
+//! Compact in-memory tables of hashes, for the two per-entry records an import may keep: the
+//! keys already inserted (to spot duplicates, kept only by a delta and by a full import of a
+//! cache found to repeat a key) and the call-graph node ids by name. Both hold hashes, never
+//! names, so their size is a few bytes per entry whatever the names' lengths.
 
 use std::collections::hash_map::{DefaultHasher, Entry};
 use std::collections::{HashMap, HashSet};

@@ -216,8 +216,8 @@ fn symbol_path_source(param: &str, score: &str, tier: &str, filter: &str) -> Str
 
 /// The sources of tier 4: symbols whose qualified name holds every one of `runs` (3+
 /// characters each) in order and passes `check`, each read once, ordered by `score`. With
-/// `names_too`, also those whose simple name holds the last run (substring search finds these
-/// in the name tiers). Qualified names of the `path:name` shape ([`JOINED_QUALIFIED_NAME`])
+/// `names_too`, also those whose simple name holds the last run; without, `check` must leave
+/// those out (substring search finds them in the name tiers). Qualified names of the `path:name` shape ([`JOINED_QUALIFIED_NAME`])
 /// are found through their parts: a match holds its last run in its name, or else in its path
 /// after every other run, or spanning the colon. A span whose path side has 3+ characters and
 /// more than the name side (`session.go:`) is looked up as that text in the path, any other
@@ -237,7 +237,6 @@ fn qualified_name_sources(
         q.params.push((name.clone(), value));
         name
     };
-    let in_path = |p: &str| format!("instr(acpdb_fold(s.file_path), acpdb_fold({p})) > 0");
     let last_param = param(":qr".into(), last.clone());
     let in_name = format!("instr(acpdb_fold(s.name), acpdb_fold({last_param})) > 0");
     // Where in the path a match may hold the last run (whole, or its part before a colon).
@@ -255,17 +254,22 @@ fn qualified_name_sources(
             );
         }
     }
-    let mut in_paths: Vec<String> = Vec::new();
-    for (i, run) in earlier.iter().enumerate() {
-        in_paths.push(in_path(&param(format!(":qe{i}"), run.clone())));
-    }
-    let alternatives: Vec<String> = path_texts
-        .iter()
-        .enumerate()
-        .map(|(i, text)| in_path(&param(format!(":qa{i}"), text.clone())))
+    let earlier_params: Vec<String> = (earlier.iter().enumerate())
+        .map(|(i, run)| param(format!(":qe{i}"), run.clone()))
         .collect();
-    in_paths.push(format!("({})", alternatives.join(" OR ")));
-    let in_paths = in_paths.join(" AND ");
+    let alternative_params: Vec<String> = (path_texts.iter().enumerate())
+        .map(|(i, text)| param(format!(":qa{i}"), text.clone()))
+        .collect();
+    // Whether the path (`column`) holds every earlier run and the last run or its part before a
+    // colon.
+    let in_paths = |column: &str| -> String {
+        let holds = |p: &String| format!("instr(acpdb_fold({column}), acpdb_fold({p})) > 0");
+        let alternatives: Vec<String> = alternative_params.iter().map(holds).collect();
+        (earlier_params.iter().map(holds))
+            .chain([format!("({})", alternatives.join(" OR "))])
+            .collect::<Vec<_>>()
+            .join(" AND ")
+    };
     let group = |texts: &[&str]| format!("({})", trigram_query(texts.iter().copied()));
     let path_query = earlier
         .iter()
@@ -295,13 +299,24 @@ fn qualified_name_sources(
             &format!("{check} AND coalesce({JOINED_QUALIFIED_NAME}, 0) AND {in_name}"),
         ));
     }
+    // Without `names_too`, `check` already leaves out the names holding the last run.
+    let (not_in_name, in_name_or) = if names_too {
+        (
+            format!(" AND NOT coalesce({in_name}, 0)"),
+            format!("{in_name} OR "),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     let query = param(":qp".into(), path_query);
     q.sources.push(symbol_path_source(
         &query,
         score,
         "4",
+        // The path is checked once per path (`sf.path`), not once per symbol.
         &format!(
-            "{check} AND {JOINED_QUALIFIED_NAME} AND NOT coalesce({in_name}, 0) AND {in_paths}"
+            "{JOINED_QUALIFIED_NAME} AND {} AND {check}{not_in_name}",
+            in_paths("sf.path")
         ),
     ));
     let query = param(":qt".into(), whole_query);
@@ -311,7 +326,8 @@ fn qualified_name_sources(
         score,
         "4",
         &format!(
-            "{check} AND NOT coalesce({JOINED_QUALIFIED_NAME} AND ({in_name} OR ({in_paths})), 0)"
+            "{check} AND NOT coalesce({JOINED_QUALIFIED_NAME} AND ({in_name_or}({})), 0)",
+            in_paths("s.file_path")
         ),
     ));
 }
