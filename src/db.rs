@@ -81,7 +81,8 @@ pub fn open_read_only(path: &Path) -> Result<Connection> {
 
 /// `text` lower-cased one character at a time, as the trigram tokenizer folds case: each
 /// character becomes the first character of its lower case (so `Σ` is always `σ`, never the
-/// final `ς`, and `İ` is `i`), and containment in folded texts matches the index's.
+/// final `ς`), and containment in folded texts matches the index's, except for the few
+/// letters FTS5's tables leave as they are (`İ` here becomes `i`).
 fn fold(text: &str) -> String {
     text.chars()
         .map(|c| c.to_lowercase().next().unwrap_or(c))

@@ -95,11 +95,16 @@ pub(super) fn qualified_name_terms<'a>(
 ) -> Option<Cow<'a, str>> {
     let qualified = qualified_name?;
     if let (Some(name), Some(path)) = (name, file_path) {
+        /// `text` as SQLite's `substr` reads it: up to its first NUL character.
+        fn before_nul(text: &str) -> &str {
+            text.split('\0').next().unwrap_or_default()
+        }
         let joined = qualified.len() == path.len() + 1 + name.len()
             && qualified.starts_with(path)
             && qualified.ends_with(name)
             && qualified.as_bytes()[path.len()] == b':';
         if joined {
+            let (path, name) = (before_nul(path), before_nul(name));
             let tail = path.char_indices().rev().nth(1).map_or(0, |(i, _)| i);
             let head = name.char_indices().nth(2).map_or(name.len(), |(i, _)| i);
             return Some(Cow::Owned(format!("{}:{}", &path[tail..], &name[..head])));
@@ -691,6 +696,53 @@ mod tests {
         let end = u64::from_le_bytes(split_char[span..span + 8].try_into().unwrap());
         split_char[span..span + 8].copy_from_slice(&(end - 1).to_le_bytes());
         assert!(text_start > span && Batch::decode(&split_char).is_err());
+    }
+
+    #[test]
+    fn qualified_name_terms_are_what_the_view_says() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::db::migrate(&mut conn, None).unwrap();
+        let cases: [(Option<&str>, Option<&str>, Option<&str>); 10] = [
+            (
+                Some("validate"),
+                Some("src/a.ts:validate"),
+                Some("src/a.ts"),
+            ),
+            (Some("x"), Some("q:x"), Some("q")),
+            (Some(""), Some("src/a.rs:"), Some("src/a.rs")),
+            (
+                Some("\u{c4}rger"),
+                Some("src/\u{df}\u{df}.rs:\u{c4}rger"),
+                Some("src/\u{df}\u{df}.rs"),
+            ),
+            (
+                Some("\u{1F600}\u{1F600}\u{1F600}"),
+                Some("\u{e9}:\u{1F600}\u{1F600}\u{1F600}"),
+                Some("\u{e9}"),
+            ),
+            (Some("b\0c"), Some("a\0bc:b\0c"), Some("a\0bc")),
+            (Some("run"), Some("pkg::Outer::run"), Some("src/a.rs")),
+            (Some("run"), None, Some("src/a.rs")),
+            (None, Some("src/a.rs:run"), Some("src/a.rs")),
+            (Some("run"), Some("src/a.rs:run"), None),
+        ];
+        for (id, (name, qualified, path)) in cases.into_iter().enumerate() {
+            conn.execute(
+                "INSERT INTO symbols(id, key, name, qualified_name, file_path, digest)
+                 VALUES (?1, 'k' || ?1, ?2, ?3, ?4, 0)",
+                params![id as i64, name, qualified, path],
+            )
+            .unwrap();
+            let view: Option<String> = conn
+                .query_row(
+                    "SELECT terms FROM symbols_qname_terms WHERE id = ?1",
+                    [id as i64],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            let terms = qualified_name_terms(name, qualified, path).map(Cow::into_owned);
+            assert_eq!(terms, view, "{name:?} {qualified:?} {path:?}");
+        }
     }
 
     /// Rowids of `table` matching `query`, from the index alone.

@@ -377,15 +377,17 @@ impl std::fmt::Display for RepeatedKeys {
 
 impl std::error::Error for RepeatedKeys {}
 
-/// Whether a loaded table holds a key twice (after a unique key index could not be built).
-fn repeats_keys(conn: &Connection) -> Result<bool> {
-    Ok(conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM files GROUP BY key HAVING count(*) > 1)
-             OR EXISTS (SELECT 1 FROM symbols GROUP BY key HAVING count(*) > 1)
-             OR EXISTS (SELECT 1 FROM source_files GROUP BY key HAVING count(*) > 1)",
-        [],
-        |r| r.get(0),
-    )?)
+/// The tables whose unique key index (V14) finds a repeated key.
+const KEYED_TABLES: [&str; 3] = ["files", "symbols", "source_files"];
+
+/// Whether building the V14 indexes failed on a repeated key of a [`KEYED_TABLES`] table. Told
+/// from SQLite's message alone: the failed migration was rolled back without a journal, so the
+/// database is not read again (the next attempt starts a new one).
+fn is_repeated_key(err: &anyhow::Error) -> bool {
+    let message = format!("{err:#}");
+    KEYED_TABLES
+        .iter()
+        .any(|table| message.contains(&format!("UNIQUE constraint failed: {table}.key")))
 }
 
 /// The summary tables, filled once the entries are final.
@@ -438,7 +440,7 @@ impl Source<'_> {
         reporter.phase(Phase::Indexing);
         conn.execute_batch(INDEXING_PRAGMAS)?;
         if let Err(err) = db::migrate(&mut conn, Some(db::RESOLVE_SCHEMA_VERSION)) {
-            if check == KeyCheck::AfterLoad && repeats_keys(&conn)? {
+            if check == KeyCheck::AfterLoad && is_repeated_key(&err) {
                 return Err(RepeatedKeys.into());
             }
             return Err(err);

@@ -215,7 +215,11 @@ fn symbol_path_source(param: &str, score: &str, tier: &str, filter: &str) -> Str
 }
 
 /// The sources of tier 4: symbols whose qualified name holds every one of `runs` (3+
-/// characters each) in order and passes `check`, each read once, ordered by `score`. With
+/// characters each) in order and passes `check`, each read once, ordered by `score`. `fold` is
+/// the case folding `check` matches with (`acpdb_fold` for substrings, SQL's ASCII `lower` for
+/// globs); the part a match is looked for in (simple name, path, colon) is decided with it, so
+/// that the text matched is always one the trigram indexes hold (FTS5 leaves a few letters,
+/// such as `İ`, unfolded, which `acpdb_fold` folds). With
 /// `names_too`, also those whose simple name holds the last run; without, `check` must leave
 /// those out (substring search finds them in the name tiers). Qualified names of the `path:name` shape ([`JOINED_QUALIFIED_NAME`])
 /// are found through their parts: a match holds its last run in its name, or else in its path
@@ -228,6 +232,7 @@ fn qualified_name_sources(
     runs: &[String],
     score: &str,
     check: &str,
+    fold: &str,
     names_too: bool,
 ) {
     let Some((last, earlier)) = runs.split_last() else {
@@ -238,7 +243,7 @@ fn qualified_name_sources(
         name
     };
     let last_param = param(":qr".into(), last.clone());
-    let in_name = format!("instr(acpdb_fold(s.name), acpdb_fold({last_param})) > 0");
+    let in_name = format!("instr({fold}(s.name), {fold}({last_param})) > 0");
     // Where in the path a match may hold the last run (whole, or its part before a colon).
     let chars: Vec<char> = last.chars().collect();
     let mut path_texts = vec![last.clone()];
@@ -263,7 +268,7 @@ fn qualified_name_sources(
     // Whether the path (`column`) holds every earlier run and the last run or its part before a
     // colon.
     let in_paths = |column: &str| -> String {
-        let holds = |p: &String| format!("instr(acpdb_fold({column}), acpdb_fold({p})) > 0");
+        let holds = |p: &String| format!("instr({fold}({column}), {fold}({p})) > 0");
         let alternatives: Vec<String> = alternative_params.iter().map(holds).collect();
         (earlier_params.iter().map(holds))
             .chain([format!("({})", alternatives.join(" OR "))])
@@ -423,6 +428,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                 std::slice::from_ref(text),
                 "length(coalesce(s.qualified_name, s.key))",
                 &format!("{QUALIFIED_NAME_CONTAINS} AND NOT coalesce({NAME_CONTAINS}, 0)"),
+                "acpdb_fold",
                 false,
             );
             if has_word_chars(text) {
@@ -550,7 +556,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                 q.sources
                     .push(symbol_prefix_source(QNAME_NOCASE, QNAME, 4, &qname_glob));
             } else {
-                qualified_name_sources(&mut q, runs, "0.0", &qname_glob, true);
+                qualified_name_sources(&mut q, runs, "0.0", &qname_glob, "lower", true);
             }
             let base_glob = format!("lower({BASENAME}) GLOB :g");
             let path_glob = format!("lower(f.path) GLOB :g AND NOT {base_glob}");
