@@ -228,9 +228,6 @@ pub fn import_with_progress(
         }
     };
     if result.is_err() {
-        progress
-            .bytes
-            .store(0, std::sync::atomic::Ordering::Relaxed);
         result = source
             .full(progress.clone(), KeyCheck::AfterLoad)
             .or_else(|err| {
@@ -238,9 +235,6 @@ pub fn import_with_progress(
                     return Err(err);
                 }
                 tracing::warn!("{err}; importing again, checking every key as it is read");
-                progress
-                    .bytes
-                    .store(0, std::sync::atomic::Ordering::Relaxed);
                 source.full(progress, KeyCheck::WhileLoading)
             });
         result = result.map(|mut summary| {
@@ -404,6 +398,10 @@ impl Source<'_> {
     /// says.
     fn full(&self, progress: Arc<Progress>, check: KeyCheck) -> Result<ImportSummary> {
         let (project, tmp, started) = (self.project, self.tmp, self.started);
+        // Reading starts over (after a delta that failed, or a first attempt).
+        progress
+            .bytes
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         let _ = fs::remove_file(tmp);
         let mut conn =
             Connection::open(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;

@@ -191,7 +191,7 @@ const QUALIFIED_NAME_CONTAINS: &str = "instr(acpdb_fold(s.qualified_name), acpdb
 /// then `symbols_qname_trigram` holds only the characters around that colon, and the path and
 /// the name are found through their own indexes (migration V18, whose view
 /// `symbols_qname_terms` tests the same).
-pub const JOINED_QUALIFIED_NAME: &str = "s.qualified_name = s.file_path || ':' || s.name";
+const JOINED_QUALIFIED_NAME: &str = "s.qualified_name = s.file_path || ':' || s.name";
 
 /// A source of symbol rows from full-text index `table` matched by `param`, ordered within
 /// their tier by `score` (lowest first).
@@ -214,35 +214,49 @@ fn symbol_path_source(param: &str, score: &str, tier: &str, filter: &str) -> Str
     )
 }
 
+/// How a search matches the literal runs of its pattern in qualified names.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RunMatch {
+    /// A substring, case folded over all of Unicode (`acpdb_fold`); the simple names holding it
+    /// are in the name tiers already.
+    Substring,
+    /// A glob's runs, ASCII case folded as SQL's `GLOB` on `lower()` compares them; the simple
+    /// names holding the last run are read here too.
+    Glob,
+}
+
+impl RunMatch {
+    /// The SQL function that folds case as this match does.
+    fn fold(self) -> &'static str {
+        match self {
+            RunMatch::Substring => "acpdb_fold",
+            RunMatch::Glob => "lower",
+        }
+    }
+}
+
 /// The sources of tier 4: symbols whose qualified name holds every one of `runs` (3+
-/// characters each) in order and passes `check`, each read once, ordered by `score`. `fold` is
-/// the case folding `check` matches with (`acpdb_fold` for substrings, SQL's ASCII `lower` for
-/// globs); the part a match is looked for in (simple name, path, colon) is decided with it, so
-/// that the text matched is always one the trigram indexes hold (FTS5 leaves a few letters,
-/// such as `İ`, unfolded, which `acpdb_fold` folds). With
-/// `names_too`, also those whose simple name holds the last run; without, `check` must leave
-/// those out (substring search finds them in the name tiers). Qualified names of the `path:name` shape ([`JOINED_QUALIFIED_NAME`])
-/// are found through their parts: a match holds its last run in its name, or else in its path
-/// after every other run, or spanning the colon. A span whose path side has 3+ characters and
-/// more than the name side (`session.go:`) is looked up as that text in the path, any other
-/// through the characters around the colon (`symbols_qname_trigram`, which holds every other
-/// qualified name whole).
+/// characters each) in order and passes `check`, each read once, ordered by `score`.
+/// Qualified names of the `path:name` shape ([`JOINED_QUALIFIED_NAME`]) are found through
+/// their parts: a match holds its last run in its name, or else in its path after every other
+/// run, or spanning the colon. A span whose path side has 3+ characters and more than the name
+/// side (`session.go:`) is looked up as that text in the path, any other through the characters
+/// around the colon (`symbols_qname_trigram`, which holds every other qualified name whole).
+/// The part is decided with the case folding of `matching`, so that the text matched is always
+/// one the trigram indexes hold (FTS5 leaves a few letters, such as `İ`, unfolded, which
+/// `acpdb_fold` folds). For a substring, `check` must leave out the names holding it.
 fn qualified_name_sources(
     q: &mut Query,
     runs: &[String],
     score: &str,
     check: &str,
-    fold: &str,
-    names_too: bool,
+    matching: RunMatch,
 ) {
     let Some((last, earlier)) = runs.split_last() else {
         return;
     };
-    let mut param = |name: String, value: String| -> String {
-        q.params.push((name.clone(), value));
-        name
-    };
-    let last_param = param(":qr".into(), last.clone());
+    let fold = matching.fold();
+    let last_param = q.param(":qr", last.as_str());
     let in_name = format!("instr({fold}(s.name), {fold}({last_param})) > 0");
     // Where in the path a match may hold the last run (whole, or its part before a colon).
     let chars: Vec<char> = last.chars().collect();
@@ -260,10 +274,10 @@ fn qualified_name_sources(
         }
     }
     let earlier_params: Vec<String> = (earlier.iter().enumerate())
-        .map(|(i, run)| param(format!(":qe{i}"), run.clone()))
+        .map(|(i, run)| q.param(format!(":qe{i}"), run.as_str()))
         .collect();
     let alternative_params: Vec<String> = (path_texts.iter().enumerate())
-        .map(|(i, text)| param(format!(":qa{i}"), text.clone()))
+        .map(|(i, text)| q.param(format!(":qa{i}"), text.as_str()))
         .collect();
     // Whether the path (`column`) holds every earlier run and the last run or its part before a
     // colon.
@@ -275,45 +289,45 @@ fn qualified_name_sources(
             .collect::<Vec<_>>()
             .join(" AND ")
     };
-    let group = |texts: &[&str]| format!("({})", trigram_query(texts.iter().copied()));
-    let path_query = earlier
+    let group = |text: &str| format!("({})", trigram_query([text]));
+    let alternatives = path_texts
         .iter()
-        .map(|run| group(&[run.as_str()]))
-        .chain([format!(
-            "({})",
-            path_texts
-                .iter()
-                .map(|text| group(&[text.as_str()]))
-                .collect::<Vec<_>>()
-                .join(" OR ")
-        )])
-        .collect::<Vec<_>>()
-        .join(" AND ");
-    let every_run: Vec<&str> = runs.iter().map(String::as_str).collect();
-    let whole_query = std::iter::once(group(&every_run))
-        .chain(spans.iter().map(|span| group(&[span.as_str()])))
+        .map(|text| group(text))
         .collect::<Vec<_>>()
         .join(" OR ");
-    if names_too {
-        let query = param(":qn".into(), trigram_query([last.as_str()]));
-        q.sources.push(symbol_source(
-            "symbols_name_trigram",
-            &query,
-            score,
-            "4",
-            &format!("{check} AND coalesce({JOINED_QUALIFIED_NAME}, 0) AND {in_name}"),
-        ));
-    }
-    // Without `names_too`, `check` already leaves out the names holding the last run.
-    let (not_in_name, in_name_or) = if names_too {
-        (
-            format!(" AND NOT coalesce({in_name}, 0)"),
-            format!("{in_name} OR "),
-        )
-    } else {
-        (String::new(), String::new())
+    let path_query = match earlier {
+        [] => format!("({alternatives})"),
+        _ => format!(
+            "({}) AND ({alternatives})",
+            trigram_query(earlier.iter().map(String::as_str))
+        ),
     };
-    let query = param(":qp".into(), path_query);
+    let whole_query = std::iter::once(format!(
+        "({})",
+        trigram_query(runs.iter().map(String::as_str))
+    ))
+    .chain(spans.iter().map(|span| group(span)))
+    .collect::<Vec<_>>()
+    .join(" OR ");
+    // A substring's `check` already leaves out the names holding it.
+    let (not_in_name, in_name_or) = match matching {
+        RunMatch::Glob => {
+            let query = q.param(":qn", trigram_query([last.as_str()]));
+            q.sources.push(symbol_source(
+                "symbols_name_trigram",
+                &query,
+                score,
+                "4",
+                &format!("{check} AND coalesce({JOINED_QUALIFIED_NAME}, 0) AND {in_name}"),
+            ));
+            (
+                format!(" AND NOT coalesce({in_name}, 0)"),
+                format!("{in_name} OR "),
+            )
+        }
+        RunMatch::Substring => (String::new(), String::new()),
+    };
+    let query = q.param(":qp", path_query);
     q.sources.push(symbol_path_source(
         &query,
         score,
@@ -324,7 +338,7 @@ fn qualified_name_sources(
             in_paths("sf.path")
         ),
     ));
-    let query = param(":qt".into(), whole_query);
+    let query = q.param(":qt", whole_query);
     q.sources.push(symbol_source(
         "symbols_qname_trigram",
         &query,
@@ -421,15 +435,13 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                 name_tier,
                 &format!("{NAME_CONTAINS} AND s.name IS NOT :p"),
             ));
-            q.params
-                .push((":st".into(), trigram_query([text.as_str()])));
+            q.param(":st", trigram_query([text.as_str()]));
             qualified_name_sources(
                 &mut q,
                 std::slice::from_ref(text),
                 "length(coalesce(s.qualified_name, s.key))",
                 &format!("{QUALIFIED_NAME_CONTAINS} AND NOT coalesce({NAME_CONTAINS}, 0)"),
-                "acpdb_fold",
-                false,
+                RunMatch::Substring,
             );
             if has_word_chars(text) {
                 q.sources.push(symbol_source(
@@ -441,10 +453,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                         "NOT coalesce({NAME_CONTAINS}, 0) AND NOT coalesce({QUALIFIED_NAME_CONTAINS}, 0)"
                     ),
                 ));
-                q.params.push((
-                    ":sw".into(),
-                    format!("{{signature purpose summary}} : {quoted}"),
-                ));
+                q.param(":sw", format!("{{signature purpose summary}} : {quoted}"));
             }
             let file_tier = format!(
                 "CASE WHEN lower({BASENAME}) = lower(:p) THEN 6
@@ -457,7 +466,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                 &file_tier,
                 "1",
             ));
-            q.params.push((":fq".into(), quoted.clone()));
+            q.param(":fq", quoted.clone());
             if has_word_chars(text) {
                 q.sources.push(file_source(
                     "files_fts",
@@ -466,10 +475,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                     "9",
                     "f.id NOT IN (SELECT rowid FROM files_trigram WHERE files_trigram MATCH :fq)",
                 ));
-                q.params.push((
-                    ":fw".into(),
-                    format!("{{module summary purpose}} : {quoted}"),
-                ));
+                q.param(":fw", format!("{{module summary purpose}} : {quoted}"));
             }
         }
         Plan::Short(text) => {
@@ -507,21 +513,18 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                     &file_tier,
                     "1",
                 ));
-                q.params
-                    .push((":sw".into(), format!("{} *", fts_quote(text))));
-                q.params
-                    .push((":fw".into(), format!("{} *", fts_quote(text))));
+                q.param(":sw", format!("{} *", fts_quote(text)));
+                q.param(":fw", format!("{} *", fts_quote(text)));
             }
         }
         Plan::Glob { glob, runs, prefix } => {
             // Disjoint sources by tier: simple name matches; qualified name matches (and the
             // simple name does not); file name matches; path matches.
-            q.params.push((":g".into(), glob.clone()));
+            q.param(":g", glob.clone());
             let name_glob = "lower(s.name) GLOB :g";
             let qname_glob = format!("{QNAME} GLOB :g AND NOT coalesce({name_glob}, 0)");
             // Every literal run of 3+ characters, required of a trigram index's candidates.
-            q.params
-                .push((":st".into(), trigram_query(runs.iter().map(String::as_str))));
+            q.param(":st", trigram_query(runs.iter().map(String::as_str)));
             let all_runs = || {
                 runs.iter()
                     .map(|r| fts_quote(r))
@@ -533,7 +536,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
             // Qualified names: the prefix range when it is narrow (`src/auth/*`), else the
             // trigrams of every literal run (`src*Report` by `report`, not by all of `src`).
             if let Some(prefix) = prefix {
-                q.params.push((":lo".into(), prefix.to_ascii_lowercase()));
+                q.param(":lo", prefix.to_ascii_lowercase());
                 // A glob that is its prefix and a final `*` matches exactly the names in the
                 // range (both fold ASCII case only), so the range needs no glob check per row.
                 let only_prefix = pattern.strip_suffix('*') == Some(prefix.as_str());
@@ -556,7 +559,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                 q.sources
                     .push(symbol_prefix_source(QNAME_NOCASE, QNAME, 4, &qname_glob));
             } else {
-                qualified_name_sources(&mut q, runs, "0.0", &qname_glob, "lower", true);
+                qualified_name_sources(&mut q, runs, "0.0", &qname_glob, RunMatch::Glob);
             }
             let base_glob = format!("lower({BASENAME}) GLOB :g");
             let path_glob = format!("lower(f.path) GLOB :g AND NOT {base_glob}");
@@ -572,7 +575,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                     .push(file_source(table, ":fq", "0.0", "7", &base_glob));
                 q.sources
                     .push(file_source(table, ":fq", "0.0", "8", &path_glob));
-                q.params.push((":fq".into(), query));
+                q.param(":fq", query);
             }
         }
     }
@@ -580,6 +583,13 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
 }
 
 impl Query {
+    /// Adds parameter `name` with `value`; returns the name, for the SQL.
+    fn param(&mut self, name: impl Into<String>, value: impl Into<String>) -> String {
+        let name = name.into();
+        self.params.push((name.clone(), value.into()));
+        name
+    }
+
     /// `tail` after the hits of every source as `best`: at most [`TOTAL_CAP`] + 1 rows per
     /// source when sources overlap (a row found twice keeps its best score), else at most
     /// [`TOTAL_CAP`] + 1 in all, taken from the best tiers first.
