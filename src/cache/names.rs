@@ -45,6 +45,11 @@ impl NameList {
         })
     }
 
+    /// Each name's [`name_hash`], in list order.
+    pub fn hashes(&self) -> impl Iterator<Item = u128> + '_ {
+        self.items.iter().map(|&(hash, _)| hash)
+    }
+
     /// The list as the JSON value it was read from.
     pub fn to_value(&self) -> Value {
         Value::Array(
@@ -64,7 +69,23 @@ impl NameList {
 
 /// Deserializes a JSON array of strings into a [`NameList`]; any other value (an array holding
 /// something else than a string included) is refused, and the caller parses it as a [`Value`].
-pub struct NameListSeed;
+pub struct NameListSeed {
+    /// Bytes the names may take (their JSON text is never shorter).
+    text: usize,
+    /// Names the list may hold (half its quotes).
+    items: usize,
+}
+
+impl NameListSeed {
+    /// A seed for the JSON text `raw`, which sizes the list from it so that its buffers are
+    /// allocated once.
+    pub fn for_json(raw: &[u8]) -> NameListSeed {
+        NameListSeed {
+            text: raw.len(),
+            items: memchr::memchr_iter(b'"', raw).count() / 2,
+        }
+    }
+}
 
 impl<'de> DeserializeSeed<'de> for NameListSeed {
     type Value = NameList;
@@ -83,8 +104,8 @@ impl<'de> Visitor<'de> for NameListSeed {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<NameList, A::Error> {
         let mut list = NameList {
-            text: String::new(),
-            items: Vec::with_capacity(seq.size_hint().unwrap_or(8)),
+            text: String::with_capacity(self.text),
+            items: Vec::with_capacity(seq.size_hint().unwrap_or(self.items)),
         };
         while seq.next_element_seed(NameSeed(&mut list))?.is_some() {}
         Ok(list)
@@ -120,7 +141,7 @@ mod tests {
 
     fn names(raw: &str) -> Result<NameList, serde_json::Error> {
         let mut de = serde_json::Deserializer::from_str(raw);
-        let list = NameListSeed.deserialize(&mut de)?;
+        let list = NameListSeed::for_json(raw.as_bytes()).deserialize(&mut de)?;
         de.end()?;
         Ok(list)
     }

@@ -106,6 +106,17 @@ pub enum Scope {
     Constraints,
 }
 
+impl Scope {
+    /// The JSON path of the object (empty for the root).
+    pub fn path(self) -> &'static str {
+        match self {
+            Scope::Root => "",
+            Scope::Graph => "graph",
+            Scope::Constraints => "constraints",
+        }
+    }
+}
+
 /// One thing read from the document, in document order.
 #[derive(Debug)]
 pub enum Event {
@@ -262,7 +273,11 @@ pub fn read_document_with(
     let mut reader = Reader {
         scan: Scanner {
             file,
-            hasher: Sha256::new(),
+            hasher: SourceHash::start().map_err(|e| ReadError {
+                file: path.to_path_buf(),
+                json_path: None,
+                message: format!("cannot start the thread that hashes the file: {e}"),
+            })?,
             progress,
             buf: Vec::with_capacity(2 * READ_SIZE),
             pos: 0,
@@ -281,8 +296,13 @@ pub fn read_document_with(
         Ok(()) => {
             reader.flush().map_err(|f| f.into_error(path))?;
             let read = reader.scan.base + reader.scan.buf.len() as u64;
+            let sha256 = reader.scan.hasher.finish().ok_or_else(|| ReadError {
+                file: path.to_path_buf(),
+                json_path: None,
+                message: "the thread that hashes the file stopped".into(),
+            })?;
             Ok(ReadOutcome {
-                sha256: crate::hex::encode(&reader.scan.hasher.finalize()),
+                sha256: crate::hex::encode(&sha256),
                 bytes: read,
             })
         }
@@ -352,10 +372,60 @@ fn line_column(file: &Path, offset: u64) -> Option<(u64, u64)> {
     Some((line, column))
 }
 
+/// SHA-256 of the bytes read, computed on a thread of its own: the reading thread only copies
+/// each chunk it reads (into a buffer the hashing thread hands back), so hashing never holds
+/// the reading up.
+struct SourceHash {
+    chunks: Option<SyncSender<Vec<u8>>>,
+    free: Receiver<Vec<u8>>,
+    thread: Option<std::thread::JoinHandle<[u8; 32]>>,
+}
+
+impl SourceHash {
+    /// Chunks waiting to be hashed, at most.
+    const QUEUE: usize = 2;
+
+    fn start() -> io::Result<SourceHash> {
+        let (chunks, queued) = std::sync::mpsc::sync_channel::<Vec<u8>>(Self::QUEUE);
+        let (recycle, free) = std::sync::mpsc::sync_channel(Self::QUEUE + 2);
+        let thread = std::thread::Builder::new()
+            .name("acpdb-hash".into())
+            .spawn(move || {
+                let mut hasher = Sha256::new();
+                for chunk in queued {
+                    hasher.update(&chunk);
+                    let _ = recycle.try_send(chunk);
+                }
+                hasher.finalize().into()
+            })?;
+        Ok(SourceHash {
+            chunks: Some(chunks),
+            free,
+            thread: Some(thread),
+        })
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        let mut chunk = self.free.try_recv().unwrap_or_default();
+        chunk.clear();
+        chunk.extend_from_slice(bytes);
+        if let Some(chunks) = &self.chunks {
+            // A send fails only when the thread is gone; `finish` reports it.
+            let _ = chunks.send(chunk);
+        }
+    }
+
+    /// The hash of every byte given, or `None` if the hashing thread died.
+    fn finish(&mut self) -> Option<[u8; 32]> {
+        drop(self.chunks.take());
+        self.thread.take()?.join().ok()
+    }
+}
+
 /// A sliding window over the file with a structural JSON scanner.
 struct Scanner {
     file: File,
-    hasher: Sha256,
+    hasher: SourceHash,
     progress: Arc<Progress>,
     /// Bytes of the file from offset `base`.
     buf: Vec<u8>,
@@ -667,8 +737,8 @@ impl Reader {
             }
             None => return Err(Failure::at(0, "the file is empty")),
         }
-        self.object("", |reader, key, path| {
-            let section = match (reader.kind, key) {
+        self.object("", |reader, key| {
+            let section = match (reader.kind, key.as_str()) {
                 (DocumentKind::Cache, "source_files") => Some(Section::SourceFiles),
                 (DocumentKind::Cache, "files") => Some(Section::Files),
                 (DocumentKind::Cache, "symbols") => Some(Section::Symbols),
@@ -676,22 +746,20 @@ impl Reader {
                 (DocumentKind::Vars, "variables") => Some(Section::Variables),
                 _ => None,
             };
-            let value = match (reader.kind, key, section) {
+            let value = match (reader.kind, key.as_str(), section) {
                 (_, _, Some(section)) => reader.map_section(section)?,
-                (DocumentKind::Cache, "graph", _) => reader.scope(Scope::Graph, path)?,
-                (DocumentKind::Cache, "constraints", _) => {
-                    reader.scope(Scope::Constraints, path)?
-                }
+                (DocumentKind::Cache, "graph", _) => reader.scope(Scope::Graph)?,
+                (DocumentKind::Cache, "constraints", _) => reader.scope(Scope::Constraints)?,
                 _ => Some(
                     reader
                         .scan
                         .value::<Value>()
-                        .map_err(|f| f.in_path(|| path.to_string()))?,
+                        .map_err(|f| f.in_path(|| member_path("", &key)))?,
                 ),
             };
             reader.send(Event::Member {
                 scope: Scope::Root,
-                key: key.to_string(),
+                key,
                 value,
             })
         })?;
@@ -708,7 +776,7 @@ impl Reader {
     fn object(
         &mut self,
         parent: &str,
-        mut member: impl FnMut(&mut Reader, &str, &str) -> Result<(), Failure>,
+        mut member: impl FnMut(&mut Reader, String) -> Result<(), Failure>,
     ) -> Result<(), Failure> {
         self.scan.expect(b'{', "`{`")?;
         let mut first = true;
@@ -745,11 +813,10 @@ impl Reader {
                 .scan
                 .value()
                 .map_err(|f| f.in_path(|| parent.to_string()))?;
-            let path = member_path(parent, &key);
             self.scan
                 .expect(b':', "`:`")
-                .map_err(|f| f.in_path(|| path.clone()))?;
-            member(self, &key, &path)?;
+                .map_err(|f| f.in_path(|| member_path(parent, &key)))?;
+            member(self, key)?;
         }
     }
 
@@ -765,14 +832,13 @@ impl Reader {
             ));
         }
         let digested = DIGESTED.contains(&section);
-        self.object(parent, |reader, key, path| {
+        self.object(parent, |reader, key| {
+            let path = || member_path(parent, &key);
             reader.scan.peek()?;
             let entry_offset = reader.scan.offset();
-            let (start, end) = reader
-                .scan
-                .value_range()
-                .map_err(|f| f.in_path(|| path.to_string()))?;
-            let digest = digested.then(|| entry_digest(section, key, &reader.scan.buf[start..end]));
+            let (start, end) = reader.scan.value_range().map_err(|f| f.in_path(path))?;
+            let digest =
+                digested.then(|| entry_digest(section, &key, &reader.scan.buf[start..end]));
             if let (Some(digest), Some(known)) = (digest, &reader.known) {
                 if let Some(id) = known.find(section, digest, &mut reader.hints) {
                     return reader.send(Event::Unchanged { section, id });
@@ -788,8 +854,8 @@ impl Reader {
                 let record = reader
                     .scan
                     .parse_seed(start, end, RecordSeed(fields))
-                    .map_err(|f| f.in_path(|| path.to_string()))?;
-                let (key, digest) = (key.to_string(), digest.unwrap_or_default());
+                    .map_err(|f| f.in_path(path))?;
+                let digest = digest.unwrap_or_default();
                 return reader.send(if section == Section::Files {
                     Event::File {
                         key,
@@ -807,20 +873,18 @@ impl Reader {
             // A list of names goes over with its names hashed; any other value is parsed whole.
             let graph = matches!(section, Section::GraphForward | Section::GraphReverse);
             if graph && reader.scan.buf[start] == b'[' {
-                if let Ok(names) = reader.scan.parse_seed(start, end, NameListSeed) {
+                let seed = NameListSeed::for_json(&reader.scan.buf[start..end]);
+                if let Ok(names) = reader.scan.parse_seed(start, end, seed) {
                     return reader.send(Event::GraphList {
                         section,
-                        key: key.to_string(),
-                        key_hash: name_hash(key),
+                        key_hash: name_hash(&key),
+                        key,
                         names,
                         digest: digest.unwrap_or_default(),
                     });
                 }
             }
-            let value: Value = reader
-                .scan
-                .parse(start, end)
-                .map_err(|f| f.in_path(|| path.to_string()))?;
+            let value: Value = reader.scan.parse(start, end).map_err(|f| f.in_path(path))?;
             if section.entries_are_objects() && !value.is_object() {
                 return Err(Failure::at(
                     entry_offset,
@@ -829,11 +893,11 @@ impl Reader {
                         json_type(&value)
                     ),
                 )
-                .in_path(|| path.to_string()));
+                .in_path(path));
             }
             reader.send(Event::Entry {
                 section,
-                key: key.to_string(),
+                key,
                 value,
                 digest,
             })
@@ -842,7 +906,8 @@ impl Reader {
     }
 
     /// `graph` or `constraints`: an object whose known members are sections themselves.
-    fn scope(&mut self, scope: Scope, parent: &str) -> Result<Option<Value>, Failure> {
+    fn scope(&mut self, scope: Scope) -> Result<Option<Value>, Failure> {
+        let parent = scope.path();
         if self.scan.peek()? != Some(b'{') {
             return Ok(Some(
                 self.scan
@@ -850,15 +915,15 @@ impl Reader {
                     .map_err(|f| f.in_path(|| parent.to_string()))?,
             ));
         }
-        self.object(parent, |reader, key, path| {
-            let section = match (scope, key) {
+        self.object(parent, |reader, key| {
+            let section = match (scope, key.as_str()) {
                 (Scope::Graph, "forward") => Some(Section::GraphForward),
                 (Scope::Graph, "reverse") => Some(Section::GraphReverse),
                 (Scope::Constraints, "by_file") => Some(Section::ByFile),
                 (Scope::Constraints, "by_lock_level") => Some(Section::ByLockLevel),
                 _ => None,
             };
-            let list = match (scope, key) {
+            let list = match (scope, key.as_str()) {
                 (Scope::Constraints, "hacks") => Some(List::Hacks),
                 (Scope::Constraints, "debug_sessions") => Some(List::DebugSessions),
                 _ => None,
@@ -872,14 +937,10 @@ impl Reader {
                     reader
                         .scan
                         .value::<Value>()
-                        .map_err(|f| f.in_path(|| path.to_string()))?,
+                        .map_err(|f| f.in_path(|| member_path(parent, &key)))?,
                 )
             };
-            reader.send(Event::Member {
-                scope,
-                key: key.to_string(),
-                value,
-            })
+            reader.send(Event::Member { scope, key, value })
         })?;
         Ok(None)
     }

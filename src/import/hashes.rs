@@ -3,7 +3,7 @@
 //! cache found to repeat a key) and the call-graph node ids by name. Both hold hashes, never
 //! names, so their size is a few bytes per entry whatever the names' lengths.
 
-use std::collections::hash_map::{DefaultHasher, Entry};
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
@@ -46,17 +46,31 @@ impl SeenKeys {
     }
 }
 
-/// Node ids by the 128-bit hash of their name, ids given in order from 1: a table from the
-/// hash's low 64 bits to 32 more of its bits and the id (16 bytes per slot, so a lookup reads
-/// one slot, and two names share an id only when 96 bits of their hashes agree: about 2^-96
-/// per pair, 10^-15 among 10M names), and the names whose low halves collide with another's
-/// (about 2^-64 per pair) in a table of their own.
+/// Node ids by the 128-bit hash of their name, ids given in order from 1: an open-addressing
+/// table (linear probing) of 16-byte slots holding the hash's low 64 bits, 32 more of its bits
+/// and the id, so a lookup usually reads one cache line and two names share an id only when
+/// 96 bits of their hashes agree (about 2^-96 per pair, 10^-15 among 10M names). Names whose
+/// low halves collide with another's (about 2^-64 per pair) go to a table of their own.
 #[derive(Default)]
 pub(super) struct NodeIds {
-    by_low: HashMap<u64, (u32, u32), BuildPrehashed>,
+    /// A power of two of slots (or none yet); an id of 0 marks an empty slot.
+    slots: Vec<Slot>,
+    /// Slots in use.
+    used: usize,
     collided: HashMap<u128, u32>,
     len: u32,
 }
+
+/// One entry of [`NodeIds`].
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    low: u64,
+    check: u32,
+    id: u32,
+}
+
+/// Slots the table starts with.
+const FIRST_SLOTS: usize = 1 << 12;
 
 impl NodeIds {
     /// Ids given so far.
@@ -67,11 +81,29 @@ impl NodeIds {
     /// The id of `hash`, if it has one.
     pub(super) fn get(&self, hash: u128) -> Option<u32> {
         let (low, check) = split(hash);
-        match self.by_low.get(&low) {
-            Some(&(stored, id)) if stored == check => Some(id),
-            Some(_) => self.collided.get(&hash).copied(),
-            None => None,
+        let slot = self.slots[self.find(low)?];
+        if slot.id == 0 {
+            None
+        } else if slot.check == check {
+            Some(slot.id)
+        } else {
+            self.collided.get(&hash).copied()
         }
+    }
+
+    /// Asks the processor to bring `hash`'s slot into its cache, so that a later
+    /// [`NodeIds::get`] of it does not wait for memory: the loader announces a list's names
+    /// before it looks them up, and the lookups' memory reads overlap.
+    pub(super) fn prefetch(&self, hash: u128) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(slot) = self.slots.get(self.home(split(hash).0)) {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            // SAFETY: SSE is part of every x86_64 target, and a prefetch only hints the cache
+            // (it reads nothing the program sees and cannot fault); the address is a live slot.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>((slot as *const Slot).cast()) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = hash;
     }
 
     /// Gives `hash`, which has no id yet, the next one.
@@ -81,16 +113,48 @@ impl NodeIds {
             .checked_add(1)
             .context("more than 4 billion graph nodes")?;
         self.len = id;
+        if (self.used + 1) * 4 > self.slots.len() * 3 {
+            self.grow();
+        }
         let (low, check) = split(hash);
-        match self.by_low.entry(low) {
-            Entry::Vacant(slot) => {
-                slot.insert((check, id));
-            }
-            Entry::Occupied(_) => {
-                self.collided.insert(hash, id);
-            }
+        let at = self.find(low).expect("the table has room");
+        if self.slots[at].id == 0 {
+            self.slots[at] = Slot { low, check, id };
+            self.used += 1;
+        } else {
+            self.collided.insert(hash, id);
         }
         Ok(id)
+    }
+
+    /// Where a probe for `low` starts.
+    fn home(&self, low: u64) -> usize {
+        // Truncation is intended: the mask keeps the bits that fit.
+        (low as usize) & self.slots.len().wrapping_sub(1)
+    }
+
+    /// The slot holding `low`, or the empty slot where it would go; `None` while the table is
+    /// empty.
+    fn find(&self, low: u64) -> Option<usize> {
+        let mask = self.slots.len().checked_sub(1)?;
+        let mut at = self.home(low);
+        loop {
+            let slot = &self.slots[at];
+            if slot.id == 0 || slot.low == low {
+                return Some(at);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// Doubles the slots (at most three quarters are used, so probes stay short).
+    fn grow(&mut self) {
+        let size = (self.slots.len() * 2).max(FIRST_SLOTS);
+        let old = std::mem::replace(&mut self.slots, vec![Slot::default(); size]);
+        for slot in old.into_iter().filter(|slot| slot.id != 0) {
+            let at = self.find(slot.low).expect("the table has room");
+            self.slots[at] = slot;
+        }
     }
 }
 
@@ -122,6 +186,24 @@ mod tests {
         assert_eq!(ids.len(), 3);
         // 96 of the 128 bits are compared: the low 64 and the top 32.
         assert_eq!(ids.get(a | (5u128 << 64)), Some(1));
+    }
+
+    #[test]
+    fn every_id_is_found_after_the_table_grows() {
+        let mut ids = NodeIds::default();
+        let hash = |i: u128| crate::cache::names::name_hash(&i.to_string());
+        let n = 3 * FIRST_SLOTS as u128;
+        for i in 0..n {
+            ids.prefetch(hash(i));
+            assert_eq!(ids.get(hash(i)), None);
+            assert_eq!(ids.insert(hash(i)).unwrap() as u128, i + 1);
+        }
+        assert!(ids.slots.len() >= 4 * FIRST_SLOTS, "the table never grew");
+        assert!(ids.used * 4 <= ids.slots.len() * 3);
+        for i in 0..n {
+            assert_eq!(ids.get(hash(i)).map(u128::from), Some(i + 1));
+        }
+        assert_eq!(ids.get(hash(n)), None);
     }
 
     #[test]

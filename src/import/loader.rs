@@ -299,13 +299,12 @@ impl<'c> Loader<'c> {
                 }
             };
             if streamed && !value.is_null() {
-                let prefix = match scope {
-                    Scope::Root => "",
-                    Scope::Graph => "graph.",
-                    Scope::Constraints => "constraints.",
+                let path = match scope.path() {
+                    "" => key.clone(),
+                    parent => format!("{parent}.{key}"),
                 };
                 self.warn(
-                    format!("{prefix}{key}"),
+                    path,
                     format!(
                         "expected an object, found {}; kept verbatim, no entries imported from it",
                         reader::json_type(value)
@@ -661,6 +660,10 @@ impl<'c> Loader<'c> {
     ) -> Result<()> {
         if matches!(self.sink, Sink::Delta(_)) {
             return self.delta_graph_list(section, key, &names.to_value(), digest);
+        }
+        if let Sink::Full { graph, .. } = &self.sink {
+            graph.prefetch(key_hash);
+            names.hashes().for_each(|hash| graph.prefetch(hash));
         }
         let Some((key_id, ids)) =
             self.list_nodes(section, key, key_hash, names.iter(), names.len())?
