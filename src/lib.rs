@@ -19,6 +19,7 @@ pub mod import;
 pub mod journal;
 pub mod logging;
 pub mod mcp;
+pub mod priority;
 pub mod project;
 pub mod query;
 pub mod replace;

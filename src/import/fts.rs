@@ -37,6 +37,13 @@ const FTS_SQL: [&str; 3] = [
     include_str!("../../migrations/index/V18__qualified_names.sql"),
 ];
 
+/// Nice levels the full-text thread is lowered by. During the load every core is busy, and the
+/// reading and loading threads go first: what the full-text thread has not indexed yet waits
+/// (in a bounded amount of memory, the rest in the spool file), and it catches up after the
+/// load, while the index builds leave part of a core idle. At 1M symbols the load ends about
+/// 1.5 s sooner and the import about 1 s sooner than at equal priority.
+const LAG_NICENESS: i32 = 10;
+
 /// The full-text tables, each with whether it keeps per-row token counts (a `_docsize` table).
 const TABLES: [(&str, bool); 5] = [
     ("symbols_fts", true),
@@ -565,6 +572,9 @@ fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result
 /// The builder thread: inserts every row it receives, the symbols' then the files', in one
 /// transaction.
 fn build(conn: Connection, input: Input) -> Result<()> {
+    if let Err(err) = crate::priority::lower_this_thread(LAG_NICENESS) {
+        tracing::debug!("cannot lower the full-text thread's priority: {err}");
+    }
     conn.execute_batch("BEGIN")?;
     {
         let mut inserts = Inserts {

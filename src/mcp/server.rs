@@ -87,10 +87,10 @@ impl Gates {
 /// A job for a heavy-query thread.
 type HeavyJob = Box<dyn FnOnce() + Send>;
 
-/// Niceness of the heavy-query threads: when every core is busy, the scheduler gives the
+/// Nice levels the heavy-query threads are lowered by: when every core is busy, the scheduler gives the
 /// threads that answer point lookups about ten times their share, so a lookup that arrives
 /// during a row of searches and walks is answered at once rather than time-sliced with them.
-const HEAVY_NICENESS: libc::c_int = 10;
+const HEAVY_NICENESS: i32 = 10;
 
 /// Threads that run heavy queries (and render their answers) at a lower CPU priority
 /// ([`HEAVY_NICENESS`]); they stop when the server is dropped.
@@ -148,22 +148,10 @@ impl HeavyWorkers {
     }
 }
 
-/// Lowers the calling thread's CPU priority to [`HEAVY_NICENESS`] (on Linux a thread's own;
-/// elsewhere, where niceness is per process, nothing is changed).
+/// Lowers the calling heavy-query thread's CPU priority by [`HEAVY_NICENESS`] levels.
 fn lower_thread_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid and setpriority only read their arguments; `who` is this thread's id.
-        let changed = unsafe {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, HEAVY_NICENESS)
-        };
-        if changed != 0 {
-            tracing::debug!(
-                "cannot lower a heavy-query thread's priority: {}",
-                std::io::Error::last_os_error()
-            );
-        }
+    if let Err(err) = crate::priority::lower_this_thread(HEAVY_NICENESS) {
+        tracing::debug!("cannot lower a heavy-query thread's priority: {err}");
     }
 }
 

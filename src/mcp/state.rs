@@ -502,16 +502,11 @@ fn signature(project: &Project) -> Signature {
     )
 }
 
-/// Lowers the calling thread's scheduling priority (nice 10), so that a re-import running while
-/// the previous database answers leaves the cores to tool calls first. The threads an import
-/// starts (the reader, the full-text builder) inherit it.
-#[cfg(target_os = "linux")]
+/// Lowers the calling thread's scheduling priority (10 nice levels), so that a re-import
+/// running while the previous database answers leaves the cores to tool calls first. The
+/// threads an import starts (the reader, the full-text builder) inherit it.
 fn yield_to_tool_calls() {
-    // On Linux, priorities are per thread: `who = 0` is the calling thread only.
-    // SAFETY: setpriority takes plain integers and touches no memory of ours.
-    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
+    if let Err(err) = crate::priority::lower_this_thread(10) {
+        tracing::debug!("cannot lower the import's priority: {err}");
+    }
 }
-
-/// Elsewhere a priority applies to the whole process, which must keep answering: unchanged.
-#[cfg(not(target_os = "linux"))]
-fn yield_to_tool_calls() {}
