@@ -205,6 +205,13 @@ pub fn new_secret(conn: &Connection) -> rusqlite::Result<String> {
 /// Encodes a `graph_lists.items` blob: each `graph_nodes` id as a LEB128 varint, in order.
 pub fn encode_graph_items(ids: &[u32]) -> Vec<u8> {
     let mut out = Vec::with_capacity(ids.len() * 3);
+    encode_graph_items_into(ids, &mut out);
+    out
+}
+
+/// [`encode_graph_items`] into `out` (cleared first), so that a buffer can serve many lists.
+pub fn encode_graph_items_into(ids: &[u32], out: &mut Vec<u8>) {
+    out.clear();
     for &id in ids {
         let mut rest = id;
         while rest >= 0x80 {
@@ -213,7 +220,6 @@ pub fn encode_graph_items(ids: &[u32]) -> Vec<u8> {
         }
         out.push(rest as u8);
     }
-    out
 }
 
 /// Decodes a `graph_lists.items` blob (`None` when it is malformed).

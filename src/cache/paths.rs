@@ -8,6 +8,15 @@
 /// `root` is the cache's `project.root` when it is absolute; a path beginning with it is made
 /// relative. Trailing slashes are dropped.
 pub fn canonical_path(raw: &str, root: Option<&str>) -> String {
+    // Most paths are canonical already: relative, so no root (absolute) can begin them, and
+    // with nothing to rewrite.
+    let plain = !raw.contains(['\\', ':'])
+        && raw
+            .split('/')
+            .all(|segment| !matches!(segment, "" | "." | ".."));
+    if plain {
+        return raw.to_owned();
+    }
     let slashed = raw.replace('\\', "/");
     let mut rest = slashed.as_str();
     if let Some(root) = root.filter(|r| r.len() > 1 && (r.starts_with('/') || r.contains(':'))) {
@@ -119,6 +128,10 @@ mod tests {
             "dir with space/a=b.ts"
         );
         assert_eq!(canonical_path("../outside.ts", None), "../outside.ts");
+        // Already canonical: kept as written, whatever the root.
+        for raw in ["src/a.ts", "a", "dir with space/.hidden/a..b.ts"] {
+            assert_eq!(canonical_path(raw, Some("/home/dev/shop")), raw);
+        }
     }
 
     #[test]

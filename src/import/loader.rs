@@ -111,6 +111,11 @@ pub(super) struct Loader<'c> {
     pub(super) rules: PathRules,
     /// Entries and items the rules dropped.
     pub(super) dropped: u64,
+    /// The node ids of the call-graph list being written, kept from list to list so that
+    /// their buffer is allocated once.
+    list_ids: Vec<u32>,
+    /// The same list's `graph_lists.items` blob, likewise.
+    items_blob: Vec<u8>,
 }
 
 /// Where files, symbols and call-graph lists go.
@@ -194,6 +199,8 @@ impl<'c> Loader<'c> {
             counts: Counts::default(),
             rules: PathRules::none(),
             dropped: 0,
+            list_ids: Vec::new(),
+            items_blob: Vec::new(),
         })
     }
 
@@ -670,12 +677,14 @@ impl<'c> Loader<'c> {
         else {
             return Ok(());
         };
+        db::encode_graph_items_into(&ids, &mut self.items_blob);
         self.insert_graph_list.execute(params![
             key_id,
             section == Section::GraphReverse,
-            db::encode_graph_items(&ids),
+            self.items_blob,
             digest
         ])?;
+        self.list_ids = ids;
         Ok(())
     }
 
@@ -702,7 +711,9 @@ impl<'c> Loader<'c> {
         if !forward {
             graph.add_reverse_len(key_id, len);
         }
-        let mut ids = Vec::with_capacity(len);
+        let mut ids = std::mem::take(&mut self.list_ids);
+        ids.clear();
+        ids.reserve(len);
         for (other, hash) in names {
             let other_id = graph.node_hashed(other, hash)?;
             ids.push(other_id);
