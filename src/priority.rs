@@ -4,22 +4,25 @@
 //! the whole process, and nothing is changed.
 
 /// The nice value of the least favoured threads.
+#[cfg(target_os = "linux")]
 const LOWEST: i32 = 19;
 
-/// Lowers the calling thread's priority by `steps` nice levels (to 19 at most), relative to the
-/// priority it has (inherited from the thread that started it).
+/// Sets the calling thread's priority to `steps` nice levels below the process's own (its main
+/// thread's, which nothing here lowers), at most 19. Measured from the process, not from the
+/// calling thread, so a thread started by a lowered one is not lowered twice.
 pub fn lower_this_thread(steps: i32) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: errno is this thread's own; getpriority and setpriority take plain integers
-        // and touch no memory of ours; `who = 0` is the calling thread only.
+        // SAFETY: errno is this thread's own; getpid, getpriority and setpriority take plain
+        // integers and touch no memory of ours. On Linux `who = pid` names the main thread
+        // and `who = 0` the calling thread only.
         unsafe {
             *libc::__errno_location() = 0;
-            let now = libc::getpriority(libc::PRIO_PROCESS, 0);
-            if now == -1 && *libc::__errno_location() != 0 {
+            let process = libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t);
+            if process == -1 && *libc::__errno_location() != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            let wanted = now.saturating_add(steps).min(LOWEST);
+            let wanted = process.saturating_add(steps).min(LOWEST);
             if libc::setpriority(libc::PRIO_PROCESS, 0, wanted) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -30,28 +33,37 @@ pub fn lower_this_thread(steps: i32) -> std::io::Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
-    #[cfg(target_os = "linux")]
+    fn nice() -> i32 {
+        // SAFETY: getpriority takes plain integers; `who = 0` is the calling thread.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+    }
+
     #[test]
-    fn only_the_calling_thread_is_lowered() {
-        fn nice() -> i32 {
-            // SAFETY: as above.
-            unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
-        }
+    fn threads_are_lowered_from_the_process_not_from_each_other() {
         let before = nice();
-        let (lowered, lowered_again) = std::thread::spawn(|| {
+        let (lowered, lowered_child, capped) = std::thread::spawn(|| {
             lower_this_thread(3).unwrap();
             let once = nice();
+            // A thread started by a lowered one, lowered by the same steps, ends at the same
+            // level, not lower.
+            let child = std::thread::spawn(|| {
+                lower_this_thread(3).unwrap();
+                nice()
+            })
+            .join()
+            .unwrap();
             lower_this_thread(LOWEST).unwrap();
-            (once, nice())
+            (once, child, nice())
         })
         .join()
         .unwrap();
         assert_eq!(lowered, (before + 3).min(LOWEST));
-        assert_eq!(lowered_again, LOWEST, "capped at the lowest priority");
+        assert_eq!(lowered_child, lowered);
+        assert_eq!(capped, LOWEST, "capped at the lowest priority");
         assert_eq!(nice(), before, "the calling thread only");
     }
 }

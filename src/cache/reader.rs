@@ -373,8 +373,8 @@ fn line_column(file: &Path, offset: u64) -> Option<(u64, u64)> {
 }
 
 /// SHA-256 of the bytes read, computed on a thread of its own: the reading thread only copies
-/// each chunk it reads (into a buffer the hashing thread hands back), so hashing never holds
-/// the reading up.
+/// each chunk it reads (into a buffer the hashing thread hands back), and waits only when two
+/// chunks are queued already (hashing is several times faster than parsing).
 struct SourceHash {
     chunks: Option<SyncSender<Vec<u8>>>,
     free: Receiver<Vec<u8>>,
@@ -405,14 +405,14 @@ impl SourceHash {
         })
     }
 
-    fn update(&mut self, bytes: &[u8]) {
+    /// Hands `bytes` to the hashing thread; false when that thread is gone.
+    fn update(&mut self, bytes: &[u8]) -> bool {
         let mut chunk = self.free.try_recv().unwrap_or_default();
         chunk.clear();
         chunk.extend_from_slice(bytes);
-        if let Some(chunks) = &self.chunks {
-            // A send fails only when the thread is gone; `finish` reports it.
-            let _ = chunks.send(chunk);
-        }
+        self.chunks
+            .as_ref()
+            .is_some_and(|chunks| chunks.send(chunk).is_ok())
     }
 
     /// The hash of every byte given, or `None` if the hashing thread died.
@@ -463,7 +463,12 @@ impl Scanner {
             }
         };
         self.buf.truncate(old + n);
-        self.hasher.update(&self.buf[old..]);
+        if !self.hasher.update(&self.buf[old..]) {
+            return Err(Failure::at(
+                self.base + old as u64,
+                "the thread that hashes the file stopped",
+            ));
+        }
         if n == 0 {
             // Nothing moves at the end of the file, so the caller's offsets stay valid.
             self.eof = true;

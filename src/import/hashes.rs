@@ -61,8 +61,9 @@ pub(super) struct NodeIds {
     len: u32,
 }
 
-/// One entry of [`NodeIds`].
+/// One entry of [`NodeIds`], aligned so that it never straddles two cache lines.
 #[derive(Clone, Copy, Default)]
+#[repr(C, align(16))]
 struct Slot {
     low: u64,
     check: u32,
@@ -92,8 +93,8 @@ impl NodeIds {
     }
 
     /// Asks the processor to bring `hash`'s slot into its cache, so that a later
-    /// [`NodeIds::get`] of it does not wait for memory: the loader announces a list's names
-    /// before it looks them up, and the lookups' memory reads overlap.
+    /// [`NodeIds::get`] of it does not wait for memory: the loader announces a list's names a
+    /// few ahead of looking them up, and the lookups' memory reads overlap.
     pub(super) fn prefetch(&self, hash: u128) {
         #[cfg(target_arch = "x86_64")]
         if let Some(slot) = self.slots.get(self.home(split(hash).0)) {

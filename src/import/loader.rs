@@ -627,7 +627,9 @@ impl<'c> Loader<'c> {
             return self.delta_graph_list(section, &key, &value, digest);
         }
         let Value::Array(items) = &value else {
-            let Some((key_id, _)) = self.list_nodes(section, &key, name_hash(&key), [], 0)? else {
+            let Some((key_id, _)) =
+                self.list_nodes(section, &key, name_hash(&key), [], std::iter::empty(), 0)?
+            else {
                 return Ok(());
             };
             self.insert_graph_list.execute(params![
@@ -642,8 +644,14 @@ impl<'c> Loader<'c> {
             .iter()
             .filter_map(Value::as_str)
             .map(|name| (name, name_hash(name)));
-        let Some((key_id, ids)) =
-            self.list_nodes(section, &key, name_hash(&key), names, items.len())?
+        let Some((key_id, ids)) = self.list_nodes(
+            section,
+            &key,
+            name_hash(&key),
+            names,
+            std::iter::empty(),
+            items.len(),
+        )?
         else {
             return Ok(());
         };
@@ -653,6 +661,7 @@ impl<'c> Loader<'c> {
             list_items(items, &ids),
             digest
         ])?;
+        self.list_ids = ids;
         Ok(())
     }
 
@@ -668,12 +677,14 @@ impl<'c> Loader<'c> {
         if matches!(self.sink, Sink::Delta(_)) {
             return self.delta_graph_list(section, key, &names.to_value(), digest);
         }
-        if let Sink::Full { graph, .. } = &self.sink {
-            graph.prefetch(key_hash);
-            names.hashes().for_each(|hash| graph.prefetch(hash));
-        }
-        let Some((key_id, ids)) =
-            self.list_nodes(section, key, key_hash, names.iter(), names.len())?
+        let Some((key_id, ids)) = self.list_nodes(
+            section,
+            key,
+            key_hash,
+            names.iter(),
+            names.hashes(),
+            names.len(),
+        )?
         else {
             return Ok(());
         };
@@ -690,19 +701,27 @@ impl<'c> Loader<'c> {
 
     /// In a full import, the node ids of a call-graph list's key and of its `names` (the list's
     /// string items, of `len` items in all), with the list's edges recorded; `None` (after a
-    /// warning) when the key already had a list in this direction.
+    /// warning) when the key already had a list in this direction. `ahead` gives the names'
+    /// hashes again (or nothing), to fetch their node-id slots a few names ahead of the lookups.
     fn list_nodes<'n>(
         &mut self,
         section: Section,
         key: &str,
         key_hash: u128,
         names: impl IntoIterator<Item = (&'n str, u128)>,
+        mut ahead: impl Iterator<Item = u128>,
         len: usize,
     ) -> Result<Option<(u32, Vec<u32>)>> {
+        /// Names whose slots are fetched before the first lookup, and kept ahead of it.
+        const PREFETCH_DISTANCE: usize = 16;
         let forward = section == Section::GraphForward;
         let Sink::Full { graph, .. } = &mut self.sink else {
             unreachable!("a delta import writes its lists itself")
         };
+        graph.prefetch(key_hash);
+        (&mut ahead)
+            .take(PREFETCH_DISTANCE)
+            .for_each(|hash| graph.prefetch(hash));
         let key_id = graph.node_hashed(key, key_hash)?;
         if !graph.claim_list(key_id, !forward) {
             self.warn(format!("{}[{key:?}]", section.path()), DUPLICATE_KEY)?;
@@ -715,6 +734,9 @@ impl<'c> Loader<'c> {
         ids.clear();
         ids.reserve(len);
         for (other, hash) in names {
+            if let Some(next) = ahead.next() {
+                graph.prefetch(next);
+            }
             let other_id = graph.node_hashed(other, hash)?;
             ids.push(other_id);
             let (caller, callee) = if forward {

@@ -87,7 +87,7 @@ impl Gates {
 /// A job for a heavy-query thread.
 type HeavyJob = Box<dyn FnOnce() + Send>;
 
-/// Nice levels the heavy-query threads are lowered by: when every core is busy, the scheduler gives the
+/// Nice levels the heavy-query threads run below the server: when every core is busy, the scheduler gives the
 /// threads that answer point lookups about ten times their share, so a lookup that arrives
 /// during a row of searches and walks is answered at once rather than time-sliced with them.
 const HEAVY_NICENESS: i32 = 10;
@@ -148,7 +148,8 @@ impl HeavyWorkers {
     }
 }
 
-/// Lowers the calling heavy-query thread's CPU priority by [`HEAVY_NICENESS`] levels.
+/// Lowers the calling heavy-query thread's CPU priority to [`HEAVY_NICENESS`] levels below the
+/// server's.
 fn lower_thread_priority() {
     if let Err(err) = crate::priority::lower_this_thread(HEAVY_NICENESS) {
         tracing::debug!("cannot lower a heavy-query thread's priority: {err}");

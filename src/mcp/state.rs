@@ -502,9 +502,10 @@ fn signature(project: &Project) -> Signature {
     )
 }
 
-/// Lowers the calling thread's scheduling priority (10 nice levels), so that a re-import
-/// running while the previous database answers leaves the cores to tool calls first. The
-/// threads an import starts (the reader, the full-text builder) inherit it.
+/// Lowers the calling thread's scheduling priority to 10 nice levels below the server's, so that
+/// a re-import running while the previous database answers leaves the cores to tool calls
+/// first. The threads an import starts (the reader, the full-text builder) inherit it; the
+/// full-text builder's own lowering, measured from the process too, leaves it there.
 fn yield_to_tool_calls() {
     if let Err(err) = crate::priority::lower_this_thread(10) {
         tracing::debug!("cannot lower the import's priority: {err}");
