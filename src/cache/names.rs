@@ -20,34 +20,39 @@ pub fn name_hash(name: &str) -> u128 {
 pub struct NameList {
     /// The names, one after the other.
     text: String,
-    /// Per name: its hash and where it ends in `text`.
-    items: Vec<(u128, u32)>,
+    /// Per name: its hash (apart from the ends, which a tuple would pad to 32 bytes a name).
+    hashes: Vec<u128>,
+    /// Per name: where it ends in `text`.
+    ends: Vec<u32>,
 }
 
 impl NameList {
     /// Number of names.
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.ends.len()
     }
 
     /// Whether the list is empty.
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.ends.is_empty()
     }
 
     /// Each name with its [`name_hash`], in list order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, u128)> + '_ {
         let mut start = 0;
-        self.items.iter().map(move |&(hash, end)| {
-            let name = &self.text[start..end as usize];
-            start = end as usize;
-            (name, hash)
-        })
+        self.hashes
+            .iter()
+            .zip(&self.ends)
+            .map(move |(&hash, &end)| {
+                let name = &self.text[start..end as usize];
+                start = end as usize;
+                (name, hash)
+            })
     }
 
     /// Each name's [`name_hash`], in list order.
     pub fn hashes(&self) -> impl Iterator<Item = u128> + '_ {
-        self.items.iter().map(|&(hash, _)| hash)
+        self.hashes.iter().copied()
     }
 
     /// The list as the JSON value it was read from.
@@ -62,7 +67,8 @@ impl NameList {
     fn push(&mut self, name: &str) -> Result<(), &'static str> {
         self.text.push_str(name);
         let end = u32::try_from(self.text.len()).map_err(|_| "a list of over 4 GiB of names")?;
-        self.items.push((name_hash(name), end));
+        self.hashes.push(name_hash(name));
+        self.ends.push(end);
         Ok(())
     }
 }
@@ -103,9 +109,11 @@ impl<'de> Visitor<'de> for NameListSeed {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<NameList, A::Error> {
+        let items = seq.size_hint().unwrap_or(self.items);
         let mut list = NameList {
             text: String::with_capacity(self.text),
-            items: Vec::with_capacity(seq.size_hint().unwrap_or(self.items)),
+            hashes: Vec::with_capacity(items),
+            ends: Vec::with_capacity(items),
         };
         while seq.next_element_seed(NameSeed(&mut list))?.is_some() {}
         Ok(list)

@@ -480,6 +480,10 @@ impl Scanner {
             self.base += shift as u64;
             self.pos -= shift;
         }
+        // After an entry far larger than a read (a call-graph hub's list), give the memory back.
+        if self.buf.capacity() > 8 * READ_SIZE && self.buf.len() <= 2 * READ_SIZE {
+            self.buf.shrink_to(4 * READ_SIZE);
+        }
         self.progress
             .bytes
             .store(self.base + self.buf.len() as u64, Ordering::Relaxed);
@@ -1047,6 +1051,42 @@ mod tests {
             |e| matches!(e, Event::Entry { section: Section::GraphReverse, key, .. } if key == "h")
         ));
         assert!(events.iter().any(|e| matches!(e, Event::Member { scope: Scope::Graph, key, value: Some(_) } if key == "n")));
+    }
+
+    #[test]
+    fn a_hub_list_larger_than_many_reads_is_read_whole_and_what_follows_too() {
+        // A reverse list of 1M names (about 10 MiB), then lists after it, read through more
+        // reads once the buffer that held the hub has been given back.
+        let names = |n: usize| -> String {
+            serde_json::to_string(&(0..n).map(|i| format!("n{i:07}")).collect::<Vec<_>>()).unwrap()
+        };
+        let text = format!(
+            r#"{{"graph": {{"reverse": {{"hub": {}, "a": ["x"], "after": {}, "b": ["y", "z"]}}}}}}"#,
+            names(1_000_000),
+            names(300_000)
+        );
+        assert!(text.len() > 8 * READ_SIZE);
+        let events = read(&text, Limits::default()).unwrap();
+        let lists: Vec<(&str, usize, Option<String>)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::GraphList { key, names, .. } => Some((
+                    key.as_str(),
+                    names.len(),
+                    names.iter().last().map(|(name, _)| name.to_string()),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            lists,
+            [
+                ("hub", 1_000_000, Some("n0999999".to_string())),
+                ("a", 1, Some("x".to_string())),
+                ("after", 300_000, Some("n0299999".to_string())),
+                ("b", 2, Some("z".to_string()))
+            ]
+        );
     }
 
     #[test]
