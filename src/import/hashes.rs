@@ -51,10 +51,16 @@ impl SeenKeys {
 /// and the id, so a lookup usually reads one cache line and two names share an id only when
 /// 96 bits of their hashes agree (about 2^-96 per pair, 10^-15 among 10M names). Names whose
 /// low halves collide with another's (about 2^-64 per pair) go to a table of their own.
+///
+/// A probe never wraps around: past the last home slot it goes on into a tail that grows as
+/// needed. So the table can double in place (see [`NodeIds::grow`]) and never holds its old
+/// slots beside the new ones, which at 10M names would be 134 MB more at that moment.
 #[derive(Default)]
 pub(super) struct NodeIds {
-    /// A power of two of slots (or none yet); an id of 0 marks an empty slot.
+    /// `homes` slots where probes start, then the tail; an id of 0 marks an empty slot.
     slots: Vec<Slot>,
+    /// A power of two (or 0 before the first insert).
+    homes: usize,
     /// Slots in use.
     used: usize,
     collided: HashMap<u128, u32>,
@@ -70,8 +76,11 @@ struct Slot {
     id: u32,
 }
 
-/// Slots the table starts with.
+/// Home slots the table starts with.
 const FIRST_SLOTS: usize = 1 << 12;
+
+/// Slots reserved past the homes for the tail, so that it rarely reallocates the table.
+const TAIL_ROOM: usize = 64;
 
 impl NodeIds {
     /// Ids given so far.
@@ -82,7 +91,7 @@ impl NodeIds {
     /// The id of `hash`, if it has one.
     pub(super) fn get(&self, hash: u128) -> Option<u32> {
         let (low, check) = split(hash);
-        let slot = self.slots[self.find(low)?];
+        let slot = self.slots.get(self.find(low))?;
         if slot.id == 0 {
             None
         } else if slot.check == check {
@@ -114,16 +123,16 @@ impl NodeIds {
             .checked_add(1)
             .context("more than 4 billion graph nodes")?;
         self.len = id;
-        if (self.used + 1) * 4 > self.slots.len() * 3 {
+        if (self.used + 1) * 4 > self.homes * 3 {
             self.grow();
         }
         let (low, check) = split(hash);
-        let at = self.find(low).expect("the table has room");
-        if self.slots[at].id == 0 {
-            self.slots[at] = Slot { low, check, id };
-            self.used += 1;
-        } else {
+        let at = self.find(low);
+        if self.slots.get(at).is_some_and(|slot| slot.id != 0) {
             self.collided.insert(hash, id);
+        } else {
+            self.place(at, Slot { low, check, id });
+            self.used += 1;
         }
         Ok(id)
     }
@@ -131,30 +140,63 @@ impl NodeIds {
     /// Where a probe for `low` starts.
     fn home(&self, low: u64) -> usize {
         // Truncation is intended: the mask keeps the bits that fit.
-        (low as usize) & self.slots.len().wrapping_sub(1)
+        (low as usize) & self.homes.wrapping_sub(1)
     }
 
-    /// The slot holding `low`, or the empty slot where it would go; `None` while the table is
-    /// empty.
-    fn find(&self, low: u64) -> Option<usize> {
-        let mask = self.slots.len().checked_sub(1)?;
+    /// The slot holding `low`, or the empty slot where it would go, which is the end of the
+    /// slots when the probe runs off the tail.
+    fn find(&self, low: u64) -> usize {
+        if self.homes == 0 {
+            return self.slots.len();
+        }
         let mut at = self.home(low);
-        loop {
-            let slot = &self.slots[at];
+        while let Some(slot) = self.slots.get(at) {
             if slot.id == 0 || slot.low == low {
-                return Some(at);
+                return at;
             }
-            at = (at + 1) & mask;
+            at += 1;
+        }
+        at
+    }
+
+    /// Puts `slot` at `at`, an empty slot or the end of the slots ([`NodeIds::find`]).
+    fn place(&mut self, at: usize, slot: Slot) {
+        if at == self.slots.len() {
+            self.slots.push(slot);
+        } else {
+            self.slots[at] = slot;
         }
     }
 
-    /// Doubles the slots (at most three quarters are used, so probes stay short).
+    /// Doubles the home slots in place (at most three quarters are used, so probes stay
+    /// short). An entry's home either stays or moves up by the old count of homes. The tail's
+    /// entries are set aside; every other entry is taken out and placed again in slot order.
+    /// An entry whose home stays lands at or before its old slot, past slots already done; one
+    /// whose home moves up lands in the new upper half, which holds only entries placed again.
+    /// So no entry is ever placed past one that is taken out later, and every probe stays
+    /// unbroken. The slots grow by reallocation, which moves large blocks without copying.
     fn grow(&mut self) {
-        let size = (self.slots.len() * 2).max(FIRST_SLOTS);
-        let old = std::mem::replace(&mut self.slots, vec![Slot::default(); size]);
-        for slot in old.into_iter().filter(|slot| slot.id != 0) {
-            let at = self.find(slot.low).expect("the table has room");
-            self.slots[at] = slot;
+        let old_homes = self.homes;
+        let homes = (old_homes * 2).max(FIRST_SLOTS);
+        let tail: Vec<Slot> = self
+            .slots
+            .drain(old_homes.min(self.slots.len())..)
+            .filter(|slot| slot.id != 0)
+            .collect();
+        self.slots
+            .reserve_exact(homes + TAIL_ROOM - self.slots.len());
+        self.slots.resize(homes, Slot::default());
+        self.homes = homes;
+        for at in 0..old_homes {
+            let slot = std::mem::take(&mut self.slots[at]);
+            if slot.id != 0 {
+                let to = self.find(slot.low);
+                self.place(to, slot);
+            }
+        }
+        for slot in tail {
+            let to = self.find(slot.low);
+            self.place(to, slot);
         }
     }
 }
@@ -199,12 +241,45 @@ mod tests {
             assert_eq!(ids.get(hash(i)), None);
             assert_eq!(ids.insert(hash(i)).unwrap() as u128, i + 1);
         }
-        assert!(ids.slots.len() >= 4 * FIRST_SLOTS, "the table never grew");
-        assert!(ids.used * 4 <= ids.slots.len() * 3);
+        assert!(ids.homes >= 4 * FIRST_SLOTS, "the table never grew");
+        assert!(ids.used * 4 <= ids.homes * 3);
         for i in 0..n {
             assert_eq!(ids.get(hash(i)).map(u128::from), Some(i + 1));
         }
         assert_eq!(ids.get(hash(n)), None);
+    }
+
+    #[test]
+    fn crowded_homes_and_the_tail_survive_doubling() {
+        let mut ids = NodeIds::default();
+        // Two crowds of names sharing a home at every table size below 2^40: one near the end
+        // of the first table's homes, whose cluster runs into the tail, and one whose home
+        // moves to the upper half when the table doubles. Ordinary names between them make
+        // the table double three times.
+        let near_end = |i: u128| (i << 96) | ((i + 1) << 40) | (FIRST_SLOTS as u128 - 3);
+        let moving = |i: u128| (i << 96) | ((i + 1) << 40) | (FIRST_SLOTS as u128 + 5);
+        let ordinary = |i: u128| crate::cache::names::name_hash(&i.to_string());
+        let (mut given, mut tail_used) = (Vec::new(), false);
+        for i in 0..6 * FIRST_SLOTS as u128 {
+            let hash = match i % 20 {
+                0 => near_end(i),
+                1 => moving(i),
+                _ => ordinary(i),
+            };
+            assert_eq!(ids.get(hash), None);
+            given.push((hash, ids.insert(hash).unwrap()));
+            tail_used |= ids.slots.len() > ids.homes;
+        }
+        assert!(
+            ids.homes >= 8 * FIRST_SLOTS,
+            "the table never doubled three times"
+        );
+        assert!(tail_used, "no cluster ran into the tail");
+        for (hash, id) in given {
+            assert_eq!(ids.get(hash), Some(id));
+        }
+        assert_eq!(ids.get(near_end(1 << 20)), None);
+        assert_eq!(ids.get(moving(1 << 20)), None);
     }
 
     #[test]
