@@ -670,7 +670,9 @@ fn offset_of(bytes: &[u8], line: usize, column: usize) -> usize {
     (line_start + column.saturating_sub(1)).min(bytes.len())
 }
 
-fn member_path(parent: &str, key: &str) -> String {
+/// The JSON path of member `key` of the object at `parent` (empty for the root): `parent.key`,
+/// or `parent["key"]` when the key is not a plain identifier.
+pub(crate) fn member_path(parent: &str, key: &str) -> String {
     let simple = !key.is_empty()
         && key
             .chars()

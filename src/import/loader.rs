@@ -306,12 +306,8 @@ impl<'c> Loader<'c> {
                 }
             };
             if streamed && !value.is_null() {
-                let path = match scope.path() {
-                    "" => key.clone(),
-                    parent => format!("{parent}.{key}"),
-                };
                 self.warn(
-                    path,
+                    reader::member_path(scope.path(), &key),
                     format!(
                         "expected an object, found {}; kept verbatim, no entries imported from it",
                         reader::json_type(value)

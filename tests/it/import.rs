@@ -749,12 +749,6 @@ fn a_missing_cache_file_is_named() {
 fn the_schema_ranks_lock_levels_as_the_code_does() {
     let mut conn = rusqlite::Connection::open_in_memory().unwrap();
     acpdb::db::migrate(&mut conn, None).unwrap();
-    let levels: Vec<String> = conn
-        .prepare("SELECT lock_level FROM lock_levels ORDER BY rank")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
+    let levels = common::strings(&conn, "SELECT lock_level FROM lock_levels ORDER BY rank");
     assert_eq!(levels, acpdb::cache::LOCK_LEVELS);
 }

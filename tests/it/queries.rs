@@ -1181,16 +1181,11 @@ fn qualified_names_are_found_whatever_their_shape() {
     let project = mixed_qualified_names();
     let conn = open(project);
     common::check_full_text_indexes(&conn).unwrap();
-    let sample: Vec<String> = conn
-        .prepare(
-            "SELECT substr(qualified_name, length(file_path) - 1, 5) FROM symbols
-             WHERE qualified_name = file_path || ':' || name ORDER BY id LIMIT 3",
-        )
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let sample = common::strings(
+        &conn,
+        "SELECT substr(qualified_name, length(file_path) - 1, 5) FROM symbols
+         WHERE qualified_name = file_path || ':' || name ORDER BY id LIMIT 3",
+    );
     let mut substrings = vec![
         "bung/str",
         "e.rs:\u{e4}r",
@@ -1437,14 +1432,10 @@ fn default_answers_stay_small() {
 #[test]
 fn domain_counts_are_stored_before_the_lists_they_count() {
     let conn = open(cli());
-    let mut stmt = conn
-        .prepare("SELECT name FROM pragma_table_info('domains') ORDER BY cid")
-        .unwrap();
-    let columns: Vec<String> = stmt
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let columns = common::strings(
+        &conn,
+        "SELECT name FROM pragma_table_info('domains') ORDER BY cid",
+    );
     let at = |name: &str| columns.iter().position(|c| c == name).unwrap();
     for (count, list) in [
         ("file_count", "files_json"),

@@ -172,17 +172,23 @@ pub(crate) fn golden_calls() -> Vec<(String, Value)> {
         .collect()
 }
 
+/// The first column of every row `sql` returns, as text.
+pub(crate) fn strings(conn: &rusqlite::Connection, sql: &str) -> Vec<String> {
+    conn.prepare(sql)
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
 /// Checks every full-text index of an index database against the rows it indexes (FTS5's
 /// `integrity-check` with content comparison).
 pub(crate) fn check_full_text_indexes(conn: &rusqlite::Connection) -> Result<(), String> {
-    let mut tables = conn
-        .prepare("SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%fts5%'")
-        .unwrap();
-    let tables: Vec<String> = tables
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let tables = strings(
+        conn,
+        "SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%fts5%'",
+    );
     assert!(tables.len() >= 6, "{tables:?}");
     for table in tables {
         conn.execute(
