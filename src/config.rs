@@ -231,24 +231,14 @@ pub const CONFIG_LIMIT: u64 = 4 * 1024 * 1024;
 /// file of at most [`CONFIG_LIMIT`] bytes is an error; a FIFO or a device is refused without
 /// blocking on it.
 fn read_config(path: &Path) -> Result<Option<Vec<u8>>> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK);
-    }
-    let file = match options.open(path) {
+    let file = match crate::regular_file::open(path) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) if err.kind() == std::io::ErrorKind::InvalidInput => {
+            bail!("{} {err}", path.display())
+        }
         Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
     };
-    let meta = file
-        .metadata()
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    if !meta.is_file() {
-        bail!("{} is not a regular file", path.display());
-    }
     read_bounded(file, path).map(Some)
 }
 

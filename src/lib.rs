@@ -22,6 +22,7 @@ pub mod mcp;
 pub mod priority;
 pub mod project;
 pub mod query;
+pub mod regular_file;
 pub mod replace;
 pub mod schemas;
 pub mod tools;

@@ -57,9 +57,9 @@ impl Project {
             .as_deref()
             .and_then(Path::parent)
             .map(|dir| dir.join("acp.vars.json"))
-            .filter(|p| p.is_file())
+            .filter(|p| p.exists())
             .or_else(|| {
-                first_file(&[root.join(".acp/acp.vars.json"), root.join(".acp.vars.json")])
+                first_present(&[root.join(".acp/acp.vars.json"), root.join(".acp.vars.json")])
             });
         let acp_dir = root.join(".acp");
         let db = match &args.db {
@@ -93,14 +93,16 @@ impl Project {
     }
 }
 
-/// `.acp/acp.cache.json`, else `.acp.cache.json`.
+/// `.acp/acp.cache.json`, else `.acp.cache.json`: the first that is there, whatever its kind
+/// (reading refuses anything but a regular file, and says what it found).
 pub fn find_cache(root: &Path) -> Option<PathBuf> {
-    first_file(&[
+    first_present(&[
         root.join(".acp/acp.cache.json"),
         root.join(".acp.cache.json"),
     ])
 }
 
-fn first_file(candidates: &[PathBuf]) -> Option<PathBuf> {
-    candidates.iter().find(|p| p.is_file()).cloned()
+/// The first candidate that is there (a symbolic link counts when its target is).
+fn first_present(candidates: &[PathBuf]) -> Option<PathBuf> {
+    candidates.iter().find(|p| p.exists()).cloned()
 }

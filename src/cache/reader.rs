@@ -265,10 +265,13 @@ pub fn read_document_with(
     progress: Arc<Progress>,
     channels: Channels,
 ) -> Result<ReadOutcome, ReadError> {
-    let file = File::open(path).map_err(|e| ReadError {
+    let file = crate::regular_file::open(path).map_err(|e| ReadError {
         file: path.to_path_buf(),
         json_path: None,
-        message: format!("cannot open: {e}"),
+        message: match e.kind() {
+            io::ErrorKind::InvalidInput => e.to_string(),
+            _ => format!("cannot open: {e}"),
+        },
     })?;
     let mut reader = Reader {
         scan: Scanner {
@@ -350,7 +353,7 @@ impl Failure {
 
 /// 1-based line and column of a byte offset, counted by reading the file again.
 fn line_column(file: &Path, offset: u64) -> Option<(u64, u64)> {
-    let mut reader = BufReader::with_capacity(READ_SIZE, File::open(file).ok()?);
+    let mut reader = BufReader::with_capacity(READ_SIZE, crate::regular_file::open(file).ok()?);
     let (mut line, mut column, mut seen) = (1u64, 1u64, 0u64);
     while seen < offset {
         let chunk = reader.fill_buf().ok()?;

@@ -136,26 +136,7 @@ fn check_type(meta: &fs::Metadata) -> Result<(), FileError> {
     if kind.is_symlink() {
         return Err(FileError::Link);
     }
-    Err(FileError::Special(special_kind(&kind)))
-}
-
-#[cfg(unix)]
-fn special_kind(kind: &fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if kind.is_fifo() {
-        "FIFO"
-    } else if kind.is_socket() {
-        "socket"
-    } else if kind.is_block_device() || kind.is_char_device() {
-        "device"
-    } else {
-        "special file"
-    }
-}
-
-#[cfg(not(unix))]
-fn special_kind(_kind: &fs::FileType) -> &'static str {
-    "special file"
+    Err(FileError::Special(crate::regular_file::kind_name(&kind)))
 }
 
 /// What [`digest`] read: the MD5 and, when the file is UTF-8 of at most the asked size, its text.

@@ -4,12 +4,12 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{acpdb, fixture, stderr, stdout, TempProject};
+use common::{acpdb, fixture, read_stderr, stderr, stdout, TempProject};
 
 /// A generated project of 10,000 symbols, imported.
 fn generated() -> TempProject {
@@ -28,13 +28,7 @@ fn command(project: &TempProject, args: &[&str]) -> Command {
 
 /// Waits for `child` and returns its exit status and stderr.
 fn finish(mut child: Child) -> (std::process::ExitStatus, String) {
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = read_stderr(&mut child);
     (child.wait().unwrap(), err)
 }
 

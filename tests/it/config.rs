@@ -4,12 +4,11 @@
 
 use crate::common;
 
-use std::io::Read as _;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use common::mcp::{wait_ready, Client};
-use common::{acpdb, fixture, golden_calls, stderr, TempProject};
+use common::{fixture, golden_calls, run_unblocked, stderr, TempProject};
 use serde_json::{json, Value};
 
 /// Patterns added to each project's config: a directory at one depth, one at any depth.
@@ -549,29 +548,11 @@ fn a_config_that_is_a_fifo_or_too_large_is_refused_without_waiting() {
     assert!(made.success());
     // Nobody ever writes to the FIFO: reading it would block forever.
     for args in [&["import"][..], &["query", "stats"][..]] {
-        let mut child = project_command(&project, args);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                child.kill().unwrap();
-                panic!("acpdb {args:?} blocked on a FIFO config");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        let (status, err) = run_unblocked(project.root(), args, "a FIFO config");
         if args[0] == "import" {
             assert!(!status.success());
             assert!(
-                err.contains(".acp.config.json is not a regular file"),
+                err.contains(".acp.config.json is a FIFO, not a regular file"),
                 "{args:?}: {status} {err}"
             );
         } else {
@@ -592,18 +573,6 @@ fn a_config_that_is_a_fifo_or_too_large_is_refused_without_waiting() {
         "{}",
         stderr(&out)
     );
-}
-
-/// `acpdb -C root ARGS` with piped output, not waited for.
-fn project_command(project: &TempProject, args: &[&str]) -> std::process::Child {
-    acpdb()
-        .arg("-C")
-        .arg(project.root())
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 #[test]

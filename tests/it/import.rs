@@ -5,7 +5,7 @@ use crate::common;
 
 use std::fs;
 
-use common::{acpdb, data, stderr, TempProject};
+use common::{acpdb, data, run_unblocked, stderr, TempProject};
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
@@ -355,6 +355,52 @@ fn assert_bad_input(bad: &[u8], extra_args: &[&str], expected: &[&str]) {
         .filter(|e| e.file_name().to_string_lossy().contains("importing"))
         .collect();
     assert!(leftovers.is_empty(), "temporary files left behind");
+}
+
+#[test]
+fn a_cache_that_is_no_regular_file_is_refused_at_once_and_named() {
+    let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
+    project.import();
+    let before = fs::read(project.db()).unwrap();
+    let make_fifo = |path: &std::path::Path| {
+        let made = std::process::Command::new("mkfifo").arg(path).status();
+        assert!(made.unwrap().success());
+    };
+    // Nobody ever writes to these FIFOs: opening one the usual way would never return.
+    let pipe = project.root().join("pipe.json");
+    make_fifo(&pipe);
+    let (status, err) = run_unblocked(
+        project.root(),
+        &["import", "--cache", pipe.to_str().unwrap()],
+        "a FIFO named by --cache",
+    );
+    assert!(!status.success());
+    assert!(
+        err.contains("pipe.json: is a FIFO, not a regular file"),
+        "{err}"
+    );
+    // In the cache's own place it is found, and refused by name.
+    fs::remove_file(project.cache_path()).unwrap();
+    make_fifo(&project.cache_path());
+    let (status, err) = run_unblocked(project.root(), &["import"], "a FIFO cache");
+    assert!(!status.success());
+    assert!(
+        err.contains("acp.cache.json: is a FIFO, not a regular file"),
+        "{err}"
+    );
+    fs::remove_file(project.cache_path()).unwrap();
+    fs::create_dir(project.cache_path()).unwrap();
+    let (status, err) = run_unblocked(project.root(), &["import"], "a directory cache");
+    assert!(!status.success());
+    assert!(
+        err.contains("acp.cache.json: is a directory, not a regular file"),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read(project.db()).unwrap(),
+        before,
+        "previous database changed"
+    );
 }
 
 #[test]

@@ -549,6 +549,52 @@ async fn first_start_answers_at_once_and_builds_in_the_background() {
     client.close().await;
 }
 
+/// Waits (at most 60 s) until answers carry a note that re-importing failed, naming `reason`,
+/// while they still count `symbols` (the previous import's).
+async fn wait_for_failed_reimport(client: &Client, symbols: &Value, reason: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = client
+            .call("acp_get_architecture", json!({}))
+            .await
+            .unwrap();
+        assert_eq!(&answer.json["total_symbols"], symbols);
+        if answer
+            .texts
+            .iter()
+            .any(|t| t.contains("re-importing it failed") && t.contains(reason))
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a failed re-import ({reason}) was never reported: {:?}",
+            answer.texts
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits (at most 60 s) until answers carry no note beside their content, as once a re-import
+/// after `what` has succeeded.
+async fn wait_until_no_note(client: &Client, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while client
+        .call("acp_get_architecture", json!({}))
+        .await
+        .unwrap()
+        .texts
+        .len()
+        > 1
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stale note stayed after {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_changed_cache_is_reimported_while_serving() {
     let project = demo();
@@ -586,43 +632,9 @@ async fn a_changed_cache_is_reimported_while_serving() {
 
     // A broken cache: the previous import keeps answering, with a note naming the failure.
     std::fs::write(project.cache_path(), "{\"files\": {").unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let answer = client
-            .call("acp_get_architecture", json!({}))
-            .await
-            .unwrap();
-        assert_eq!(answer.json["total_symbols"], before + 1);
-        if answer
-            .texts
-            .iter()
-            .any(|t| t.contains("re-importing it failed"))
-        {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "a failed re-import was never reported: {:?}",
-            answer.texts
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_failed_reimport(&client, &json!(before + 1), "").await;
     std::fs::write(project.cache_path(), serde_json::to_string(&cache).unwrap()).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while client
-        .call("acp_get_architecture", json!({}))
-        .await
-        .unwrap()
-        .texts
-        .len()
-        > 1
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the stale note stayed after the cache was fixed"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until_no_note(&client, "the cache was fixed").await;
 
     // Touched but unchanged: no import, so cursors stay valid.
     let page = client
@@ -654,6 +666,27 @@ async fn a_changed_cache_is_reimported_while_serving() {
             json!({"type": "search", "pattern": "session", "limit": 1, "cursor": cursor}),
         )
         .await;
+    client.close().await;
+}
+
+#[tokio::test]
+async fn a_cache_replaced_by_a_fifo_is_refused_at_once_and_the_previous_import_keeps_answering() {
+    let project = demo();
+    let client = Client::spawn(project.root(), &["--watch-interval", "0.1"]).await;
+    wait_ready(&client, 60).await;
+    let before = client.ok("acp_get_architecture", json!({})).await["total_symbols"].clone();
+    let cache = std::fs::read(project.cache_path()).unwrap();
+    // Nobody ever writes to the FIFO: opening it for reading the usual way never returns.
+    std::fs::remove_file(project.cache_path()).unwrap();
+    assert!(Command::new("mkfifo")
+        .arg(project.cache_path())
+        .status()
+        .unwrap()
+        .success());
+    wait_for_failed_reimport(&client, &before, "is a FIFO, not a regular file").await;
+    std::fs::remove_file(project.cache_path()).unwrap();
+    std::fs::write(project.cache_path(), cache).unwrap();
+    wait_until_no_note(&client, "the cache came back").await;
     client.close().await;
 }
 

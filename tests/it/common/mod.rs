@@ -3,10 +3,49 @@
 pub(crate) mod mcp;
 
 use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+/// Runs `acpdb -C root ARGS` and waits at most 20 s for it (killed after that, failing the
+/// test as blocked on `what`); its exit status and standard error.
+pub(crate) fn run_unblocked(root: &Path, args: &[&str], what: &str) -> (ExitStatus, String) {
+    let mut child = acpdb()
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("acpdb {args:?} blocked on {what}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status, read_stderr(&mut child))
+}
+
+/// All of a child's piped standard error, read to its end.
+pub(crate) fn read_stderr(child: &mut Child) -> String {
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    err
+}
 
 /// The `acpdb` binary under test.
 pub(crate) fn acpdb() -> Command {

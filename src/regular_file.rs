@@ -1,0 +1,126 @@
+//! Opening the files acpdb reads (the cache, the vars, the project config) so that nothing put
+//! in their place can hang it: the file is opened without blocking (a FIFO with no writer
+//! would otherwise wait forever in `open`) and refused unless the open handle is a regular
+//! file. The check is on the handle, so a file swapped between a look and the open is caught
+//! too.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::path::Path;
+
+/// Opens `path` for reading if it is a regular file (a final symbolic link is followed). Any
+/// other kind is an [`io::ErrorKind::InvalidInput`] error that names it, such as "is a FIFO,
+/// not a regular file".
+pub fn open(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("is a {}, not a regular file", kind_name(&kind)),
+        ));
+    }
+    #[cfg(unix)]
+    clear_nonblocking(&file)?;
+    Ok(file)
+}
+
+/// Reads of a regular file ignore `O_NONBLOCK`; it is cleared all the same, so the handle is an
+/// ordinary one.
+#[cfg(unix)]
+fn clear_nonblocking(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: `fd` is an open descriptor owned by `file` for the duration of both calls, and
+    // F_GETFL / F_SETFL only read and set its status flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// What a file of this kind is called in messages: "regular file", "directory", "symbolic
+/// link", "FIFO", "socket", "device" or "special file".
+pub fn kind_name(kind: &fs::FileType) -> &'static str {
+    if kind.is_file() {
+        return "regular file";
+    }
+    if kind.is_dir() {
+        return "directory";
+    }
+    if kind.is_symlink() {
+        return "symbolic link";
+    }
+    special_kind_name(kind)
+}
+
+#[cfg(unix)]
+fn special_kind_name(kind: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "FIFO"
+    } else if kind.is_socket() {
+        "socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "device"
+    } else {
+        "special file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_kind_name(_kind: &fs::FileType) -> &'static str {
+    "special file"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn a_regular_file_opens_and_reads_as_usual() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.json");
+        fs::write(&path, b"{}").unwrap();
+        let mut text = String::new();
+        open(&path).unwrap().read_to_string(&mut text).unwrap();
+        assert_eq!(text, "{}");
+    }
+
+    #[test]
+    fn a_directory_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = open(dir.path()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(err.to_string(), "is a directory, not a regular file");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_without_a_writer_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pipe");
+        let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: `name` is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        // Nobody writes to it: a blocking open would never return.
+        let err = open(&path).unwrap_err();
+        assert_eq!(err.to_string(), "is a FIFO, not a regular file");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_device_is_refused_by_name() {
+        let err = open(Path::new("/dev/null")).unwrap_err();
+        assert_eq!(err.to_string(), "is a device, not a regular file");
+    }
+}
