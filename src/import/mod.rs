@@ -113,15 +113,15 @@ impl ImportSummary {
         let secs = self.elapsed.as_secs_f64().max(1e-6);
         if let Some(delta) = &self.delta {
             return format!(
-                "delta: {} in {:.2} s (unchanged {} files and {} symbols skipped; {:.1} MB read at {:.1} MB/s) into {} ({:.1} MB, {:.2}x the JSON)",
+                "delta: {} in {:.2} s (unchanged {} files and {} symbols skipped; {} read at {:.1} MB/s) into {} ({}, {:.2}x the JSON)",
                 delta.changes(),
                 secs,
                 delta.files_unchanged,
                 delta.symbols_unchanged,
-                mb,
+                size_text(self.bytes),
                 mb / secs,
                 self.db.display(),
-                self.db_bytes as f64 / 1e6,
+                size_text(self.db_bytes),
                 self.db_bytes as f64 / self.bytes.max(1) as f64
             );
         }
@@ -131,8 +131,7 @@ impl ImportSummary {
             .map(|why| format!("full import ({why}): "))
             .unwrap_or_default();
         format!(
-
-            "{because}imported {} files, {} symbols, {} call edges, {} domains ({} warnings{}) from {:.1} MB in {:.2} s ({:.1} MB/s) into {} ({:.1} MB, {:.2}x the JSON)",
+            "{because}imported {} files, {} symbols, {} call edges, {} domains ({} warnings{}) from {} in {:.2} s ({:.1} MB/s) into {} ({}, {:.2}x the JSON)",
             self.files,
             self.symbols,
             self.edges,
@@ -142,14 +141,27 @@ impl ImportSummary {
                 0 => String::new(),
                 n => format!("; {n} entries and list items left out by {}", config::CONFIG_FILE),
             },
-            mb,
+            size_text(self.bytes),
             secs,
             mb / secs,
             self.db.display(),
-            self.db_bytes as f64 / 1e6,
+            size_text(self.db_bytes),
             self.db_bytes as f64 / self.bytes.max(1) as f64
         )
     }
+}
+
+/// A size in the summary's units, decimal as the rate's MB/s (kB = 10^3 bytes, MB = 10^6,
+/// GB = 10^9), with one decimal: `40.2 kB`, `887.1 MB`, `9.0 GB`.
+fn size_text(bytes: u64) -> String {
+    const UNITS: [(f64, &str); 3] = [(1e9, "GB"), (1e6, "MB"), (1e3, "kB")];
+    let value = bytes as f64;
+    UNITS
+        .iter()
+        .find(|(scale, _)| value >= *scale)
+        .map_or(format!("{bytes} bytes"), |(scale, unit)| {
+            format!("{:.1} {unit}", value / scale)
+        })
 }
 
 /// Runs `acpdb import` and prints the summary line on stderr (and, before it, a progress bar
@@ -776,4 +788,18 @@ fn register_functions(conn: &Connection) -> Result<()> {
         },
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_text;
+
+    #[test]
+    fn sizes_are_shown_in_the_largest_unit_they_reach() {
+        assert_eq!(size_text(0), "0 bytes");
+        assert_eq!(size_text(999), "999 bytes");
+        assert_eq!(size_text(40_249), "40.2 kB");
+        assert_eq!(size_text(887_149_000), "887.1 MB");
+        assert_eq!(size_text(9_012_000_000), "9.0 GB");
+    }
 }
