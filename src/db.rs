@@ -197,6 +197,10 @@ impl Drop for TimeLimit<'_> {
 /// so cursors end with the import that issued them.
 pub const CURSOR_SECRET_KEY: &str = "cursor_secret";
 
+/// `meta` key of the project directory an index was imported in (absolute): a path a user gives
+/// under it is taken relative to it, as one under the cache's `project.root` is.
+pub const PROJECT_DIR_KEY: &str = "project_dir";
+
 /// A new random secret for a database's cursors, hex, from SQLite's randomness.
 pub fn new_secret(conn: &Connection) -> rusqlite::Result<String> {
     conn.query_row("SELECT lower(hex(randomblob(32)))", [], |r| r.get(0))

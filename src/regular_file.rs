@@ -1,8 +1,8 @@
-//! Opening the files acpdb reads (the cache, the vars, the project config) so that nothing put
-//! in their place can hang it: the file is opened without blocking (a FIFO with no writer
+//! Opening the files acpdb reads (the cache, the vars, the project config) and those it keeps
+//! in `.acp/` so that nothing put in their place can hang it or redirect it: the file is opened without blocking (a FIFO with no writer
 //! would otherwise wait forever in `open`) and refused unless the open handle is a regular
 //! file. The check is on the handle, so a file swapped between a look and the open is caught
-//! too.
+//! too. Files acpdb writes there are also never opened through a symbolic link.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -19,7 +19,34 @@ pub fn open(path: &Path) -> io::Result<File> {
         use std::os::unix::fs::OpenOptionsExt;
         options.custom_flags(libc::O_NONBLOCK);
     }
-    let file = options.open(path)?;
+    checked(options.open(path)?)
+}
+
+/// Opens `path` with `options` (say, to write it) unless its last component is a symbolic link
+/// or it is anything but a regular file, without blocking; for the files acpdb keeps in the
+/// project's `.acp/`, which a link could otherwise redirect outside the project. A link is an
+/// [`io::ErrorKind::InvalidInput`] error saying "is a symbolic link, not a regular file".
+pub fn open_own(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+    }
+    let file = options.open(path).map_err(|err| {
+        #[cfg(unix)]
+        if err.raw_os_error() == Some(libc::ELOOP) {
+            return io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "is a symbolic link, not a regular file",
+            );
+        }
+        err
+    })?;
+    checked(file)
+}
+
+/// `file` if it is a regular file, made blocking again; else an error naming its kind.
+fn checked(file: File) -> io::Result<File> {
     let kind = file.metadata()?.file_type();
     if !kind.is_file() {
         return Err(io::Error::new(
@@ -115,6 +142,24 @@ mod tests {
         // Nobody writes to it: a blocking open would never return.
         let err = open(&path).unwrap_err();
         assert_eq!(err.to_string(), "is a FIFO, not a regular file");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_own_file_is_never_opened_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        fs::write(&target, b"keep").unwrap();
+        let link = dir.path().join("lock");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        let err = open_own(&link, &mut options).unwrap_err();
+        assert_eq!(err.to_string(), "is a symbolic link, not a regular file");
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
+        let own = dir.path().join("own");
+        open_own(&own, &mut options).unwrap();
+        assert!(own.is_file());
     }
 
     #[cfg(unix)]

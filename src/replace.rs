@@ -35,7 +35,15 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     fs::create_dir_all(parent_dir(path))?;
     let temp = temp_path(path);
     let written = (|| {
-        let mut file = File::create(&temp)?;
+        // A new file, never one found there: a link planted under this name is not followed.
+        match fs::remove_file(&temp) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err),
+            _ => {}
+        }
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
         file.write_all(bytes)?;
         replace(&temp, path)
     })();

@@ -24,13 +24,21 @@ impl ImportLock {
     /// Takes the lock of the database at `db`, waiting while another import holds it.
     pub(super) fn acquire(db: &Path) -> Result<ImportLock> {
         let path = lock_path(db);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .with_context(|| format!("cannot open the import lock {}", path.display()))?;
+        // Never through a link: a link planted here would have the pid written over its target.
+        let mut file = crate::regular_file::open_own(
+            &path,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+        )
+        .with_context(|| {
+            format!(
+                "cannot open the import lock {} (remove it if it is a link or no file)",
+                path.display()
+            )
+        })?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {

@@ -224,6 +224,14 @@ pub(crate) fn sync_from_file(tx: &Transaction<'_>, path: &Path) -> Result<(), Jo
     let bytes = match files::read_regular(path) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(()),
+        Err(files::FileError::Link) => {
+            return Err(JournalError::Internal(format!(
+                "Cannot read {}: it is a symbolic link, which the journal neither reads nor \
+                 writes through; replace it with a regular file, or remove it and the next \
+                 change writes it anew",
+                path.display()
+            )))
+        }
         Err(err) => {
             return Err(JournalError::Internal(
                 err.describe(&path.display().to_string()),

@@ -67,7 +67,7 @@ impl FileError {
 
 /// Whether an error says there is no file at the path (nothing there, or a component of the
 /// path that is a file, as in `a.ts/x`).
-fn is_absent(err: &io::Error) -> bool {
+pub(crate) fn is_absent(err: &io::Error) -> bool {
     matches!(err.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory)
 }
 

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use serde::Serialize;
 
 pub use attempts::{ExportReport, ATTEMPTS_SCHEMA};
@@ -349,7 +349,19 @@ impl From<rusqlite::Error> for Setup {
 }
 
 fn try_open_connection(journal_db: &Path) -> Result<Connection, Setup> {
-    let mut conn = Connection::open(journal_db)?;
+    // Never through a link: one planted here would have the journal written outside the
+    // project. The look gives the message; the flag closes the window after it.
+    if fs::symlink_metadata(journal_db).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(Setup::Failed(JournalError::Internal(format!(
+            "Cannot open the journal {}: it is a symbolic link, which acpdb does not write \
+             through; remove it (the journal is created anew)",
+            journal_db.display()
+        ))));
+    }
+    let mut conn = Connection::open_with_flags(
+        journal_db,
+        OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {

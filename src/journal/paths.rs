@@ -11,7 +11,6 @@
 //! opened file itself lies inside the root.
 
 use std::fs::{self, File};
-use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 
 use super::files::{self, FileError};
@@ -118,7 +117,7 @@ impl Root {
         let refused = |err: FileError| err.into_error(relative);
         let real = match fs::canonicalize(self.canonical.join(relative)) {
             Ok(real) => real,
-            Err(err) if err.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(err) if files::is_absent(&err) => return Ok(None),
             Err(err) => return Err(refused(err.into())),
         };
         if !real.starts_with(&self.canonical) {

@@ -9,7 +9,7 @@
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
-use super::cursor::{Cursor, Page};
+use super::cursor::{depth_mismatch, Cursor, Page};
 use super::graph::{
     relations, resolve_endpoint, walk_is_small, Direction, RelationsResponse, MAX_DEPTH,
 };
@@ -219,13 +219,7 @@ pub fn acp_query(conn: &Connection, params: &QueryParams) -> QueryResult<QueryRe
             let depth = bounded(params.depth, "depth", 1, MAX_DEPTH)?;
             let depth = match (&cursor, params.depth) {
                 (Some(c), Some(_)) if c.depth != Some(depth) => {
-                    return Err(QueryError::invalid_with(
-                        format!(
-                            "Cursor does not match this query: it was issued for depth {}. Repeat the query without cursor, or pass the cursor with the same depth.",
-                            c.depth.unwrap_or(1)
-                        ),
-                        serde_json::json!({"field": "cursor"}),
-                    ))
+                    return Err(depth_mismatch(c.depth))
                 }
                 (Some(c), None) => c.depth.unwrap_or(1),
                 _ => depth,

@@ -11,11 +11,10 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::names::project_root;
+use super::names::user_path;
 use super::ordered::{Entry, Ordered};
 use super::without_description;
 use super::QueryResult;
-use crate::cache::paths::canonical_path;
 
 /// Arguments of `acp_check_constraints`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -82,7 +81,7 @@ pub fn check_constraints(
     let raw = match exact {
         Some(raw) => Some(raw),
         None => {
-            let canonical = canonical_path(&params.path, project_root(conn)?.as_deref());
+            let canonical = user_path(conn, &params.path)?;
             conn.prepare_cached(
                 "SELECT raw_json FROM constraints WHERE path = ?1 ORDER BY id LIMIT 1",
             )?

@@ -10,9 +10,8 @@ use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::names::{find_file, project_root};
+use super::names::{find_file, user_path};
 use super::{QueryError, QueryResult};
-use crate::cache::paths::canonical_path;
 use crate::cache::{lock_level_rank, normalize_lock_level};
 
 /// Parameters of `acp_constraints`.
@@ -243,7 +242,7 @@ pub fn acp_constraints(
     let path = match &found {
         Some(file) => file.path.clone(),
         None => {
-            let canonical = canonical_path(given, project_root(conn)?.as_deref());
+            let canonical = user_path(conn, given)?;
             if outside_root(&canonical) {
                 return Err(QueryError::invalid_with(
                     format!("Path outside project root: {given}"),

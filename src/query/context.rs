@@ -19,12 +19,11 @@ use serde_json::{json, Map, Value};
 
 use super::hotpaths::debug_name;
 use super::names::{
-    find_file, find_symbol, not_found, project_root, resolve_file, resolve_symbol, suggest_files,
-    suggest_symbols, SymbolMatch, MAX_SUGGESTIONS,
+    find_file, find_symbol, not_found, resolve_file, resolve_symbol, suggest_files,
+    suggest_symbols, user_path, SymbolMatch, MAX_SUGGESTIONS,
 };
 use super::{QueryError, QueryResult};
 use crate::cache::normalize_lock_level;
-use crate::cache::paths::canonical_path;
 
 /// RFC-0015: Context operation for acp_context tool
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -265,10 +264,7 @@ fn domain_listing(conn: &Connection, file: &str) -> QueryResult<Option<String>> 
                AND EXISTS (SELECT 1 FROM json_each(d.files_json) WHERE value = ?1)
              ORDER BY d.key LIMIT 1",
         )?
-        .query_row(
-            params![file, canonical_path(file, project_root(conn)?.as_deref())],
-            |r| r.get(0),
-        )
+        .query_row(params![file, user_path(conn, file)?], |r| r.get(0))
         .optional()?)
 }
 

@@ -211,6 +211,18 @@ pub(crate) fn requested_page(
     Ok(Page { offset, limit })
 }
 
+/// The error for a cursor issued for walk depth `issued` (1 when it names none) passed with
+/// another depth.
+pub(crate) fn depth_mismatch(issued: Option<u32>) -> QueryError {
+    QueryError::invalid_with(
+        format!(
+            "Cursor does not match this query: it was issued for depth {}. Repeat the query without cursor, or pass the cursor with the same depth.",
+            issued.unwrap_or(1)
+        ),
+        json!({"field": "cursor"}),
+    )
+}
+
 /// Whether a list of `len` items continues past `page`.
 pub(crate) fn continues(page: Page, len: usize) -> bool {
     len as u64 > page.offset.saturating_add(u64::from(page.limit))

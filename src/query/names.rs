@@ -237,7 +237,7 @@ pub fn find_file(conn: &Connection, path: &str) -> QueryResult<Option<FileRef>> 
     {
         return Ok(Some(found));
     }
-    let canonical = canonical_path(path, project_root(conn)?.as_deref());
+    let canonical = user_path(conn, path)?;
     Ok(conn
         .prepare_cached("SELECT id, key, path FROM files WHERE path = ?1 ORDER BY id LIMIT 1")?
         .query_row([canonical], map)
@@ -261,6 +261,17 @@ pub fn project_root(conn: &Connection) -> QueryResult<Option<String>> {
         .query_row([], |r| r.get::<_, Option<String>>(0))
         .optional()?
         .flatten())
+}
+
+/// A path as a user gives it, canonical ([`canonical_path`]): an absolute path under the
+/// directory the index was imported in, or under the cache's `project.root`, is made relative.
+pub fn user_path(conn: &Connection, raw: &str) -> QueryResult<String> {
+    let dir: Option<String> = conn
+        .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+        .query_row([crate::db::PROJECT_DIR_KEY], |r| r.get(0))
+        .optional()?;
+    let under_dir = canonical_path(raw, dir.as_deref());
+    Ok(canonical_path(&under_dir, project_root(conn)?.as_deref()))
 }
 
 /// Up to [`MAX_SUGGESTIONS`] file paths close to `path`: paths containing its file name, then

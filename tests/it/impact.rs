@@ -309,7 +309,10 @@ async fn acp_impact_answers_over_mcp_and_refuses_bad_arguments() {
         )
         .await;
     assert_ne!(first["impacted"], second["impacted"]);
+    // A cursor pages the list of its own depth only.
+    let other_depth = json!({"symbols": ["validateSession"], "depth": 2, "limit": 1, "cursor": first["next_cursor"]});
     for (args, expected) in [
+        (other_depth, "it was issued for depth 3"),
         (json!({}), "Give at least one of files, symbols or diff"),
         (json!({"files": ["src/nowhere.ts"]}), "src/nowhere.ts"),
         (json!({"symbols": ["validateSession"], "depth": 9}), "depth"),

@@ -403,6 +403,26 @@ fn a_cache_that_is_no_regular_file_is_refused_at_once_and_named() {
     );
 }
 
+#[cfg(unix)]
+#[test]
+fn a_lock_file_planted_as_a_link_is_refused_and_its_target_kept() {
+    let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim.txt");
+    fs::write(&victim, "important").unwrap();
+    let lock = project.root().join(".acp/acp.db.import-lock");
+    let _ = fs::remove_file(&lock);
+    std::os::unix::fs::symlink(&victim, &lock).unwrap();
+    let out = project.run(&["import"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("is a symbolic link, not a regular file"),
+        "{err}"
+    );
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "important");
+}
+
 #[test]
 fn not_json_is_an_error() {
     assert_bad_input(b"this is not json", &[], &["line 1"]);

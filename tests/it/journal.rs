@@ -208,6 +208,45 @@ fn open(root: &Path) -> Result<Journal, JournalError> {
     Journal::open(&journal_db(root), root, &attempts_path(root))
 }
 
+#[cfg(unix)]
+#[test]
+fn journal_files_planted_as_links_are_never_written_through() {
+    let outside = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let root = project.path();
+    fs::create_dir_all(root.join(".acp")).unwrap();
+    let elsewhere = outside.path().join("journal.db");
+    std::os::unix::fs::symlink(&elsewhere, journal_db(root)).unwrap();
+    let Err(err) = open(root) else {
+        panic!("a linked journal database is refused");
+    };
+    assert!(
+        err.message()
+            .contains("is a symbolic link, which acpdb does not write through"),
+        "{}",
+        err.message()
+    );
+    assert!(
+        !elsewhere.exists(),
+        "the journal was created through the link"
+    );
+
+    fs::remove_file(journal_db(root)).unwrap();
+    let attempts = outside.path().join("attempts.json");
+    fs::write(&attempts, "keep").unwrap();
+    std::os::unix::fs::symlink(&attempts, attempts_path(root)).unwrap();
+    let Err(err) = open(root) else {
+        panic!("a linked attempts file is refused");
+    };
+    assert!(
+        err.message()
+            .contains("is a symbolic link, which the journal neither reads nor writes through"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(fs::read_to_string(&attempts).unwrap(), "keep");
+}
+
 fn debug_request(value: Value) -> DebugRequest {
     serde_json::from_value(value).unwrap()
 }
@@ -768,6 +807,11 @@ fn only_regular_files_of_bounded_size_are_read() {
     assert_eq!(status["session"]["attempts"], json!([]));
     f.debug_ok(json!({"action": "attempt", "data": {
         "session_id": session, "description": "d", "files": ["src/api.ts"]}}));
+    // A path through a file names nothing, as a missing file does: no internal error.
+    for nothing in ["src/missing.ts", "src/api.ts/x"] {
+        f.debug_ok(json!({"action": "attempt", "data": {
+            "session_id": session, "description": "d", "files": [nothing]}}));
+    }
 }
 
 #[test]

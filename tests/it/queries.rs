@@ -1956,6 +1956,35 @@ fn constraints_per_file() {
 }
 
 #[test]
+fn an_absolute_path_inside_the_project_is_its_file_for_every_path_tool() {
+    let project = cli();
+    let conn = open(project);
+    let absolute = project.root().join("src/orders/tax.ts");
+    let absolute = absolute.to_str().unwrap();
+    assert_eq!(
+        constraints(&conn, Some(absolute)).unwrap()["lock_level"],
+        "frozen"
+    );
+    let call = |tool: &str, args: Value| -> Value {
+        serde_json::from_str(&acpdb::tools::call(&conn, tool, &args).unwrap()).unwrap()
+    };
+    let relative = call(
+        "acp_check_constraints",
+        json!({"path": "src/orders/tax.ts"}),
+    );
+    assert!(relative.to_string().contains("frozen"), "{relative}");
+    assert_eq!(
+        call("acp_check_constraints", json!({"path": absolute})),
+        relative,
+        "an absolute path must not read as a file without constraints"
+    );
+    assert_eq!(
+        call("acp_get_file_context", json!({"path": absolute})),
+        call("acp_get_file_context", json!({"path": "src/orders/tax.ts"}))
+    );
+}
+
+#[test]
 fn constraints_spec_shape_and_symbol_level() {
     let mut cache: Value = serde_json::from_str(&read("samples/cache-cli-shaped.json")).unwrap();
     cache["constraints"]["by_file"]["./src/orders/checkout.ts"] = json!({

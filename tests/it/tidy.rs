@@ -45,6 +45,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "freshness",
             "priority",
             "project",
+            "regular_file",
             "replace",
         ],
     ),
