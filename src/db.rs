@@ -123,6 +123,11 @@ pub type ReadPool = r2d2::Pool<r2d2_sqlite::SqliteConnectionManager>;
 /// calls, no probe for a hot journal and no re-validation of the page cache. This is safe
 /// because nothing writes the served file in place: an import builds a new file and renames it
 /// over the old one, and the server then opens a new pool on it.
+///
+/// Every connection is opened when the pool is built and kept (none is closed when idle or
+/// old), and each must be on the same import as the first one (the same cursor secret): a
+/// connection opened by path after the file was replaced would otherwise answer from another
+/// database than its pool's.
 pub fn read_pool(path: &Path, size: u32) -> Result<ReadPool> {
     if !path.is_file() {
         anyhow::bail!(
@@ -130,9 +135,19 @@ pub fn read_pool(path: &Path, size: u32) -> Result<ReadPool> {
             path.display()
         );
     }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let expected = Connection::open_with_flags(path, flags)
+        .and_then(|c| import_identity(&c))
+        .with_context(|| format!("{} is not an acpdb index", path.display()))?;
     let manager = r2d2_sqlite::SqliteConnectionManager::file(path)
-        .with_flags(OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .with_init(|c| {
+        .with_flags(flags)
+        .with_init(move |c| {
+            if import_identity(c)? != expected {
+                return Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+                    Some("the database file was replaced while its pool was opened".into()),
+                ));
+            }
             c.busy_timeout(Duration::from_secs(5))?;
             c.pragma_update(None, "query_only", true)?;
             c.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
@@ -143,7 +158,9 @@ pub fn read_pool(path: &Path, size: u32) -> Result<ReadPool> {
         });
     r2d2::Pool::builder()
         .max_size(size)
-        .min_idle(Some(1))
+        .min_idle(Some(size))
+        .idle_timeout(None)
+        .max_lifetime(None)
         .build(manager)
         .with_context(|| format!("opening {}", path.display()))
 }
@@ -200,6 +217,15 @@ pub const CURSOR_SECRET_KEY: &str = "cursor_secret";
 /// `meta` key of the project directory an index was imported in (absolute): a path a user gives
 /// under it is taken relative to it, as one under the cache's `project.root` is.
 pub const PROJECT_DIR_KEY: &str = "project_dir";
+
+/// What tells one import's database from another's: its cursor secret, drawn at each import.
+fn import_identity(conn: &Connection) -> rusqlite::Result<String> {
+    conn.query_row(
+        "SELECT value FROM meta WHERE key = ?1",
+        [CURSOR_SECRET_KEY],
+        |r| r.get(0),
+    )
+}
 
 /// A new random secret for a database's cursors, hex, from SQLite's randomness.
 pub fn new_secret(conn: &Connection) -> rusqlite::Result<String> {

@@ -211,7 +211,7 @@ impl IndexState {
     pub fn poll_database(&self) {
         if self.database_replaced() {
             tracing::info!(
-                "{} was replaced; answering from the new file",
+                "{} was replaced; opening the new file",
                 self.db_path().display()
             );
             self.start_read_only(&self.project());

@@ -690,6 +690,49 @@ async fn a_cache_replaced_by_a_fifo_is_refused_at_once_and_the_previous_import_k
     client.close().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_replaced_under_a_running_server_never_mixes_into_its_pool() {
+    let (project, hub) = generated_with_hub();
+    // The watcher would re-import; this is about the pool alone.
+    let client = Client::spawn(
+        project.root(),
+        &["--pool-size", "4", "--watch-interval", "0"],
+    )
+    .await;
+    wait_ready(&client, 60).await;
+    let before = client.ok("acp_get_architecture", json!({})).await;
+    // Another file renamed over the database: connections opened by path from now on would
+    // read it instead.
+    let replacement = project.root().join(".acp/other.db");
+    std::fs::write(&replacement, b"").unwrap();
+    std::fs::rename(&replacement, project.db()).unwrap();
+    let client = std::sync::Arc::new(client);
+    let mut calls = tokio::task::JoinSet::new();
+    for call in 0..16 {
+        let client = client.clone();
+        // Heavy walks and cheap lookups at once, so that every connection is in use.
+        let (tool, args) = match call % 2 {
+            0 => (
+                "acp_query",
+                json!({"type": "callers", "name": hub, "depth": 5, "limit": 1}),
+            ),
+            _ => ("acp_query", json!({"type": "symbol", "name": hub})),
+        };
+        calls.spawn(async move {
+            client
+                .call(tool, args)
+                .await
+                .map(|_| ())
+                .map_err(|err| err.message)
+        });
+    }
+    while let Some(answer) = calls.join_next().await {
+        assert_eq!(answer.unwrap(), Ok(()));
+    }
+    assert_eq!(client.ok("acp_get_architecture", json!({})).await, before);
+    std::sync::Arc::into_inner(client).unwrap().close().await;
+}
+
 #[tokio::test]
 async fn a_change_during_a_running_import_is_imported_after_it() {
     let (project, _) = generated_with_hub();
