@@ -244,18 +244,15 @@ fn read_config(path: &Path) -> Result<Option<Vec<u8>>> {
 
 /// The bytes of a config file, refused beyond [`CONFIG_LIMIT`].
 fn read_bounded(file: impl Read, path: &Path) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    file.take(CONFIG_LIMIT + 1)
-        .read_to_end(&mut bytes)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    if bytes.len() as u64 > CONFIG_LIMIT {
-        bail!(
-            "{} is larger than {} MiB; a project config holds a few KiB of rules",
-            path.display(),
-            CONFIG_LIMIT >> 20
-        );
-    }
-    Ok(bytes)
+    crate::regular_file::read_limited(file, CONFIG_LIMIT).map_err(|err| match err.kind() {
+        std::io::ErrorKind::InvalidData => {
+            anyhow::anyhow!(
+                "{} {err}; a project config holds a few KiB of rules",
+                path.display()
+            )
+        }
+        _ => anyhow::Error::new(err).context(format!("cannot read {}", path.display())),
+    })
 }
 
 /// The SHA-256 of the config file at `path` as the `meta` table records it ([`NO_CONFIG`] when

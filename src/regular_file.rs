@@ -5,7 +5,7 @@
 //! too. Files acpdb writes there are also never opened through a symbolic link.
 
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
 use std::path::Path;
 
 /// Opens `path` for reading if it is a regular file (a final symbolic link is followed). Any
@@ -74,6 +74,28 @@ fn clear_nonblocking(file: &File) -> io::Result<()> {
     Ok(())
 }
 
+/// All of `reader` if it holds at most `limit` bytes, reading no further than one byte past
+/// it; more is an [`io::ErrorKind::InvalidData`] error saying "is larger than 4 MiB" (the limit
+/// in MiB, KiB or bytes, whichever divides it).
+pub fn read_limited(reader: impl Read, limit: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    reader
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        let limit = match limit {
+            l if l >= 1 << 20 && l % (1 << 20) == 0 => format!("{} MiB", l >> 20),
+            l if l >= 1 << 10 && l % (1 << 10) == 0 => format!("{} KiB", l >> 10),
+            l => format!("{l} bytes"),
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("is larger than {limit}"),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// What a file of this kind is called in messages: "regular file", "directory", "symbolic
 /// link", "FIFO", "socket", "device" or "special file".
 pub fn kind_name(kind: &fs::FileType) -> &'static str {
@@ -111,7 +133,6 @@ fn special_kind_name(_kind: &fs::FileType) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
 
     #[test]
     fn a_regular_file_opens_and_reads_as_usual() {
@@ -160,6 +181,19 @@ mod tests {
         let own = dir.path().join("own");
         open_own(&own, &mut options).unwrap();
         assert!(own.is_file());
+    }
+
+    #[test]
+    fn reading_stops_one_byte_past_the_limit() {
+        assert_eq!(read_limited(&b"abc"[..], 3).unwrap(), b"abc");
+        let err = read_limited(io::repeat(b'x'), 4 << 20).unwrap_err();
+        assert_eq!(err.to_string(), "is larger than 4 MiB");
+        let err = read_limited(io::repeat(b'x'), 64 << 10).unwrap_err();
+        assert_eq!(err.to_string(), "is larger than 64 KiB");
+        assert_eq!(
+            read_limited(&b"abcd"[..], 3).unwrap_err().to_string(),
+            "is larger than 3 bytes"
+        );
     }
 
     #[cfg(unix)]

@@ -131,10 +131,17 @@ impl HttpOptions {
     }
 }
 
+/// The most bytes a token file may have (a token is a few dozen).
+const TOKEN_FILE_LIMIT: u64 = 64 << 10;
+
 /// Reads a token file: its content without surrounding whitespace, which must not be empty.
 pub fn read_token(path: &std::path::Path) -> Result<String> {
-    let text = std::fs::read_to_string(path)
+    let file = crate::regular_file::open(path)
         .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let bytes = crate::regular_file::read_limited(file, TOKEN_FILE_LIMIT)
+        .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .with_context(|| format!("the token file {} is not UTF-8", path.display()))?;
     let token = text.trim();
     if token.is_empty() {
         bail!("the token file {} is empty", path.display());

@@ -23,6 +23,10 @@ use crate::cache::paths::canonical_path;
 /// Deepest chain of nested references followed by the `inline` mode.
 pub const MAX_NESTING: usize = 10;
 
+/// The longest text an expansion may grow to (4 MiB): a short text of many references to long
+/// entries would otherwise make an answer (and the memory behind it) a hundred times its size.
+pub const MAX_EXPANDED_BYTES: usize = 4 << 20;
+
 /// Modifiers recognised after a reference (`$NAME.ref`).
 const MODIFIERS: &[&str] = &[
     "full",
@@ -425,6 +429,15 @@ impl<'c> Expander<'c> {
                     }
                     out.push_str(&text[literal..i]);
                     out.push_str(&expansion);
+                    if out.len() > MAX_EXPANDED_BYTES {
+                        return Err(QueryError::invalid_with(
+                            format!(
+                                "The expansion grows past {} MiB by offset {next} of the text; expand a shorter text, or fewer references at once",
+                                MAX_EXPANDED_BYTES >> 20
+                            ),
+                            serde_json::json!({"field": "text", "max_expanded_bytes": MAX_EXPANDED_BYTES}),
+                        ));
+                    }
                     i = next;
                     literal = i;
                 }

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{acpdb, fixture, read_stderr, stderr, stdout, TempProject};
+use common::{acpdb, fixture, read_stderr, run_unblocked, stderr, stdout, TempProject};
 
 /// A generated project of 10,000 symbols, imported.
 fn generated() -> TempProject {
@@ -260,4 +260,41 @@ fn serve_logs_background_imports_with_outcome_and_time() {
     drop(stdin);
     let _ = child.kill();
     let _ = child.wait();
+}
+
+#[cfg(unix)]
+#[test]
+fn endless_or_special_inputs_of_the_cli_are_refused_at_once() {
+    let project = TempProject::copy_of(&fixture("demo"));
+    project.import();
+    let (status, err) = run_unblocked(
+        project.root(),
+        &["impact", "--diff", "/dev/zero"],
+        "an endless diff",
+    );
+    assert!(!status.success());
+    assert!(
+        err.contains("--diff /dev/zero: is larger than 64 MiB"),
+        "{err}"
+    );
+    let token = project.root().join("token");
+    assert!(Command::new("mkfifo")
+        .arg(&token)
+        .status()
+        .unwrap()
+        .success());
+    // Nobody writes to the FIFO: reading it would block the server's start for ever.
+    let (status, err) = run_unblocked(
+        project.root(),
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+            token.to_str().unwrap(),
+        ],
+        "a FIFO token file",
+    );
+    assert!(!status.success());
+    assert!(err.contains("is a FIFO, not a regular file"), "{err}");
 }

@@ -12,6 +12,7 @@ use acpdb::query::acp_query::{acp_query, QueryParams, QueryResponse};
 use acpdb::query::constraints::{acp_constraints, ConstraintsParams};
 use acpdb::query::expand::{
     acp_expand, acp_expand_variable, ExpandParams, ExpandResponse, ExpandVariableParams,
+    MAX_EXPANDED_BYTES,
 };
 use acpdb::query::graph::{step_sql, Direction, TOTAL_CAP as WALK_TOTAL_CAP};
 use acpdb::query::lookup::FILE_SYMBOLS_SQL;
@@ -1723,6 +1724,26 @@ fn expand_response_shape() {
         json!({"original": "nothing to see", "expanded": "nothing to see", "variables_found": [],
                "variables_resolved": [], "variables_unresolved": [], "expansions": {}})
     );
+}
+
+#[test]
+fn an_expansion_stops_at_its_size_limit_with_a_clear_error() {
+    let conn = open(cli());
+    let full = expanded(&conn, "$SYM_PLACEORDER", "full");
+    // Just enough references to stay under the limit, then one more than enough.
+    let fits = MAX_EXPANDED_BYTES / (full.len() + 1);
+    let text = "$SYM_PLACEORDER ".repeat(fits);
+    let answer = expanded(&conn, &text, "full");
+    assert!(answer.len() <= MAX_EXPANDED_BYTES);
+    let text = "$SYM_PLACEORDER ".repeat(fits + 2);
+    let err = acp_expand(
+        &conn,
+        &ExpandParams {
+            text: Some(text),
+            mode: Some("full".into()),
+        },
+    );
+    assert!(invalid(err.map(|_| ())).starts_with("The expansion grows past 4 MiB by offset"),);
 }
 
 #[test]

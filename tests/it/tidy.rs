@@ -53,7 +53,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("console", &["db", "freshness", "hex", "project"]),
     (
         "tools",
-        &["args", "db", "freshness", "project", "query", "schemas"],
+        &[
+            "args",
+            "db",
+            "freshness",
+            "project",
+            "query",
+            "regular_file",
+            "schemas",
+        ],
     ),
     (
         "mcp",
@@ -68,6 +76,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "priority",
             "project",
             "query",
+            "regular_file",
             "replace",
             "schemas",
             "tools",
