@@ -174,7 +174,7 @@ pub fn run(project: &Project, args: &ServeArgs) -> Result<()> {
             watch(state.clone(), watch_interval);
         }
         match http {
-            Some(options) => http::serve(state, server, options).await,
+            Some(options) => http::serve(state, server.shared_by_many_clients(), options).await,
             None => serve_stdio(&project.root, server).await,
         }
     })

@@ -166,6 +166,9 @@ pub struct AcpServer {
     journal: Arc<std::sync::Mutex<Option<Arc<Journal>>>>,
     /// Answers of the read-only tools, per index generation.
     answers: Arc<AnswerCache>,
+    /// Whether many clients share this server (HTTP): then no client sets the process's log
+    /// level, which is the operator's (`--log-level`).
+    shared: bool,
     tool_router: ToolRouter<Self>,
 }
 
@@ -183,8 +186,17 @@ impl AcpServer {
             time_limit,
             journal: Arc::new(std::sync::Mutex::new(None)),
             answers: Arc::new(AnswerCache::new(answer_cache_bytes)),
+            shared: false,
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// This server, shared by many clients (HTTP): `logging/setLevel` is answered but leaves
+    /// the process's log level alone, since one client must not silence or flood the
+    /// operator's log (or read other clients' arguments in it).
+    pub fn shared_by_many_clients(mut self) -> AcpServer {
+        self.shared = true;
+        self
     }
 
     /// The answer cache shared by this server's connections.
@@ -770,6 +782,12 @@ impl ServerHandler for AcpServer {
             rmcp::model::LoggingLevel::Warning => "warn",
             _ => "error",
         };
+        if self.shared {
+            tracing::info!(
+                "a client asked for log level {level}; the server's stays as --log-level set it"
+            );
+            return Ok(());
+        }
         crate::logging::set_level(level);
         tracing::info!("log level set to {level}");
         Ok(())

@@ -546,6 +546,40 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
     assert_eq!(json_body(&health)["index"], "ready", "{health:?}");
 }
 
+#[test]
+fn no_client_sets_the_log_level_of_a_shared_server() {
+    let project = demo();
+    let server = HttpServer::start(project.root(), &["--stateless"]);
+    let version = ("MCP-Protocol-Version", "2025-06-18");
+    let quiet =
+        r#"{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"emergency"}}"#;
+    let answer = post(server.addr, quiet, &[version]);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(json_body(&answer).get("result").is_some(), "{answer:?}");
+    // What the operator's log shows at its level still shows: a refused Host is a warning.
+    let call = tool_call(2, "acp_query", json!({"type": "stats"}));
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    let head = post_head(server.addr, call.len(), &[version])
+        .replace(&format!("Host: {}", server.addr), "Host: evil.example");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(call.as_bytes()).unwrap();
+    assert_eq!(read_answer(stream).status, 403);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.stderr().contains("WARN") {
+        assert!(
+            Instant::now() < deadline,
+            "a client silenced the server's log: {}",
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !server.stderr().contains("log level set to"),
+        "{}",
+        server.stderr()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn clients_that_disconnect_mid_call_do_not_disturb_the_others() {
     let project = TempProject::generated(1500);
