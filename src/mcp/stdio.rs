@@ -17,7 +17,9 @@
 //! * `params` (or a `tools/call`'s `arguments`) that is not an object, or params rmcp cannot
 //!   decode: `-32602`.
 //!
-//! Notifications never get an answer, as JSON-RPC requires.
+//! Notifications never get an answer, as JSON-RPC requires. Notifications and responses that
+//! arrive before the first `initialize` request are dropped (logged), since rmcp would end the
+//! session on them; a UTF-8 byte order mark opening a line is skipped.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -52,6 +54,8 @@ pub(crate) struct StdioTransport {
     writer: Writer,
     /// Ids of the requests handed to rmcp and not answered yet.
     in_flight: Arc<Mutex<HashSet<RequestId>>>,
+    /// Whether an `initialize` request has been handed to rmcp.
+    initialize_seen: bool,
 }
 
 impl StdioTransport {
@@ -71,6 +75,7 @@ impl StdioTransport {
             oversized: false,
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
             in_flight: Arc::default(),
+            initialize_seen: false,
         }
     }
 
@@ -191,6 +196,21 @@ impl StdioTransport {
         &mut self,
         message: RxJsonRpcMessage<RoleServer>,
     ) -> Option<RxJsonRpcMessage<RoleServer>> {
+        if !self.initialize_seen {
+            match &message {
+                JsonRpcMessage::Request(request) => {
+                    self.initialize_seen =
+                        matches!(request.request, ClientRequest::InitializeRequest(_));
+                }
+                // rmcp ends a session whose first message is anything but a request.
+                _ => {
+                    tracing::warn!(
+                        "a notification or response arrived before `initialize`; ignored"
+                    );
+                    return None;
+                }
+            }
+        }
         match &message {
             JsonRpcMessage::Request(request)
                 if !lock(&self.in_flight).insert(request.id.clone()) =>
@@ -262,6 +282,7 @@ pub fn answer_for_line(line: &[u8]) -> Option<Value> {
 /// `Err(None)`: drop the line silently (an invalid notification or response).
 fn check(line: &[u8]) -> Result<Option<RxJsonRpcMessage<RoleServer>>, Option<Rejection>> {
     let text = line.strip_suffix(b"\r").unwrap_or(line);
+    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
     if text.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }

@@ -62,6 +62,36 @@ const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"p
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
 #[test]
+fn notifications_or_responses_before_initialize_do_not_end_the_session() {
+    let project = demo();
+    let bom_init = format!("\u{feff}{INIT}");
+    let answers = raw_session(
+        &project,
+        &[
+            INITIALIZED,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#,
+            r#"{"jsonrpc":"2.0","id":99,"result":{}}"#,
+            &bom_init,
+            INITIALIZED,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        ],
+        2,
+    );
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["id"] == 1 && a["result"]["serverInfo"]["name"] == "acpdb"),
+        "{answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["id"] == 2 && a["result"]["tools"].is_array()),
+        "{answers:?}"
+    );
+}
+
+#[test]
 fn malformed_lines_get_an_error_and_the_server_keeps_serving() {
     let project = demo();
     let answers = raw_session(
