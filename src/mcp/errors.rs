@@ -33,13 +33,35 @@ pub const QUERY_TIME_LIMIT: i32 = -32004;
 /// The server is read-only: the journal tools are not served here.
 pub const JOURNAL_READ_ONLY: i32 = -32005;
 
+/// The longest error message sent (2 KiB): messages quote what the caller gave (a name, a
+/// URI), which may be as long as a request.
+const MAX_MESSAGE_BYTES: usize = 2048;
+
+/// An error answer with `code`, its message cut to [`MAX_MESSAGE_BYTES`].
+fn error(code: i32, message: impl Into<String>, data: Option<serde_json::Value>) -> ErrorData {
+    ErrorData::new(ErrorCode(code), shorten(message.into()), data)
+}
+
+/// `text` if it fits in [`MAX_MESSAGE_BYTES`], else its start and how much was left out.
+fn shorten(mut text: String) -> String {
+    if text.len() <= MAX_MESSAGE_BYTES {
+        return text;
+    }
+    let total = text.len();
+    let mut cut = MAX_MESSAGE_BYTES;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    text.push_str(&format!("… ({} of {total} bytes left out)", total - cut));
+    text
+}
+
 /// A query-layer error.
 pub(crate) fn query(err: QueryError) -> ErrorData {
     match err {
-        QueryError::InvalidParams { message, data } => {
-            ErrorData::new(ErrorCode(INVALID_PARAMS), message, data)
-        }
-        QueryError::Internal(message) => ErrorData::new(ErrorCode(INTERNAL_ERROR), message, None),
+        QueryError::InvalidParams { message, data } => error(INVALID_PARAMS, message, data),
+        QueryError::Internal(message) => error(INTERNAL_ERROR, message, None),
     }
 }
 
@@ -49,7 +71,7 @@ pub(crate) fn journal(err: JournalError) -> ErrorData {
         JournalError::InvalidParams(_) => INVALID_PARAMS,
         JournalError::Internal(_) => INTERNAL_ERROR,
     };
-    ErrorData::new(ErrorCode(code), err.message().to_string(), None)
+    error(code, err.message().to_string(), None)
 }
 
 /// Why the index cannot answer.
@@ -59,17 +81,17 @@ pub(crate) fn unavailable(err: Unavailable) -> ErrorData {
         UnavailableReason::ImportFailed => IMPORT_FAILED,
         UnavailableReason::Building => INDEX_BUILDING,
     };
-    ErrorData::new(ErrorCode(code), err.message, err.data)
+    error(code, err.message, err.data)
 }
 
 /// A resource that cannot be read.
 pub(crate) fn resource(err: ResourceError) -> ErrorData {
     match err {
-        ResourceError::NotFound { uri } => ErrorData::new(
-            ErrorCode(RESOURCE_NOT_FOUND),
+        ResourceError::NotFound { uri } => error(
+            RESOURCE_NOT_FOUND,
             format!("Resource not found: {uri}"),
             Some(serde_json::json!({
-                "uri": uri,
+                "uri": shorten(uri),
                 "templates": resource_templates().into_iter().map(|t| t.uri_template).collect::<Vec<_>>(),
             })),
         ),
@@ -79,8 +101,8 @@ pub(crate) fn resource(err: ResourceError) -> ErrorData {
 
 /// A query interrupted by the time limit of `seconds`.
 pub(crate) fn time_limit(seconds: f64) -> ErrorData {
-    ErrorData::new(
-        ErrorCode(QUERY_TIME_LIMIT),
+    error(
+        QUERY_TIME_LIMIT,
         format!(
             "Query interrupted after {seconds} s, the server's time limit: ask for less (a \
              smaller depth or limit, a longer pattern), or raise the limit with acpdb serve \
@@ -92,12 +114,20 @@ pub(crate) fn time_limit(seconds: f64) -> ErrorData {
 
 /// Arguments that do not fit a tool's input schema.
 pub(crate) fn invalid_params(message: impl Into<String>) -> ErrorData {
-    ErrorData::new(ErrorCode(INVALID_PARAMS), message.into(), None)
+    error(INVALID_PARAMS, message.into(), None)
+}
+
+/// Arguments that name something unknown, with `data` saying what is known.
+pub(crate) fn invalid_params_with(
+    message: impl Into<String>,
+    data: serde_json::Value,
+) -> ErrorData {
+    error(INVALID_PARAMS, message, Some(data))
 }
 
 /// A failure of the server itself.
 pub(crate) fn internal(message: impl Into<String>) -> ErrorData {
-    ErrorData::new(ErrorCode(INTERNAL_ERROR), message.into(), None)
+    error(INTERNAL_ERROR, message.into(), None)
 }
 
 /// A journal tool called on a read-only server: names where the journal lives instead.
@@ -110,8 +140,8 @@ pub(crate) fn journal_read_only(project: &Project) -> ErrorData {
         .attempts
         .strip_prefix(&project.root)
         .unwrap_or(&project.attempts);
-    ErrorData::new(
-        ErrorCode(JOURNAL_READ_ONLY),
+    error(
+        JOURNAL_READ_ONLY,
         format!(
             "This server is read-only (acpdb serve --read-only) and does not keep a journal: \
              acp_debug and acp_hack record into the journal in your own checkout, \
@@ -121,4 +151,26 @@ pub(crate) fn journal_read_only(project: &Project) -> ErrorData {
         ),
         Some(serde_json::json!({"journal": journal, "attempts": attempts})),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary_saying_how_much() {
+        assert_eq!(shorten("short".into()), "short");
+        let long = "é".repeat(MAX_MESSAGE_BYTES);
+        let cut = shorten(long.clone());
+        let kept = MAX_MESSAGE_BYTES / 2 * 2;
+        assert_eq!(
+            cut,
+            format!(
+                "{}… ({} of {} bytes left out)",
+                &long[..kept],
+                long.len() - kept,
+                long.len()
+            )
+        );
+    }
 }

@@ -332,9 +332,9 @@ impl AcpServer {
                 .into_iter()
                 .map(|t| t.name.to_string())
                 .collect();
-            return Err(ErrorData::invalid_params(
+            return Err(errors::invalid_params_with(
                 format!("Unknown tool: {name}. Valid tools: {}", valid.join(", ")),
-                Some(serde_json::json!({"valid_tools": valid})),
+                serde_json::json!({"valid_tools": valid}),
             ));
         };
         if let Some(arguments) = request.arguments.take() {

@@ -186,6 +186,24 @@ async fn unknown_tool_names_the_valid_ones() {
         err.message
     );
     assert!(err.message.contains("acp_debug"), "{}", err.message);
+    // What a message quotes of the request is cut: a megabyte name is not sent back whole.
+    wait_ready(&client, 60).await;
+    let long = "x".repeat(1 << 20);
+    let err = client
+        .err("acp_query", json!({"type": "symbol", "name": long}))
+        .await;
+    assert_eq!(err.code, -32602);
+    assert!(
+        err.message.starts_with("Symbol not found: xxx"),
+        "{}",
+        &err.message[..80]
+    );
+    assert!(err.message.len() < 2200, "{} bytes", err.message.len());
+    assert!(
+        err.message.ends_with(" bytes left out)"),
+        "{}",
+        &err.message[2000..]
+    );
     client.close().await;
 }
 
