@@ -1,8 +1,9 @@
-//! Opening the files acpdb reads (the cache, the vars, the project config) and those it keeps
-//! in `.acp/` so that nothing put in their place can hang it or redirect it: the file is opened without blocking (a FIFO with no writer
-//! would otherwise wait forever in `open`) and refused unless the open handle is a regular
-//! file. The check is on the handle, so a file swapped between a look and the open is caught
-//! too. Files acpdb writes there are also never opened through a symbolic link.
+//! Opening the files acpdb reads (the cache, the vars, the project config, a token file) and
+//! those it keeps in `.acp/`, so that nothing put in their place can hang it or redirect it: a
+//! file is opened without blocking (a FIFO with no writer would otherwise wait forever in
+//! `open`) and refused unless the open handle is a regular file. The check is on the handle, so
+//! a file swapped between a look and the open is caught too. The files acpdb keeps are also
+//! never opened through a symbolic link.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -12,14 +13,7 @@ use std::path::Path;
 /// other kind is an [`io::ErrorKind::InvalidInput`] error that names it, such as "is a FIFO,
 /// not a regular file".
 pub fn open(path: &Path) -> io::Result<File> {
-    let mut options = OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK);
-    }
-    checked(options.open(path)?)
+    open_regular(path, OpenOptions::new().read(true), false)
 }
 
 /// Opens `path` with `options` (say, to write it) unless its last component is a symbolic link
@@ -27,14 +21,21 @@ pub fn open(path: &Path) -> io::Result<File> {
 /// project's `.acp/`, which a link could otherwise redirect outside the project. A link is an
 /// [`io::ErrorKind::InvalidInput`] error saying "is a symbolic link, not a regular file".
 pub fn open_own(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    open_regular(path, options, true)
+}
+
+/// Opens `path` with `options`, without blocking and, with `no_link`, without following a
+/// final symbolic link; then [`checked`].
+fn open_regular(path: &Path, options: &mut OpenOptions, no_link: bool) -> io::Result<File> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+        let no_link_flag = if no_link { libc::O_NOFOLLOW } else { 0 };
+        options.custom_flags(libc::O_NONBLOCK | no_link_flag);
     }
     let file = options.open(path).map_err(|err| {
         #[cfg(unix)]
-        if err.raw_os_error() == Some(libc::ELOOP) {
+        if no_link && err.raw_os_error() == Some(libc::ELOOP) {
             return io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "is a symbolic link, not a regular file",

@@ -312,11 +312,11 @@ pub struct ImpactArgs {
 /// or stricter.
 pub const IMPACT_LOCKED_STATUS: u8 = 3;
 
-/// Runs `acpdb impact`; returns whether a touched file is locked at `--fail-on` or stricter.
 /// The longest diff `acpdb impact --diff` reads (64 MiB; a diff of a whole large repository
 /// is a few MiB).
 const DIFF_LIMIT: u64 = 64 << 20;
 
+/// Runs `acpdb impact`; returns whether a touched file is locked at `--fail-on` or stricter.
 pub fn run_impact(project: &crate::project::Project, args: &ImpactArgs) -> anyhow::Result<bool> {
     if let Some(level) = &args.fail_on {
         if !crate::query::impact::LOCK_LEVELS.contains(&level.as_str()) {
@@ -329,23 +329,18 @@ pub fn run_impact(project: &crate::project::Project, args: &ImpactArgs) -> anyho
     let diff = match &args.diff {
         None => None,
         Some(path) => {
-            let read = |bytes: std::io::Result<Vec<u8>>| -> anyhow::Result<String> {
-                let bytes = bytes.map_err(|e| anyhow::anyhow!("--diff {}: {e}", path.display()))?;
-                String::from_utf8(bytes)
-                    .map_err(|_| anyhow::anyhow!("--diff {}: not UTF-8 text", path.display()))
-            };
             // A pipe (`-`, or `<(git diff)`) is read as well as a file, up to the limit.
-            Some(if path.as_os_str() == "-" {
-                read(crate::regular_file::read_limited(
-                    std::io::stdin(),
-                    DIFF_LIMIT,
-                ))?
+            let bytes = if path.as_os_str() == "-" {
+                crate::regular_file::read_limited(std::io::stdin(), DIFF_LIMIT)
             } else {
-                read(
-                    std::fs::File::open(path)
-                        .and_then(|f| crate::regular_file::read_limited(f, DIFF_LIMIT)),
-                )?
-            })
+                std::fs::File::open(path)
+                    .and_then(|f| crate::regular_file::read_limited(f, DIFF_LIMIT))
+            }
+            .map_err(|e| anyhow::anyhow!("--diff {}: {e}", path.display()))?;
+            Some(
+                String::from_utf8(bytes)
+                    .map_err(|_| anyhow::anyhow!("--diff {}: not UTF-8 text", path.display()))?,
+            )
         }
     };
     let params = ImpactParams {

@@ -177,11 +177,13 @@ pub fn page_info(
 }
 
 /// The page `limit` (default [`DEFAULT_PAGE_SIZE`]) and `cursor` select in list `kind` of
-/// `name`. Cursors come from [`next_cursor`] and must belong to the same list, name and import.
+/// `name` (walked to `depth`, for a walk). Cursors come from [`next_cursor`] and must belong to
+/// the same list, name, depth and import.
 pub(crate) fn requested_page(
     conn: &Connection,
     kind: &str,
     name: &str,
+    depth: Option<u32>,
     limit: Option<u32>,
     cursor: Option<&str>,
 ) -> QueryResult<Page> {
@@ -204,6 +206,9 @@ pub(crate) fn requested_page(
                     ),
                     json!({"field": "cursor"}),
                 ));
+            }
+            if depth.is_some() && cursor.depth != depth {
+                return Err(depth_mismatch(cursor.depth));
             }
             cursor.offset
         }

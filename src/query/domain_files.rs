@@ -41,6 +41,7 @@ pub fn domain_files(conn: &Connection, params: &GetDomainFilesParams) -> QueryRe
         conn,
         CURSOR_KIND,
         &params.name,
+        None,
         params.limit,
         params.cursor.as_deref(),
     )?;

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::constraints::{can_modify, file_constraint, CanModify};
-use super::cursor::{depth_mismatch, page_info, requested_page, Cursor};
+use super::cursor::{page_info, requested_page};
 use super::names::{resolve_file, resolve_symbol, SymbolRef};
 use super::{QueryError, QueryResult};
 use crate::cache::paths::canonical_path;
@@ -594,18 +594,11 @@ pub fn acp_impact(conn: &Connection, params: &ImpactParams) -> QueryResult<Impac
         (Vec::new(), false, None)
     } else {
         let key = query_key(params);
-        // A cursor pages the list of the depth it was issued for.
-        let token = params.cursor.as_deref().map(str::trim);
-        if let Some(token) = token.filter(|t| !t.is_empty()) {
-            let issued = Cursor::decode(conn, token, "impact")?.depth;
-            if issued != Some(depth) {
-                return Err(depth_mismatch(issued));
-            }
-        }
         let page = requested_page(
             conn,
             "impact",
             &key,
+            Some(depth),
             Some(params.limit.unwrap_or(DEFAULT_LIMIT)),
             params.cursor.as_deref(),
         )?;

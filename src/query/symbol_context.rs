@@ -64,6 +64,7 @@ pub fn symbol_context(
         conn,
         CURSOR_KIND,
         &params.name,
+        None,
         params.limit,
         params.cursor.as_deref(),
     )?;

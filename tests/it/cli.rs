@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{acpdb, fixture, read_stderr, run_unblocked, stderr, stdout, TempProject};
+use common::{acpdb, fixture, mkfifo, read_stderr, run_unblocked, stderr, stdout, TempProject};
 
 /// A generated project of 10,000 symbols, imported.
 fn generated() -> TempProject {
@@ -278,11 +278,7 @@ fn endless_or_special_inputs_of_the_cli_are_refused_at_once() {
         "{err}"
     );
     let token = project.root().join("token");
-    assert!(Command::new("mkfifo")
-        .arg(&token)
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&token);
     // Nobody writes to the FIFO: reading it would block the server's start for ever.
     let (status, err) = run_unblocked(
         project.root(),

@@ -4,11 +4,10 @@
 
 use crate::common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::mcp::{wait_ready, Client};
-use common::{fixture, golden_calls, run_unblocked, stderr, TempProject};
+use common::{fixture, golden_calls, mkfifo, run_unblocked, stderr, TempProject};
 use serde_json::{json, Value};
 
 /// Patterns added to each project's config: a directory at one depth, one at any depth.
@@ -544,8 +543,7 @@ fn a_config_that_is_a_fifo_or_too_large_is_refused_without_waiting() {
     let project = TempProject::copy_of(&fixture("demo"));
     project.import();
     let config = project.root().join(".acp.config.json");
-    let made = Command::new("mkfifo").arg(&config).status().unwrap();
-    assert!(made.success());
+    mkfifo(&config);
     // Nobody ever writes to the FIFO: reading it would block forever.
     for args in [&["import"][..], &["query", "stats"][..]] {
         let (status, err) = run_unblocked(project.root(), args, "a FIFO config");

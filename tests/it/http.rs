@@ -133,10 +133,15 @@ fn read_answer(mut stream: TcpStream) -> Answer {
 
 /// POSTs `body` to `/mcp` with `extra` headers and reads the whole answer.
 fn post(addr: SocketAddr, body: &str, extra: &[(&str, &str)]) -> Answer {
+    post_naming_host(addr, &addr.to_string(), body, extra)
+}
+
+/// [`post`], with `host` in the `Host` header instead of the address connected to.
+fn post_naming_host(addr: SocketAddr, host: &str, body: &str, extra: &[(&str, &str)]) -> Answer {
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .write_all(post_head(addr, body.len(), extra).as_bytes())
-        .unwrap();
+    let head = post_head(addr, body.len(), extra)
+        .replace(&format!("Host: {addr}"), &format!("Host: {host}"));
+    stream.write_all(head.as_bytes()).unwrap();
     stream.write_all(body.as_bytes()).unwrap();
     read_answer(stream)
 }
@@ -500,12 +505,8 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
         assert_eq!(answer.status, status, "{origin}: {answer:?}");
     }
     // A Host the server does not answer to (DNS rebinding) is refused too.
-    let mut stream = TcpStream::connect(server.addr).unwrap();
-    let head = post_head(server.addr, call.len(), &[version])
-        .replace(&format!("Host: {}", server.addr), "Host: evil.example");
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(call.as_bytes()).unwrap();
-    assert_eq!(read_answer(stream).status, 403);
+    let answer = post_naming_host(server.addr, "evil.example", &call, &[version]);
+    assert_eq!(answer.status, 403, "{answer:?}");
 
     let padding = " ".repeat(5000);
     let oversized = format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"{padding}}}");
@@ -558,12 +559,8 @@ fn no_client_sets_the_log_level_of_a_shared_server() {
     assert!(json_body(&answer).get("result").is_some(), "{answer:?}");
     // What the operator's log shows at its level still shows: a refused Host is a warning.
     let call = tool_call(2, "acp_query", json!({"type": "stats"}));
-    let mut stream = TcpStream::connect(server.addr).unwrap();
-    let head = post_head(server.addr, call.len(), &[version])
-        .replace(&format!("Host: {}", server.addr), "Host: evil.example");
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(call.as_bytes()).unwrap();
-    assert_eq!(read_answer(stream).status, 403);
+    let answer = post_naming_host(server.addr, "evil.example", &call, &[version]);
+    assert_eq!(answer.status, 403, "{answer:?}");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !server.stderr().contains("WARN") {
         assert!(

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::fs;
 
-use common::{acpdb, data, run_unblocked, stderr, TempProject};
+use common::{acpdb, data, mkfifo, run_unblocked, stderr, TempProject};
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
@@ -362,13 +362,9 @@ fn a_cache_that_is_no_regular_file_is_refused_at_once_and_named() {
     let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
     project.import();
     let before = fs::read(project.db()).unwrap();
-    let make_fifo = |path: &std::path::Path| {
-        let made = std::process::Command::new("mkfifo").arg(path).status();
-        assert!(made.unwrap().success());
-    };
     // Nobody ever writes to these FIFOs: opening one the usual way would never return.
     let pipe = project.root().join("pipe.json");
-    make_fifo(&pipe);
+    mkfifo(&pipe);
     let (status, err) = run_unblocked(
         project.root(),
         &["import", "--cache", pipe.to_str().unwrap()],
@@ -381,7 +377,7 @@ fn a_cache_that_is_no_regular_file_is_refused_at_once_and_named() {
     );
     // In the cache's own place it is found, and refused by name.
     fs::remove_file(project.cache_path()).unwrap();
-    make_fifo(&project.cache_path());
+    mkfifo(&project.cache_path());
     let (status, err) = run_unblocked(project.root(), &["import"], "a FIFO cache");
     assert!(!status.success());
     assert!(

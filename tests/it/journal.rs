@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::common::mkfifo;
 use acpdb::journal::{
     CacheHack, DebugRequest, HackRequest, Journal, JournalError, ProjectIndex, ATTEMPTS_SCHEMA,
     FILE_LIMIT, TEXT_LIMIT,
@@ -215,16 +216,16 @@ fn journal_files_planted_as_links_are_never_written_through() {
     let project = tempfile::tempdir().unwrap();
     let root = project.path();
     fs::create_dir_all(root.join(".acp")).unwrap();
+    let refusal = |what: &str| match open(root) {
+        Ok(_) => panic!("a linked {what} is refused"),
+        Err(err) => err.message().to_string(),
+    };
     let elsewhere = outside.path().join("journal.db");
     std::os::unix::fs::symlink(&elsewhere, journal_db(root)).unwrap();
-    let Err(err) = open(root) else {
-        panic!("a linked journal database is refused");
-    };
+    let message = refusal("journal database");
     assert!(
-        err.message()
-            .contains("is a symbolic link, which acpdb does not write through"),
-        "{}",
-        err.message()
+        message.contains("is a symbolic link, which acpdb does not write through"),
+        "{message}"
     );
     assert!(
         !elsewhere.exists(),
@@ -235,14 +236,10 @@ fn journal_files_planted_as_links_are_never_written_through() {
     let attempts = outside.path().join("attempts.json");
     fs::write(&attempts, "keep").unwrap();
     std::os::unix::fs::symlink(&attempts, attempts_path(root)).unwrap();
-    let Err(err) = open(root) else {
-        panic!("a linked attempts file is refused");
-    };
+    let message = refusal("attempts file");
     assert!(
-        err.message()
-            .contains("is a symbolic link, which the journal neither reads nor writes through"),
-        "{}",
-        err.message()
+        message.contains("is a symbolic link, which the journal neither reads nor writes through"),
+        "{message}"
     );
     assert_eq!(fs::read_to_string(&attempts).unwrap(), "keep");
 }
@@ -772,11 +769,7 @@ fn md5_of(bytes: &[u8]) -> String {
 fn only_regular_files_of_bounded_size_are_read() {
     let f = Fixture::new();
     let session = f.start();
-    let status = Command::new("mkfifo")
-        .arg(f.root().join("src/pipe"))
-        .status()
-        .unwrap();
-    assert!(status.success());
+    mkfifo(&f.root().join("src/pipe"));
     let big = fs::File::create(f.root().join("src/big.bin")).unwrap();
     big.set_len(FILE_LIMIT + 1).unwrap();
 

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::mcp::{wait_ready, Client};
-use common::{fixture, golden_calls, TempProject};
+use common::{fixture, golden_calls, mkfifo, TempProject};
 use serde_json::{json, Value};
 
 fn demo() -> TempProject {
@@ -290,11 +290,7 @@ async fn debug_journal_over_stdio() {
 async fn a_fifo_in_an_attempt_is_refused_at_once_and_the_journal_keeps_serving() {
     let project = demo();
     let fifo = project.root().join("src/pipe");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&fifo);
     let client = Client::spawn(project.root(), &[]).await;
     wait_ready(&client, 60).await;
     let started = client
@@ -726,11 +722,7 @@ async fn a_cache_replaced_by_a_fifo_is_refused_at_once_and_the_previous_import_k
     let cache = std::fs::read(project.cache_path()).unwrap();
     // Nobody ever writes to the FIFO: opening it for reading the usual way never returns.
     std::fs::remove_file(project.cache_path()).unwrap();
-    assert!(Command::new("mkfifo")
-        .arg(project.cache_path())
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&project.cache_path());
     wait_for_failed_reimport(&client, &before, "is a FIFO, not a regular file").await;
     std::fs::remove_file(project.cache_path()).unwrap();
     std::fs::write(project.cache_path(), cache).unwrap();

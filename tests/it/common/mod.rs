@@ -47,6 +47,12 @@ pub(crate) fn read_stderr(child: &mut Child) -> String {
     err
 }
 
+/// Makes a FIFO at `path` (with `mkfifo`), for tests that nothing may block on.
+pub(crate) fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
 /// The `acpdb` binary under test.
 pub(crate) fn acpdb() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_acpdb"));
