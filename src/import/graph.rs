@@ -1,10 +1,11 @@
 //! The call graph while it is imported: node ids by name and the edges seen, in memory bounded
 //! by a fixed edge buffer plus a small fixed-size record per distinct node name.
 //!
-//! Node names go to `graph_nodes` the moment they are first seen; the loader keeps only 96 bits
-//! of a 128-bit hash of each name (`hashes::NodeIds`, 16-byte slots at most three quarters used). Edges are
-//! packed as `caller << 32 | callee` into a buffer that is sorted and written to an anonymous temporary file whenever it fills, and the sorted runs are
-//! merged at the end, so the edge list never has to fit in memory.
+//! Node names go to `graph_nodes` the moment they are first seen; the loader keeps only 64 bits
+//! of a 128-bit hash of each name and its id (`hashes::NodeIds`, 12-byte slots at most four
+//! fifths used). Edges are packed as `caller << 32 | callee` into a buffer that is sorted and
+//! written to an anonymous temporary file whenever it fills, and the sorted runs are merged at
+//! the end, so the edge list never has to fit in memory.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -42,7 +43,7 @@ impl<'c> CallGraph<'c> {
     /// An empty graph; sorted edge runs go to temporary files in `spill_dir`.
     pub(super) fn new(conn: &'c Connection, spill_dir: &Path) -> Result<CallGraph<'c>> {
         Ok(CallGraph {
-            ids: NodeIds::default(),
+            ids: NodeIds::new(spill_dir)?,
             insert_node: conn.prepare("INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)")?,
             reverse_len: Vec::new(),
             lists: Vec::new(),

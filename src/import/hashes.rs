@@ -4,8 +4,11 @@
 //! names, so their size is a few bytes per entry whatever the names' lengths.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+use std::fs::File;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 
@@ -47,32 +50,33 @@ impl SeenKeys {
 }
 
 /// Node ids by the 128-bit hash of their name, ids given in order from 1: an open-addressing
-/// table (linear probing) of 16-byte slots holding the hash's low 64 bits, 32 more of its bits
-/// and the id, so a lookup usually reads one cache line and two names share an id only when
-/// 96 bits of their hashes agree (about 2^-96 per pair, 10^-15 among 10M names). Names whose
-/// low halves collide with another's (about 2^-64 per pair) go to a table of their own.
+/// table (linear probing) of 12-byte slots, each holding the id and the hash's high 64 bits.
+/// A probe starts at a home slot chosen by the low 64 bits, which are not stored: a lookup
+/// matches a slot only when the high halves agree and the slot lies on its probe, so two names
+/// share an id only when their high halves agree and their homes are a few slots apart (about
+/// 2^-84 per pair at 10M names, 10^-12 among them).
 ///
-/// A probe never wraps around: past the last home slot it goes on into a tail that grows as
-/// needed. So the table can double in place (see [`NodeIds::grow`]) and never holds its old
-/// slots beside the new ones, which at 10M names would be 134 MB more at that moment.
-#[derive(Default)]
+/// The table grows by half when four fifths of its home slots are used, so it takes 15–23
+/// bytes per name (a table of 16-byte slots that doubles at three quarters took 21–43). As the slots keep no
+/// home bits, the table is built again from the hashes in id order, which every insert appends
+/// to a temporary file: the old slots are freed before the new ones are allocated, and never
+/// held beside them. A probe never wraps around: past the last home slot it goes on into a
+/// tail that grows as needed.
 pub(super) struct NodeIds {
     /// `homes` slots where probes start, then the tail; an id of 0 marks an empty slot.
     slots: Vec<Slot>,
-    /// A power of two (or 0 before the first insert).
+    /// Home slots (0 before the first insert).
     homes: usize,
-    /// Slots in use.
-    used: usize,
-    collided: HashMap<u128, u32>,
+    /// Every hash given an id, 16 bytes each, in id order.
+    hashes: BufWriter<File>,
     len: u32,
 }
 
-/// One entry of [`NodeIds`], aligned so that it never straddles two cache lines.
+/// One entry of [`NodeIds`]: the hash's high half as two words, so that the slot is 12 bytes.
 #[derive(Clone, Copy, Default)]
-#[repr(C, align(16))]
+#[repr(C)]
 struct Slot {
-    low: u64,
-    check: u32,
+    check: [u32; 2],
     id: u32,
 }
 
@@ -83,6 +87,22 @@ const FIRST_SLOTS: usize = 1 << 12;
 const TAIL_ROOM: usize = 64;
 
 impl NodeIds {
+    /// An empty table whose hashes file is created in `spill_dir`.
+    pub(super) fn new(spill_dir: &Path) -> Result<NodeIds> {
+        let file = tempfile::tempfile_in(spill_dir).with_context(|| {
+            format!(
+                "cannot create a temporary file in {} for the call graph's names",
+                spill_dir.display()
+            )
+        })?;
+        Ok(NodeIds {
+            slots: Vec::new(),
+            homes: 0,
+            hashes: BufWriter::with_capacity(1 << 16, file),
+            len: 0,
+        })
+    }
+
     /// Ids given so far.
     pub(super) fn len(&self) -> usize {
         self.len as usize
@@ -91,14 +111,17 @@ impl NodeIds {
     /// The id of `hash`, if it has one.
     pub(super) fn get(&self, hash: u128) -> Option<u32> {
         let (low, check) = split(hash);
-        let slot = self.slots.get(self.find(low))?;
-        if slot.id == 0 {
-            None
-        } else if slot.check == check {
-            Some(slot.id)
-        } else {
-            self.collided.get(&hash).copied()
+        let mut at = home(low, self.homes);
+        while let Some(slot) = self.slots.get(at) {
+            if slot.id == 0 {
+                return None;
+            }
+            if slot.check == check {
+                return Some(slot.id);
+            }
+            at += 1;
         }
+        None
     }
 
     /// Asks the processor to bring `hash`'s slot into its cache, so that a later
@@ -106,7 +129,7 @@ impl NodeIds {
     /// few ahead of looking them up, and the lookups' memory reads overlap.
     pub(super) fn prefetch(&self, hash: u128) {
         #[cfg(target_arch = "x86_64")]
-        if let Some(slot) = self.slots.get(self.home(split(hash).0)) {
+        if let Some(slot) = self.slots.get(home(split(hash).0, self.homes)) {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             // SAFETY: SSE is part of every x86_64 target, and a prefetch only hints the cache
             // (it reads nothing the program sees and cannot fault); the address is a live slot.
@@ -116,124 +139,119 @@ impl NodeIds {
         let _ = hash;
     }
 
-    /// Gives `hash`, which has no id yet, the next one.
+    /// Gives `hash`, which has no id yet ([`NodeIds::get`]), the next one.
     pub(super) fn insert(&mut self, hash: u128) -> Result<u32> {
         let id = self
             .len
             .checked_add(1)
             .context("more than 4 billion graph nodes")?;
+        self.hashes
+            .write_all(&hash.to_le_bytes())
+            .context("writing the call graph's names to a temporary file")?;
         self.len = id;
-        if (self.used + 1) * 4 > self.homes * 3 {
-            self.grow();
-        }
-        let (low, check) = split(hash);
-        let at = self.find(low);
-        if self.slots.get(at).is_some_and(|slot| slot.id != 0) {
-            self.collided.insert(hash, id);
+        if id as usize * 5 > self.homes * 4 {
+            self.grow()?;
         } else {
-            self.place(at, Slot { low, check, id });
-            self.used += 1;
+            place(&mut self.slots, self.homes, hash, id);
         }
         Ok(id)
     }
 
-    /// Where a probe for `low` starts.
-    fn home(&self, low: u64) -> usize {
-        // Truncation is intended: the mask keeps the bits that fit.
-        (low as usize) & self.homes.wrapping_sub(1)
-    }
-
-    /// The slot holding `low`, or the empty slot where it would go, which is the end of the
-    /// slots when the probe runs off the tail.
-    fn find(&self, low: u64) -> usize {
-        if self.homes == 0 {
-            return self.slots.len();
-        }
-        let mut at = self.home(low);
-        while let Some(slot) = self.slots.get(at) {
-            if slot.id == 0 || slot.low == low {
-                return at;
-            }
-            at += 1;
-        }
-        at
-    }
-
-    /// Puts `slot` at `at`, an empty slot or the end of the slots ([`NodeIds::find`]).
-    fn place(&mut self, at: usize, slot: Slot) {
-        if at == self.slots.len() {
-            self.slots.push(slot);
-        } else {
-            self.slots[at] = slot;
-        }
-    }
-
-    /// Doubles the home slots in place (at most three quarters are used, so probes stay
-    /// short). An entry's home either stays or moves up by the old count of homes. The tail's
-    /// entries are set aside; every other entry is taken out and placed again in slot order.
-    /// An entry whose home stays lands at or before its old slot, past slots already done; one
-    /// whose home moves up lands in the new upper half, which holds only entries placed again.
-    /// So no entry is ever placed past one that is taken out later, and every probe stays
-    /// unbroken. The slots grow by reallocation, which moves large blocks without copying.
-    fn grow(&mut self) {
-        let old_homes = self.homes;
-        let homes = (old_homes * 2).max(FIRST_SLOTS);
-        let tail: Vec<Slot> = self
-            .slots
-            .drain(old_homes.min(self.slots.len())..)
-            .filter(|slot| slot.id != 0)
-            .collect();
-        self.slots
-            .reserve_exact(homes + TAIL_ROOM - self.slots.len());
+    /// Frees the slots, allocates half as many more, and places every id again, reading the
+    /// hashes back from their file (its last one included).
+    fn grow(&mut self) -> Result<()> {
+        let homes = (self.homes + self.homes / 2).max(FIRST_SLOTS);
+        self.slots = Vec::new();
+        self.slots.reserve_exact(homes + TAIL_ROOM);
         self.slots.resize(homes, Slot::default());
         self.homes = homes;
-        for at in 0..old_homes {
-            let slot = std::mem::take(&mut self.slots[at]);
-            if slot.id != 0 {
-                let to = self.find(slot.low);
-                self.place(to, slot);
+        self.hashes
+            .flush()
+            .context("writing the call graph's names to a temporary file")?;
+        let file = self.hashes.get_mut();
+        let reading = "reading back the call graph's names";
+        file.rewind().context(reading)?;
+        let mut chunk = vec![0u8; 1 << 16];
+        let mut id = 0u32;
+        while id < self.len {
+            let want = chunk.len().min((self.len - id) as usize * HASH_BYTES);
+            file.read_exact(&mut chunk[..want]).context(reading)?;
+            for bytes in chunk[..want].chunks_exact(HASH_BYTES) {
+                id += 1;
+                let hash = u128::from_le_bytes(bytes.try_into().expect("16 bytes"));
+                place(&mut self.slots, homes, hash, id);
             }
         }
-        for slot in tail {
-            let to = self.find(slot.low);
-            self.place(to, slot);
-        }
+        file.seek(SeekFrom::End(0)).context(reading)?;
+        Ok(())
     }
 }
 
-/// A hash's low 64 bits (the table's key) and its top 32 bits (checked on a match).
-fn split(hash: u128) -> (u64, u32) {
-    (hash as u64, (hash >> 96) as u32)
+/// Where a probe for `low` starts in a table of `homes` home slots: `low` scaled to them.
+fn home(low: u64, homes: usize) -> usize {
+    // The product's high word is below `homes`, so it fits.
+    ((u128::from(low) * homes as u128) >> 64) as usize
+}
+
+/// Puts `id` in the first empty slot of `hash`'s probe.
+fn place(slots: &mut Vec<Slot>, homes: usize, hash: u128, id: u32) {
+    let (low, check) = split(hash);
+    let mut at = home(low, homes);
+    while slots.get(at).is_some_and(|slot| slot.id != 0) {
+        at += 1;
+    }
+    let slot = Slot { check, id };
+    if at == slots.len() {
+        slots.push(slot);
+    } else {
+        slots[at] = slot;
+    }
+}
+
+/// Bytes of a hash in the hashes file.
+const HASH_BYTES: usize = 16;
+
+/// A hash's low 64 bits (which choose its home slot) and its high 64 bits (stored and compared).
+fn split(hash: u128) -> (u64, [u32; 2]) {
+    let high = (hash >> 64) as u64;
+    (hash as u64, [high as u32, (high >> 32) as u32])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn table() -> (tempfile::TempDir, NodeIds) {
+        let dir = tempfile::tempdir().unwrap();
+        let ids = NodeIds::new(dir.path()).unwrap();
+        (dir, ids)
+    }
+
     #[test]
-    fn hashes_sharing_a_low_half_get_their_own_ids() {
-        let mut ids = NodeIds::default();
-        let a = (1u128 << 96) | 7;
-        let b = (2u128 << 96) | 7;
-        let c = (3u128 << 96) | 8;
+    fn hashes_sharing_a_half_get_their_own_ids() {
+        let (_dir, mut ids) = table();
+        let a = (1u128 << 64) | 7;
+        let b = (2u128 << 64) | 7;
+        // The same high half as `a`'s, a home far from it.
+        let c = (1u128 << 64) | (1u128 << 63);
         assert_eq!(ids.get(a), None);
         assert_eq!(ids.insert(a).unwrap(), 1);
         assert_eq!(ids.get(b), None);
         assert_eq!(ids.insert(b).unwrap(), 2);
+        assert_eq!(ids.get(c), None);
         assert_eq!(ids.insert(c).unwrap(), 3);
         assert_eq!(
             (ids.get(a), ids.get(b), ids.get(c)),
             (Some(1), Some(2), Some(3))
         );
-        assert_eq!(ids.get((4u128 << 96) | 7), None);
+        assert_eq!(ids.get((4u128 << 64) | 7), None);
+        assert_eq!(ids.get(u128::MAX), None);
         assert_eq!(ids.len(), 3);
-        // 96 of the 128 bits are compared: the low 64 and the top 32.
-        assert_eq!(ids.get(a | (5u128 << 64)), Some(1));
     }
 
     #[test]
     fn every_id_is_found_after_the_table_grows() {
-        let mut ids = NodeIds::default();
+        let (_dir, mut ids) = table();
         let hash = |i: u128| crate::cache::names::name_hash(&i.to_string());
         let n = 3 * FIRST_SLOTS as u128;
         for i in 0..n {
@@ -241,8 +259,8 @@ mod tests {
             assert_eq!(ids.get(hash(i)), None);
             assert_eq!(ids.insert(hash(i)).unwrap() as u128, i + 1);
         }
-        assert!(ids.homes >= 4 * FIRST_SLOTS, "the table never grew");
-        assert!(ids.used * 4 <= ids.homes * 3);
+        assert!(ids.homes >= 3 * FIRST_SLOTS, "the table never grew");
+        assert!(ids.len() * 5 <= ids.homes * 4);
         for i in 0..n {
             assert_eq!(ids.get(hash(i)).map(u128::from), Some(i + 1));
         }
@@ -250,20 +268,19 @@ mod tests {
     }
 
     #[test]
-    fn crowded_homes_and_the_tail_survive_doubling() {
-        let mut ids = NodeIds::default();
-        // Two crowds of names sharing a home at every table size below 2^40: one near the end
-        // of the first table's homes, whose cluster runs into the tail, and one whose home
-        // moves to the upper half when the table doubles. Ordinary names between them make
-        // the table double three times.
-        let near_end = |i: u128| (i << 96) | ((i + 1) << 40) | (FIRST_SLOTS as u128 - 3);
-        let moving = |i: u128| (i << 96) | ((i + 1) << 40) | (FIRST_SLOTS as u128 + 5);
+    fn crowded_homes_and_the_tail_survive_growing() {
+        let (_dir, mut ids) = table();
+        // Two crowds of names sharing a home at every table size: one at the last home, whose
+        // cluster runs into the tail, and one in the middle. Ordinary names between them make
+        // the table grow four times.
+        let at_end = |i: u128| (i << 64) | u128::from(u64::MAX);
+        let middle = |i: u128| (i << 64) | (1u128 << 63);
         let ordinary = |i: u128| crate::cache::names::name_hash(&i.to_string());
         let (mut given, mut tail_used) = (Vec::new(), false);
         for i in 0..6 * FIRST_SLOTS as u128 {
             let hash = match i % 20 {
-                0 => near_end(i),
-                1 => moving(i),
+                0 => at_end(i),
+                1 => middle(i),
                 _ => ordinary(i),
             };
             assert_eq!(ids.get(hash), None);
@@ -271,15 +288,15 @@ mod tests {
             tail_used |= ids.slots.len() > ids.homes;
         }
         assert!(
-            ids.homes >= 8 * FIRST_SLOTS,
-            "the table never doubled three times"
+            ids.homes > 7 * FIRST_SLOTS,
+            "the table never grew four times"
         );
         assert!(tail_used, "no cluster ran into the tail");
         for (hash, id) in given {
             assert_eq!(ids.get(hash), Some(id));
         }
-        assert_eq!(ids.get(near_end(1 << 20)), None);
-        assert_eq!(ids.get(moving(1 << 20)), None);
+        assert_eq!(ids.get(at_end(1 << 20)), None);
+        assert_eq!(ids.get(middle(1 << 20)), None);
     }
 
     #[test]
