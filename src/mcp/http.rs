@@ -2,19 +2,25 @@
 //! clients at once; `GET /healthz` tells load balancers whether the index can answer.
 //!
 //! rmcp's `StreamableHttpService` speaks the protocol (sessions with `Mcp-Session-Id`, or
-//! stateless JSON answers with `--stateless`), checks the `Host` and `Origin` headers against
-//! DNS rebinding and answers an oversized body with 413. In front of it, a guard checks the
-//! bearer token, refuses requests beyond the concurrency limit with 503 and ends those that run
-//! past the time limit. SIGTERM or SIGINT stops accepting connections, lets the calls in flight
-//! finish (up to the drain time), then closes the sessions.
+//! stateless JSON answers with `--stateless`) and checks the `Host` and `Origin` headers against
+//! DNS rebinding. In front of it, a guard checks the bearer token, reads the body whole (413
+//! past `--max-body`, 408 when it has not arrived within the time limit), answers a body that is
+//! not a valid JSON-RPC message with 400 and a JSON-RPC error (`messages::check`, as over
+//! stdio), refuses requests beyond the concurrency limit with 503 and ends those that run past
+//! the time limit. A connection whose request headers have not arrived within the time limit
+//! is closed, and so is one left idle that long. SIGTERM or SIGINT stops accepting
+//! connections, lets the calls in flight finish (up to the drain time), then closes the
+//! sessions.
 //!
 //! Invariants: a non-loopback address is never bound without a token; the token is compared in
-//! constant time and never logged; every POST holds one slot of the concurrency limit until its
-//! answer has been sent.
+//! constant time and never logged; every POST holds one slot of the concurrency limit from the
+//! moment its body is in until its answer has been sent, so a slow client holds none; no
+//! connection outlives the time limit without a request in progress.
 
-use std::future::{Future as _, IntoFuture as _};
+use std::future::Future as _;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -34,6 +40,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::answer_cache::{AnswerCache, CacheStats};
+use super::errors::{INVALID_REQUEST, PARSE_ERROR};
+use super::messages::{self, Rejection};
 use super::server::AcpServer;
 use super::state::{IndexState, UnavailableReason};
 
@@ -158,8 +166,11 @@ pub fn read_token(path: &std::path::Path) -> Result<String> {
 /// The checks in front of the MCP service.
 struct Guard {
     token: Option<String>,
+    /// Requests between their arrival and the end of their answer (what a drain waits for).
+    in_progress: Arc<AtomicUsize>,
     slots: Arc<Semaphore>,
     max_concurrent: usize,
+    max_body_bytes: usize,
     request_timeout: Duration,
 }
 
@@ -192,11 +203,12 @@ fn plain(status: StatusCode, text: String) -> Response {
         .into_response()
 }
 
-/// Checks the token, takes a slot of the concurrency limit and bounds the request's time.
+/// Checks the token, reads the body, takes a slot of the concurrency limit and bounds the
+/// request's time.
 ///
 /// Calls then wait for a read connection inside the server without holding a thread, light
 /// ones never behind heavy ones (`server::Gates`); a request whose body is still arriving
-/// holds no connection, so a slow client cannot hold up the others.
+/// holds neither a slot nor a connection, so a slow client cannot hold up the others.
 ///
 /// A `GET` opens a session's stream of server messages, which lives as long as the session: it
 /// takes no slot and has no time limit (rmcp ends it when the session ends).
@@ -217,6 +229,27 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     if request.method() == Method::GET {
         return next.run(request).await;
     }
+    let counted = InProgress::count(&guard.in_progress);
+    let deadline = Instant::now() + guard.request_timeout;
+    let limit = guard.request_timeout.as_secs_f64();
+    let request = match tokio::time::timeout_at(
+        deadline.into(),
+        receive(request, guard.max_body_bytes),
+    )
+    .await
+    {
+        Ok(Ok(request)) => request,
+        Ok(Err(refusal)) => return refusal,
+        Err(_) => {
+            return plain(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "Request Timeout: the request's body did not arrive within the server's \
+                     time limit of {limit} s (acpdb serve --request-timeout)\n"
+                ),
+            )
+        }
+    };
     let Ok(slot) = guard.slots.clone().try_acquire_owned() else {
         let mut response = plain(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -231,43 +264,122 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return response;
     };
-    let deadline = Instant::now() + guard.request_timeout;
-    let timed_out = || {
-        plain(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "Service Unavailable: the request ran past the server's time limit of {} s \
-                 (acpdb serve --request-timeout)\n",
-                guard.request_timeout.as_secs_f64()
-            ),
-        )
-    };
     match tokio::time::timeout_at(deadline.into(), next.run(request)).await {
         Ok(response) => {
             let (parts, body) = response.into_parts();
             let body = Limited {
                 inner: body,
                 deadline: Box::pin(tokio::time::sleep_until(deadline.into())),
-                _held: slot,
+                _held: (slot, counted),
             };
             Response::from_parts(parts, Body::new(body))
         }
         Err(_) => {
-            tracing::warn!(
-                "a request ran past the time limit of {} s",
-                guard.request_timeout.as_secs_f64()
-            );
-            timed_out()
+            tracing::warn!("a request ran past the time limit of {limit} s");
+            plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "Service Unavailable: the request ran past the server's time limit of \
+                     {limit} s (acpdb serve --request-timeout)\n"
+                ),
+            )
         }
     }
 }
 
-/// An answer's body holding its request's slot until sent, cut off at the request's
-/// deadline (a streamed answer that never ends would otherwise hold them for ever).
+/// `request` with its body read whole (at most `limit` bytes) and, for a JSON `POST`, checked
+/// to be one JSON-RPC message ([`messages::check`]); or the answer that refuses it.
+async fn receive(request: Request, limit: usize) -> Result<Request, Response> {
+    let too_large = || {
+        plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "Payload Too Large: request body exceeds {limit} bytes (acpdb serve --max-body)\n"
+            ),
+        )
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|length| length.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    let (parts, mut body) = request.into_parts();
+    let mut bytes = Vec::new();
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame.map_err(|e| {
+            plain(
+                StatusCode::BAD_REQUEST,
+                format!("Bad Request: the request's body could not be read: {e}\n"),
+            )
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if data.len() > limit - bytes.len() {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    if parts.method == Method::POST && is_json(&parts.headers) {
+        let rejection = match messages::check(&bytes) {
+            Ok(Some(_)) => None,
+            Ok(None) => Some(Rejection::new(
+                serde_json::Value::Null,
+                PARSE_ERROR,
+                "Parse error: the request's body is empty",
+            )),
+            Err(Some(rejection)) => Some(rejection),
+            Err(None) => Some(Rejection::new(
+                serde_json::Value::Null,
+                INVALID_REQUEST,
+                "Invalid request: not a valid JSON-RPC 2.0 notification or response",
+            )),
+        };
+        if let Some(rejection) = rejection {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "application/json")],
+                rejection.answer().to_string(),
+            )
+                .into_response());
+        }
+    }
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// Whether `headers` declare a JSON body (other bodies are rmcp's to refuse, with 415).
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// One request counted in [`Guard::in_progress`] until dropped.
+struct InProgress(Arc<AtomicUsize>);
+
+impl InProgress {
+    fn count(counter: &Arc<AtomicUsize>) -> InProgress {
+        counter.fetch_add(1, Ordering::SeqCst);
+        InProgress(counter.clone())
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// An answer's body holding its request's slot (and its count in progress) until sent, cut off
+/// at the request's deadline (a streamed answer that never ends would otherwise hold them for
+/// ever).
 struct Limited {
     inner: Body,
     deadline: Pin<Box<tokio::time::Sleep>>,
-    _held: OwnedSemaphorePermit,
+    _held: (OwnedSemaphorePermit, InProgress),
 }
 
 impl HttpBody for Limited {
@@ -392,11 +504,13 @@ pub(super) async fn serve(
     );
     let guard_state = Arc::new(Guard {
         token: options.token.clone(),
+        in_progress: Arc::default(),
         slots: Arc::new(Semaphore::new(options.max_concurrent)),
         max_concurrent: options.max_concurrent,
+        max_body_bytes: options.max_body_bytes,
         request_timeout: options.request_timeout,
     });
-    let slots = guard_state.slots.clone();
+    let in_progress = guard_state.in_progress.clone();
     let app = Router::new()
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(guard_state, guard))
@@ -424,17 +538,11 @@ pub(super) async fn serve(
         if state.read_only() { ", read-only" } else { "" },
     );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .into_future(),
-    );
+    let running = tokio::spawn(accept(listener, app, options.request_timeout, stopped));
     let signal = shutdown_signal().await?;
     tracing::info!("{signal}: no longer accepting connections; finishing the calls in flight");
     let _ = stop.send(());
-    let drained = drain(&slots, options.max_concurrent, options.drain_timeout).await;
+    let drained = drain(&in_progress, options.drain_timeout).await;
     if !drained {
         tracing::warn!(
             "calls still running after {} s; ending them",
@@ -443,17 +551,73 @@ pub(super) async fn serve(
     }
     cancel.cancel();
     match tokio::time::timeout(Duration::from_secs(2), running).await {
-        Ok(result) => result??,
+        Ok(result) => result?,
         Err(_) => tracing::warn!("connections still open after the drain; closing them"),
     }
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Waits until no request holds a slot, or `limit` passes; whether all finished.
-async fn drain(slots: &Semaphore, total: usize, limit: Duration) -> bool {
+/// Serves `app` on every connection `listener` accepts until `stopped` fires; then lets the
+/// requests in flight finish, closes each connection, and returns once all are closed. A
+/// connection whose next request's headers have not arrived within `header_timeout` is closed
+/// (an idle one too), so a client that opens connections and sends nothing holds none for
+/// long. (`axum::serve` sets no such limit.)
+async fn accept(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    header_timeout: Duration,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let (closing, closing_seen) = tokio::sync::watch::channel(());
+    let mut stopped = std::pin::pin!(stopped);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, say: wait for some to be closed.
+                    tracing::warn!("cannot accept a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut stopped => break,
+        };
+        let connection = http.serve_connection(
+            hyper_util::rt::TokioIo::new(stream),
+            hyper_util::service::TowerToHyperService::new(app.clone()),
+        );
+        let mut closing = closing_seen.clone();
+        tokio::spawn(async move {
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                ended = connection.as_mut() => {
+                    if let Err(e) = ended {
+                        tracing::debug!("a connection ended: {e}");
+                    }
+                    return;
+                }
+                _ = closing.changed() => {}
+            }
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    drop(closing_seen);
+    let _ = closing.send(());
+    closing.closed().await;
+}
+
+/// Waits until no request is in progress (its body arriving, its call running or its answer
+/// being sent), or `limit` passes; whether all finished.
+async fn drain(in_progress: &AtomicUsize, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
-    while slots.available_permits() < total {
+    while in_progress.load(Ordering::SeqCst) > 0 {
         if Instant::now() >= deadline {
             return false;
         }

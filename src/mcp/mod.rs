@@ -8,13 +8,14 @@
 pub mod answer_cache;
 pub mod errors;
 pub mod http;
+mod messages;
 mod prompts;
 mod resources;
 mod server;
 pub mod state;
 mod stdio;
 
-pub use stdio::answer_for_line;
+pub use messages::answer_for_line;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

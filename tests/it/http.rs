@@ -514,28 +514,54 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
     assert_eq!(answer.status, 413, "{answer:?}");
     assert!(answer.text.contains("4096"), "{answer:?}");
 
-    // One unfinished request takes the only slot: the next is refused at once, and the
-    // unfinished one ends at the time limit.
+    // An unfinished body takes no slot: the next request is answered, and the unfinished one
+    // ends at the time limit with 408.
     let mut unfinished = TcpStream::connect(server.addr).unwrap();
     unfinished
         .write_all(post_head(server.addr, call.len(), &[version]).as_bytes())
         .unwrap();
     unfinished.write_all(&call.as_bytes()[..10]).unwrap();
     std::thread::sleep(Duration::from_millis(200));
+    let answer = post(server.addr, &call, &[version]);
+    assert_eq!(
+        answer.status, 200,
+        "a slow body held the only slot: {answer:?}"
+    );
+    let started = Instant::now();
+    let timed_out = read_answer(unfinished);
+    assert_eq!(timed_out.status, 408, "{timed_out:?}");
+    assert!(
+        timed_out.text.contains("--request-timeout"),
+        "{timed_out:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // A call waiting on the journal, which another process holds locked, takes the only slot:
+    // the next request is refused at once, and the waiting one ends at the time limit.
+    let start = tool_call(
+        2,
+        "acp_debug",
+        json!({"action": "start", "data": {"problem": "p", "hypothesis": "h"}}),
+    );
+    assert_eq!(post(server.addr, &start, &[version]).status, 200);
+    let journal = rusqlite::Connection::open(project.root().join(".acp/acp.journal.db")).unwrap();
+    journal.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let addr = server.addr;
+    let waiting = std::thread::spawn(move || post(addr, &start, &[version]));
+    std::thread::sleep(Duration::from_millis(300));
     let busy = post(server.addr, &call, &[version]);
     assert_eq!(busy.status, 503, "{busy:?}");
     assert!(
         busy.text.to_ascii_lowercase().contains("retry-after: 1"),
         "{busy:?}"
     );
-    let started = Instant::now();
-    let timed_out = read_answer(unfinished);
+    let timed_out = waiting.join().unwrap();
     assert_eq!(timed_out.status, 503, "{timed_out:?}");
     assert!(
         timed_out.text.contains("--request-timeout"),
         "{timed_out:?}"
     );
-    assert!(started.elapsed() < Duration::from_secs(5));
+    journal.execute_batch("ROLLBACK").unwrap();
     let answer = post(server.addr, &call, &[version]);
     assert_eq!(
         answer.status, 200,
@@ -545,6 +571,66 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
     let health = get(server.addr, "/healthz");
     assert_eq!(health.status, 200);
     assert_eq!(json_body(&health)["index"], "ready", "{health:?}");
+}
+
+#[test]
+fn malformed_messages_get_a_json_rpc_error_and_silent_connections_are_closed() {
+    let project = demo();
+    let server = HttpServer::start(project.root(), &["--stateless", "--request-timeout", "1"]);
+    let version = ("MCP-Protocol-Version", "2025-06-18");
+    for (body, id, code) in [
+        ("not json {", Value::Null, -32700),
+        ("", Value::Null, -32700),
+        (
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            Value::Null,
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#,
+            json!("a"),
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"x"}"#,
+            json!(7),
+            -32602,
+        ),
+    ] {
+        let answer = post(server.addr, body, &[version]);
+        assert_eq!(answer.status, 400, "{body}: {answer:?}");
+        let error = json_body(&answer);
+        assert_eq!(
+            (&error["id"], &error["error"]["code"]),
+            (&id, &json!(code)),
+            "{body}: {error}"
+        );
+    }
+    // A connection whose headers never end, and one that sends nothing, are closed at the
+    // time limit.
+    let started = Instant::now();
+    let partial = TcpStream::connect(server.addr).unwrap();
+    (&partial)
+        .write_all(format!("POST /mcp HTTP/1.1\r\nHost: {}\r\n", server.addr).as_bytes())
+        .unwrap();
+    let silent = TcpStream::connect(server.addr).unwrap();
+    for mut stream in [partial, silent] {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut rest = Vec::new();
+        stream
+            .read_to_end(&mut rest)
+            .expect("the connection was not closed");
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        (Duration::from_millis(900)..Duration::from_secs(5)).contains(&elapsed),
+        "{elapsed:?}"
+    );
+    // The server goes on answering.
+    let call = tool_call(1, "acp_query", json!({"type": "stats"}));
+    assert_eq!(post(server.addr, &call, &[version]).status, 200);
 }
 
 #[test]
