@@ -59,8 +59,8 @@ impl SeenKeys {
 /// The table grows by half when four fifths of its home slots are used, so it takes 15–23
 /// bytes per name (a table of 16-byte slots that doubles at three quarters took 21–43). As the slots keep no
 /// home bits, the table is built again from the hashes in id order, which every insert appends
-/// to a temporary file: the old slots are freed before the new ones are allocated, and never
-/// held beside them. A probe never wraps around: past the last home slot it goes on into a
+/// to a temporary file: the old slots are emptied before the table grows, and never held
+/// beside the new ones. A probe never wraps around: past the last home slot it goes on into a
 /// tail that grows as needed.
 pub(super) struct NodeIds {
     /// `homes` slots where probes start, then the tail; an id of 0 marks an empty slot.
@@ -157,11 +157,14 @@ impl NodeIds {
         Ok(id)
     }
 
-    /// Frees the slots, allocates half as many more, and places every id again, reading the
+    /// Empties the slots, makes room for half as many more, and places every id again, reading the
     /// hashes back from their file (its last one included).
     fn grow(&mut self) -> Result<()> {
         let homes = (self.homes + self.homes / 2).max(FIRST_SLOTS);
-        self.slots = Vec::new();
+        // Emptied and grown rather than freed and allocated again: the allocator moves the
+        // block's pages without copying them, and glibc does not take the freeing of a large
+        // block as a reason to serve later large allocations from its heap.
+        self.slots.clear();
         self.slots.reserve_exact(homes + TAIL_ROOM);
         self.slots.resize(homes, Slot::default());
         self.homes = homes;
