@@ -156,14 +156,13 @@ pub(super) fn check(
             }
         }
     }
-    let params = object.get("params").cloned();
     match serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(value) {
         Ok(JsonRpcMessage::Request(request)) => match &request.request {
             // rmcp takes a standard method whose params it cannot decode for a custom one,
             // and would answer "method not found".
             ClientRequest::CustomRequest(custom) if is_standard_method(&custom.method) => reject(
                 INVALID_PARAMS,
-                params_error(&custom.method, params.unwrap_or(Value::Null)),
+                params_error(&custom.method, custom.params.clone().unwrap_or(Value::Null)),
             ),
             _ => Ok(Some(JsonRpcMessage::Request(request))),
         },
@@ -306,6 +305,14 @@ mod tests {
                 "{line}: {rejection:?}"
             );
         }
+        // A standard method's params that do not decode are named with the decoder's words.
+        let missing = rejection(
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"arguments":{}}}"#,
+        );
+        assert!(
+            missing.message.contains("tools/call") && missing.message.contains("`name`"),
+            "{missing:?}"
+        );
         let deep = format!(
             r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"acp_query","arguments":{{"x":{}{}}}}}}}"#,
             "[".repeat(200),
