@@ -1,8 +1,8 @@
 //! The call graph while it is imported: node ids by name and the edges seen, in memory bounded
 //! by a fixed edge buffer plus a small fixed-size record per distinct node name.
 //!
-//! Node names go to `graph_nodes` the moment they are first seen; the loader keeps only 64 bits
-//! of a 128-bit hash of each name and its id (`hashes::NodeIds`, 12-byte slots at most four
+//! Node names go to `graph_nodes` the moment they are first seen; the loader keeps in memory
+//! only 64 bits of a 128-bit hash of each name and its id (`hashes::NodeIds`, 12-byte slots at most four
 //! fifths used). Edges are packed as `caller << 32 | callee` into a buffer that is sorted and
 //! written to an anonymous temporary file whenever it fills, and the sorted runs are merged at
 //! the end, so the edge list never has to fit in memory.

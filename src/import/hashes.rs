@@ -59,8 +59,8 @@ impl SeenKeys {
 /// The table grows by half when four fifths of its home slots are used, so it takes 15–23
 /// bytes per name (a table of 16-byte slots that doubles at three quarters took 21–43). As the slots keep no
 /// home bits, the table is built again from the hashes in id order, which every insert appends
-/// to a temporary file: the old slots are emptied before the table grows, and never held
-/// beside the new ones. A probe never wraps around: past the last home slot it goes on into a
+/// to a temporary file: the old slots are emptied before the table grows, so (with glibc, which
+/// moves a large block's pages when it grows) they are never held beside the new ones. A probe never wraps around: past the last home slot it goes on into a
 /// tail that grows as needed.
 pub(super) struct NodeIds {
     /// `homes` slots where probes start, then the tail; an id of 0 marks an empty slot.

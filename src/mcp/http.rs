@@ -168,11 +168,19 @@ struct Guard {
     token: Option<String>,
     /// Requests between their arrival and the end of their answer (what a drain waits for).
     in_progress: Arc<AtomicUsize>,
+    /// Bodies being received at once ([`RECEIVING_PER_SLOT`] per slot), which bounds the
+    /// memory they take.
+    receiving: Arc<Semaphore>,
     slots: Arc<Semaphore>,
     max_concurrent: usize,
     max_body_bytes: usize,
     request_timeout: Duration,
 }
+
+/// Bodies that may be received at once per slot of `--max-concurrent`: enough that slow
+/// uploads leave room for others, few enough that their memory stays bounded (at most this
+/// many times `--max-concurrent` × `--max-body`).
+const RECEIVING_PER_SLOT: usize = 4;
 
 /// Whether `a` and `b` are equal, in a time that depends only on their lengths.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -232,6 +240,23 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     let counted = InProgress::count(&guard.in_progress);
     let deadline = Instant::now() + guard.request_timeout;
     let limit = guard.request_timeout.as_secs_f64();
+    let busy = |what: String| {
+        let mut response = plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("Service Unavailable: {what}; retry shortly\n"),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        response
+    };
+    let Ok(receiving) = guard.receiving.clone().try_acquire_owned() else {
+        return busy(format!(
+            "{} request bodies are being received, the server's limit ({RECEIVING_PER_SLOT} \
+             per slot of acpdb serve --max-concurrent)",
+            guard.receiving_limit()
+        ));
+    };
     let request = match tokio::time::timeout_at(
         deadline.into(),
         receive(request, guard.max_body_bytes),
@@ -250,19 +275,12 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
             )
         }
     };
+    drop(receiving);
     let Ok(slot) = guard.slots.clone().try_acquire_owned() else {
-        let mut response = plain(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "Service Unavailable: {} requests are being answered, the server's limit \
-                 (acpdb serve --max-concurrent); retry shortly\n",
-                guard.max_concurrent
-            ),
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
+        return busy(format!(
+            "{} requests are being answered, the server's limit (acpdb serve --max-concurrent)",
+            guard.max_concurrent
+        ));
     };
     match tokio::time::timeout_at(deadline.into(), next.run(request)).await {
         Ok(response) => {
@@ -284,6 +302,13 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
                 ),
             )
         }
+    }
+}
+
+impl Guard {
+    /// Bodies that may be received at once.
+    fn receiving_limit(&self) -> usize {
+        self.max_concurrent.saturating_mul(RECEIVING_PER_SLOT)
     }
 }
 
@@ -322,6 +347,10 @@ async fn receive(request: Request, limit: usize) -> Result<Request, Response> {
         }
     }
     if parts.method == Method::POST && is_json(&parts.headers) {
+        // rmcp refuses a byte order mark, which the checks skip.
+        if messages::without_bom(&bytes).len() < bytes.len() {
+            bytes.drain(..3);
+        }
         let rejection = match messages::check(&bytes) {
             Ok(Some(_)) => None,
             Ok(None) => Some(Rejection::new(
@@ -505,6 +534,9 @@ pub(super) async fn serve(
     let guard_state = Arc::new(Guard {
         token: options.token.clone(),
         in_progress: Arc::default(),
+        receiving: Arc::new(Semaphore::new(
+            options.max_concurrent.saturating_mul(RECEIVING_PER_SLOT),
+        )),
         slots: Arc::new(Semaphore::new(options.max_concurrent)),
         max_concurrent: options.max_concurrent,
         max_body_bytes: options.max_body_bytes,
@@ -579,9 +611,13 @@ async fn accept(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
-                    // Out of file descriptors, say: wait for some to be closed.
                     tracing::warn!("cannot accept a connection: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    // Out of file descriptors or memory: wait for some to be freed. Any other
+                    // error ends only the connection it was about.
+                    let exhausted = [libc::EMFILE, libc::ENFILE, libc::ENOBUFS, libc::ENOMEM];
+                    if e.raw_os_error().is_some_and(|code| exhausted.contains(&code)) {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
                     continue;
                 }
             },

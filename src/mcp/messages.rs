@@ -9,7 +9,8 @@
 //! * `params` (or a `tools/call`'s `arguments`) that is not an object, or params rmcp cannot
 //!   decode: `-32602`.
 //!
-//! Notifications never get an answer, as JSON-RPC requires.
+//! Notifications never get an answer, as JSON-RPC requires (over HTTP, where every request gets
+//! a status, an invalid notification or response gets 400 with a `-32600` error and no id).
 
 use rmcp::model::{
     CallToolRequestParams, ClientRequest, GetPromptRequestParams, InitializeRequestParams,
@@ -59,13 +60,18 @@ pub fn answer_for_line(line: &[u8]) -> Option<Value> {
     }
 }
 
+/// The bytes of a message without a UTF-8 byte order mark opening it.
+pub(super) fn without_bom(message: &[u8]) -> &[u8] {
+    message.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(message)
+}
+
 /// Checks one message. `Ok(None)`: blank, skipped. `Err(Some(_))`: answer this error;
 /// `Err(None)`: drop the message without an answer (an invalid notification or response).
 pub(super) fn check(
     line: &[u8],
 ) -> Result<Option<RxJsonRpcMessage<RoleServer>>, Option<Rejection>> {
     let text = line.strip_suffix(b"\r").unwrap_or(line);
-    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+    let text = without_bom(text);
     if text.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }

@@ -78,7 +78,9 @@ pub struct ServeArgs {
     /// calls never behind heavy ones); more get 503 with Retry-After.
     #[arg(long, value_name = "N", default_value_t = 256, requires = "http")]
     pub max_concurrent: usize,
-    /// With --http: longest a request may take, its answer included; longer ones get 503.
+    /// With --http: longest a request may take from the end of its headers to the end of its
+    /// answer (503 past it; 408 when its body is not in by then), and longest a connection may
+    /// wait for a request's headers, idle ones included (it is closed).
     #[arg(
         long,
         value_name = "SECONDS",
@@ -102,9 +104,15 @@ const HTTP_ANSWER_CACHE_MB: usize = 16;
 
 /// A number of seconds given on the command line as a duration; `flag` names it in the error.
 fn seconds(value: f64, flag: &str) -> Result<Duration> {
-    Duration::try_from_secs_f64(value).map_err(|_| {
-        anyhow::anyhow!("{flag} must be a number of seconds from 0 to 10^15, got {value}")
-    })
+    /// Longest duration accepted: far beyond any use, and far from where adding it to the
+    /// clock would overflow.
+    const MAX_SECONDS: f64 = 1e15;
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|_| value <= MAX_SECONDS)
+        .ok_or_else(|| {
+            anyhow::anyhow!("{flag} must be a number of seconds from 0 to 10^15, got {value}")
+        })
 }
 
 /// Runs the MCP server on stdin/stdout until the client disconnects, or over HTTP (`--http`)
@@ -222,4 +230,19 @@ async fn serve_stdio(root: &std::path::Path, server: AcpServer) -> Result<()> {
     tracing::info!("serving {} over MCP on stdio", root.display());
     service.waiting().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_refused_past_the_bound_or_below_zero() {
+        assert_eq!(seconds(1.5, "--x").unwrap(), Duration::from_millis(1500));
+        assert!(seconds(1e15, "--x").is_ok());
+        for bad in [1e19, -1.0, f64::NAN, f64::INFINITY] {
+            let err = seconds(bad, "--request-timeout").unwrap_err().to_string();
+            assert!(err.contains("--request-timeout"), "{bad}: {err}");
+        }
+    }
 }

@@ -516,11 +516,15 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
 
     // An unfinished body takes no slot: the next request is answered, and the unfinished one
     // ends at the time limit with 408.
-    let mut unfinished = TcpStream::connect(server.addr).unwrap();
-    unfinished
-        .write_all(post_head(server.addr, call.len(), &[version]).as_bytes())
-        .unwrap();
-    unfinished.write_all(&call.as_bytes()[..10]).unwrap();
+    let unfinished_upload = || {
+        let mut stream = TcpStream::connect(server.addr).unwrap();
+        stream
+            .write_all(post_head(server.addr, call.len(), &[version]).as_bytes())
+            .unwrap();
+        stream.write_all(&call.as_bytes()[..10]).unwrap();
+        stream
+    };
+    let unfinished = unfinished_upload();
     std::thread::sleep(Duration::from_millis(200));
     let answer = post(server.addr, &call, &[version]);
     assert_eq!(
@@ -536,6 +540,23 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
     );
     assert!(started.elapsed() < Duration::from_secs(5));
 
+    // At most four bodies per slot are received at once: a fifth request is refused until one
+    // of them ends.
+    let uploads: Vec<TcpStream> = (0..4).map(|_| unfinished_upload()).collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let refused = loop {
+        let answer = post(server.addr, &call, &[version]);
+        if answer.status == 503 || Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert!(refused.text.contains("bodies"), "{refused:?}");
+    for upload in uploads {
+        assert_eq!(read_answer(upload).status, 408);
+    }
+
     // A call waiting on the journal, which another process holds locked, takes the only slot:
     // the next request is refused at once, and the waiting one ends at the time limit.
     let start = tool_call(
@@ -548,8 +569,14 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
     journal.execute_batch("BEGIN EXCLUSIVE").unwrap();
     let addr = server.addr;
     let waiting = std::thread::spawn(move || post(addr, &start, &[version]));
-    std::thread::sleep(Duration::from_millis(300));
-    let busy = post(server.addr, &call, &[version]);
+    // Until the waiting call has its slot, a request is answered; then it is refused.
+    let busy = loop {
+        let answer = post(server.addr, &call, &[version]);
+        if answer.status == 503 || waiting.is_finished() {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(busy.status, 503, "{busy:?}");
     assert!(
         busy.text.to_ascii_lowercase().contains("retry-after: 1"),
@@ -592,6 +619,11 @@ fn malformed_messages_get_a_json_rpc_error_and_silent_connections_are_closed() {
             -32600,
         ),
         (
+            r#"{"jsonrpc":"1.0","method":"notifications/initialized"}"#,
+            Value::Null,
+            -32600,
+        ),
+        (
             r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"x"}"#,
             json!(7),
             -32602,
@@ -606,6 +638,11 @@ fn malformed_messages_get_a_json_rpc_error_and_silent_connections_are_closed() {
             "{body}: {error}"
         );
     }
+    // A byte order mark before a valid message is skipped, as over stdio.
+    let ping = "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}";
+    let answer = post(server.addr, ping, &[version]);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(json_body(&answer)["id"], 3, "{answer:?}");
     // A connection whose headers never end, and one that sends nothing, are closed at the
     // time limit.
     let started = Instant::now();
@@ -905,23 +942,33 @@ fn heavy_queries_run_on_threads_of_lower_priority() {
         "{answer:?}"
     );
     // (name, niceness) of every thread of the server: field 19 of /proc/PID/task/TID/stat,
-    // counted after the parenthesised name.
+    // counted after the parenthesised name. A thread just started may not have named itself
+    // yet on a busy machine, and one may end while they are read: read until both heavy ones
+    // are there.
     let tasks = std::path::PathBuf::from(format!("/proc/{}/task", server.child.id()));
-    let threads: Vec<(String, i64)> = std::fs::read_dir(&tasks)
-        .unwrap()
-        .map(|task| {
-            let task = task.unwrap().path();
-            let name = std::fs::read_to_string(task.join("comm")).unwrap();
-            let stat = std::fs::read_to_string(task.join("stat")).unwrap();
-            let after_name = &stat[stat.rfind(')').unwrap() + 2..];
-            let nice = after_name.split(' ').nth(16).unwrap().parse().unwrap();
-            (name.trim().to_string(), nice)
-        })
-        .collect();
-    let heavy: Vec<_> = threads
-        .iter()
-        .filter(|(name, _)| name.starts_with("acpdb-heavy"))
-        .collect();
+    let read_threads = || -> Vec<(String, i64)> {
+        std::fs::read_dir(&tasks)
+            .unwrap()
+            .filter_map(|task| {
+                let task = task.ok()?.path();
+                let name = std::fs::read_to_string(task.join("comm")).ok()?;
+                let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+                let after_name = &stat[stat.rfind(')')? + 2..];
+                let nice = after_name.split(' ').nth(16)?.parse().ok()?;
+                Some((name.trim().to_string(), nice))
+            })
+            .collect()
+    };
+    let is_heavy = |(name, _): &&(String, i64)| name.starts_with("acpdb-heavy");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let threads = loop {
+        let threads = read_threads();
+        if threads.iter().filter(is_heavy).count() >= 2 || Instant::now() > deadline {
+            break threads;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let heavy: Vec<_> = threads.iter().filter(is_heavy).collect();
     assert_eq!(heavy.len(), 2, "{threads:?}");
     assert!(heavy.iter().all(|(_, nice)| *nice == 10), "{threads:?}");
     assert!(
