@@ -4,7 +4,8 @@
 //! rmcp's `StreamableHttpService` speaks the protocol (sessions with `Mcp-Session-Id`, or
 //! stateless JSON answers with `--stateless`) and checks the `Host` and `Origin` headers against
 //! DNS rebinding. In front of it, a guard checks the bearer token, reads the body whole (413
-//! past `--max-body`, 408 when it has not arrived within the time limit), answers a body that is
+//! past `--max-body`, 408 when it has not arrived within the time limit, 503 when four bodies
+//! per slot are being received already), answers a body that is
 //! not a valid JSON-RPC message with 400 and a JSON-RPC error (`messages::check`, as over
 //! stdio), refuses requests beyond the concurrency limit with 503 and ends those that run past
 //! the time limit. A connection whose request headers have not arrived within the time limit
