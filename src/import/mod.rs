@@ -153,7 +153,7 @@ impl ImportSummary {
 
 /// A size in the summary's units, decimal as the rate's MB/s (kB = 10^3 bytes, MB = 10^6,
 /// GB = 10^9), with one decimal: `40.2 kB`, `887.1 MB`, `9.0 GB`.
-fn size_text(bytes: u64) -> String {
+pub(super) fn size_text(bytes: u64) -> String {
     const UNITS: [(f64, &str); 3] = [(1e9, "GB"), (1e6, "MB"), (1e3, "kB")];
     let value = bytes as f64;
     UNITS

@@ -128,9 +128,9 @@ impl Reporter {
                 )
             })?;
         eprintln!(
-            "import: reading {} ({:.1} MB)",
+            "import: reading {} ({})",
             cache.display(),
-            total as f64 / 1e6
+            super::size_text(total)
         );
         let phase = Arc::new(Mutex::new(Phase::Reading.name()));
         let (stop, stopped) = mpsc::channel::<()>();
