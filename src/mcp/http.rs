@@ -9,7 +9,8 @@
 //! not a valid JSON-RPC message with 400 and a JSON-RPC error (`messages::check`, as over
 //! stdio), refuses requests beyond the concurrency limit with 503 and ends those that run past
 //! the time limit. A connection whose request headers have not arrived within the time limit
-//! is closed, and so is one left idle that long. SIGTERM or SIGINT stops accepting
+//! is closed, and so is one left idle that long, or whose client has read nothing of an answer
+//! for that long. SIGTERM or SIGINT stops accepting
 //! connections, lets the calls in flight finish (up to the drain time), then closes the
 //! sessions.
 //!
@@ -625,7 +626,7 @@ async fn accept(
             _ = &mut stopped => break,
         };
         let connection = http.serve_connection(
-            hyper_util::rt::TokioIo::new(stream),
+            StallLimited::new(hyper_util::rt::TokioIo::new(stream), header_timeout),
             hyper_util::service::TowerToHyperService::new(app.clone()),
         );
         let mut closing = closing_seen.clone();
@@ -648,6 +649,94 @@ async fn accept(
     drop(closing_seen);
     let _ = closing.send(());
     closing.closed().await;
+}
+
+/// A connection whose writes fail once one has waited `limit` for the client to read: an
+/// answer a client never reads would otherwise keep its connection and the answer's memory for
+/// ever, and a streamed one its slot and the drain too, since hyper asks an answer's body for
+/// more only when it can write.
+struct StallLimited<T> {
+    io: T,
+    limit: Duration,
+    /// Running while a write waits.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> StallLimited<T> {
+    fn new(io: T, limit: Duration) -> StallLimited<T> {
+        StallLimited {
+            io,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// `polled`, or an error once writes have waited `limit`.
+    fn unless_stalled<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<std::io::Result<R>>,
+    ) -> Poll<std::io::Result<R>> {
+        if polled.is_ready() {
+            self.stalled = None;
+            return polled;
+        }
+        let limit = self.limit;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if stalled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client read nothing of an answer within the time limit",
+            )));
+        }
+        Poll::Pending
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for StallLimited<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for StallLimited<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.unless_stalled(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.unless_stalled(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.io).poll_flush(cx);
+        self.unless_stalled(cx, polled)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.unless_stalled(cx, polled)
+    }
 }
 
 /// Waits until no request is in progress (its body arriving, its call running or its answer

@@ -670,6 +670,94 @@ fn malformed_messages_get_a_json_rpc_error_and_silent_connections_are_closed() {
     assert_eq!(post(server.addr, &call, &[version]).status, 200);
 }
 
+/// A connection to `addr` whose receive buffer is as small as the system allows, so that an
+/// answer it does not read fills it at once.
+#[cfg(target_os = "linux")]
+fn connect_reading_little(addr: SocketAddr) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(v4) = addr else {
+        panic!("the test server listens on IPv4")
+    };
+    // SAFETY: a new socket is configured and connected through valid pointers to local values
+    // of the sizes given; its descriptor is then owned by the returned stream alone.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let size: libc::c_int = 4096;
+        let set = libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        assert_eq!(set, 0, "setsockopt: {}", std::io::Error::last_os_error());
+        let peer = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: v4.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(v4.ip().octets()),
+            },
+            sin_zero: [0; 8],
+        };
+        let connected = libc::connect(
+            fd,
+            (&peer as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(connected, 0, "connect: {}", std::io::Error::last_os_error());
+        TcpStream::from_raw_fd(fd)
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_connection_whose_client_reads_no_answer_is_closed_at_the_time_limit() {
+    let project = demo();
+    let server = HttpServer::start(
+        project.root(),
+        &[
+            "--stateless",
+            "--request-timeout",
+            "1",
+            "--max-body",
+            "8000000",
+        ],
+    );
+    let version = ("MCP-Protocol-Version", "2025-06-18");
+    // An answer of 13 MB (the text comes back twice, as given and expanded, in the text and the
+    // structured content), more than the sockets can hold (4 MiB at most for the server's).
+    let text = "plain words ".repeat(270_000);
+    let expand = tool_call(1, "acp_expand", json!({ "text": text }));
+    let mut stalled = connect_reading_little(server.addr);
+    stalled
+        .write_all(post_head(server.addr, expand.len(), &[version]).as_bytes())
+        .unwrap();
+    stalled.write_all(expand.as_bytes()).unwrap();
+    // The server's writes wait for the client to read; a second past the limit, it gives up
+    // and closes the connection, with most of the answer never sent.
+    std::thread::sleep(Duration::from_millis(3000));
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut received = 0;
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        match stalled.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => received += n,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("the connection was not closed: {e} after {received} bytes"),
+        }
+    }
+    assert!(
+        received < 12_000_000,
+        "the whole answer waited for the client: {received} bytes"
+    );
+    let call = tool_call(2, "acp_query", json!({"type": "stats"}));
+    assert_eq!(post(server.addr, &call, &[version]).status, 200);
+}
+
 #[test]
 fn no_client_sets_the_log_level_of_a_shared_server() {
     let project = demo();
