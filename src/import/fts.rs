@@ -300,12 +300,7 @@ impl FtsBuilder {
         for (table, _) in TABLES {
             conn.execute_batch(&merge_settings(table))?;
         }
-        let spool = Arc::new(tempfile::tempfile_in(spill_dir).with_context(|| {
-            format!(
-                "cannot create a temporary file in {} for the full-text indexes",
-                spill_dir.display()
-            )
-        })?);
+        let spool = Arc::new(super::spill_file(spill_dir, "the full-text indexes")?);
         let in_memory = Arc::new(AtomicUsize::new(0));
         let (messages, received) = channel::<Message>();
         let (give_back, returned) = sync_channel::<Batch>(BATCHES_GIVEN_BACK);

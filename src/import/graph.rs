@@ -229,12 +229,7 @@ impl EdgeLog {
     /// Sorts the buffer and writes it out as a run.
     fn spill(&mut self) -> Result<()> {
         self.buffer.sort_unstable();
-        let file = tempfile::tempfile_in(&self.dir).with_context(|| {
-            format!(
-                "cannot create a temporary file in {} for the call graph",
-                self.dir.display()
-            )
-        })?;
+        let file = super::spill_file(&self.dir, "the call graph")?;
         let mut writer = BufWriter::with_capacity(1 << 16, file);
         for edge in &self.buffer {
             writer.write_all(&edge.to_le_bytes())?;

@@ -57,11 +57,12 @@ impl SeenKeys {
 /// 2^-84 per pair at 10M names, 10^-12 among them).
 ///
 /// The table grows by half when four fifths of its home slots are used, so it takes 15–23
-/// bytes per name (a table of 16-byte slots that doubles at three quarters took 21–43). As the slots keep no
-/// home bits, the table is built again from the hashes in id order, which every insert appends
-/// to a temporary file: the old slots are emptied before the table grows, so (with glibc, which
-/// moves a large block's pages when it grows) they are never held beside the new ones. A probe never wraps around: past the last home slot it goes on into a
-/// tail that grows as needed.
+/// bytes per name (a table of 16-byte slots that doubles at three quarters took 21–43). As
+/// the slots keep no home bits, the table is built again from the hashes in id order, which
+/// every insert appends to a temporary file: the old slots are emptied before the table grows,
+/// so (with glibc, which moves a large block's pages when it grows) they are never held beside
+/// the new ones. A probe never wraps around: past the last home slot it goes on into a tail
+/// that grows as needed.
 pub(super) struct NodeIds {
     /// `homes` slots where probes start, then the tail; an id of 0 marks an empty slot.
     slots: Vec<Slot>,
@@ -89,12 +90,7 @@ const TAIL_ROOM: usize = 64;
 impl NodeIds {
     /// An empty table whose hashes file is created in `spill_dir`.
     pub(super) fn new(spill_dir: &Path) -> Result<NodeIds> {
-        let file = tempfile::tempfile_in(spill_dir).with_context(|| {
-            format!(
-                "cannot create a temporary file in {} for the call graph's names",
-                spill_dir.display()
-            )
-        })?;
+        let file = super::spill_file(spill_dir, "the call graph's names")?;
         Ok(NodeIds {
             slots: Vec::new(),
             homes: 0,
@@ -147,7 +143,7 @@ impl NodeIds {
             .context("more than 4 billion graph nodes")?;
         self.hashes
             .write_all(&hash.to_le_bytes())
-            .context("writing the call graph's names to a temporary file")?;
+            .context(WRITING)?;
         self.len = id;
         if id as usize * 5 > self.homes * 4 {
             self.grow()?;
@@ -157,8 +153,8 @@ impl NodeIds {
         Ok(id)
     }
 
-    /// Empties the slots, makes room for half as many more, and places every id again, reading the
-    /// hashes back from their file (its last one included).
+    /// Empties the slots, makes room for half as many more, and places every id again, reading
+    /// the hashes back from their file (its last one included).
     fn grow(&mut self) -> Result<()> {
         let homes = (self.homes + self.homes / 2).max(FIRST_SLOTS);
         // Emptied and grown rather than freed and allocated again: the allocator moves the
@@ -168,9 +164,7 @@ impl NodeIds {
         self.slots.reserve_exact(homes + TAIL_ROOM);
         self.slots.resize(homes, Slot::default());
         self.homes = homes;
-        self.hashes
-            .flush()
-            .context("writing the call graph's names to a temporary file")?;
+        self.hashes.flush().context(WRITING)?;
         let file = self.hashes.get_mut();
         let reading = "reading back the call graph's names";
         file.rewind().context(reading)?;
@@ -212,7 +206,10 @@ fn place(slots: &mut Vec<Slot>, homes: usize, hash: u128, id: u32) {
 }
 
 /// Bytes of a hash in the hashes file.
-const HASH_BYTES: usize = 16;
+const HASH_BYTES: usize = std::mem::size_of::<u128>();
+
+/// What failed when the hashes file cannot be written.
+const WRITING: &str = "writing the call graph's names to a temporary file";
 
 /// A hash's low 64 bits (which choose its home slot) and its high 64 bits (stored and compared).
 fn split(hash: u128) -> (u64, [u32; 2]) {

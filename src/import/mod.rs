@@ -151,6 +151,17 @@ impl ImportSummary {
     }
 }
 
+/// An anonymous temporary file in `dir` (next to the database being built) for the import's
+/// data that does not stay in memory; `what` names that data in the error.
+pub(super) fn spill_file(dir: &Path, what: &str) -> Result<fs::File> {
+    tempfile::tempfile_in(dir).with_context(|| {
+        format!(
+            "cannot create a temporary file in {} for {what}",
+            dir.display()
+        )
+    })
+}
+
 /// A size in the summary's units, decimal as the rate's MB/s (kB = 10^3 bytes, MB = 10^6,
 /// GB = 10^9), with one decimal: `40.2 kB`, `887.1 MB`, `9.0 GB`.
 pub(super) fn size_text(bytes: u64) -> String {

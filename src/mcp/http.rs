@@ -256,7 +256,7 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         return busy(format!(
             "{} request bodies are being received, the server's limit ({RECEIVING_PER_SLOT} \
              per slot of acpdb serve --max-concurrent)",
-            guard.receiving_limit()
+            receiving_limit(guard.max_concurrent)
         ));
     };
     let request = match tokio::time::timeout_at(
@@ -307,11 +307,9 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     }
 }
 
-impl Guard {
-    /// Bodies that may be received at once.
-    fn receiving_limit(&self) -> usize {
-        self.max_concurrent.saturating_mul(RECEIVING_PER_SLOT)
-    }
+/// Bodies that may be received at once under a limit of `max_concurrent` requests answered.
+fn receiving_limit(max_concurrent: usize) -> usize {
+    max_concurrent.saturating_mul(RECEIVING_PER_SLOT)
 }
 
 /// `request` with its body read whole (at most `limit` bytes) and, for a JSON `POST`, checked
@@ -350,9 +348,8 @@ async fn receive(request: Request, limit: usize) -> Result<Request, Response> {
     }
     if parts.method == Method::POST && is_json(&parts.headers) {
         // rmcp refuses a byte order mark, which the checks skip.
-        if messages::without_bom(&bytes).len() < bytes.len() {
-            bytes.drain(..3);
-        }
+        let mark = bytes.len() - messages::without_bom(&bytes).len();
+        bytes.drain(..mark);
         let rejection = match messages::check(&bytes) {
             Ok(Some(_)) => None,
             Ok(None) => Some(Rejection::new(
@@ -536,9 +533,7 @@ pub(super) async fn serve(
     let guard_state = Arc::new(Guard {
         token: options.token.clone(),
         in_progress: Arc::default(),
-        receiving: Arc::new(Semaphore::new(
-            options.max_concurrent.saturating_mul(RECEIVING_PER_SLOT),
-        )),
+        receiving: Arc::new(Semaphore::new(receiving_limit(options.max_concurrent))),
         slots: Arc::new(Semaphore::new(options.max_concurrent)),
         max_concurrent: options.max_concurrent,
         max_body_bytes: options.max_body_bytes,

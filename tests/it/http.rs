@@ -146,6 +146,22 @@ fn post_naming_host(addr: SocketAddr, host: &str, body: &str, extra: &[(&str, &s
     read_answer(stream)
 }
 
+/// Posts `body` until it is refused with 503 or `give_up` says so; the last answer.
+fn post_until_refused(
+    addr: SocketAddr,
+    body: &str,
+    extra: &[(&str, &str)],
+    give_up: impl Fn() -> bool,
+) -> Answer {
+    loop {
+        let answer = post(addr, body, extra);
+        if answer.status == 503 || give_up() {
+            return answer;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn get(addr: SocketAddr, path: &str) -> Answer {
     let mut stream = TcpStream::connect(addr).unwrap();
     write!(
@@ -544,13 +560,7 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
     // of them ends.
     let uploads: Vec<TcpStream> = (0..4).map(|_| unfinished_upload()).collect();
     let deadline = Instant::now() + Duration::from_secs(5);
-    let refused = loop {
-        let answer = post(server.addr, &call, &[version]);
-        if answer.status == 503 || Instant::now() > deadline {
-            break answer;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let refused = post_until_refused(server.addr, &call, &[version], || Instant::now() > deadline);
     assert_eq!(refused.status, 503, "{refused:?}");
     assert!(refused.text.contains("bodies"), "{refused:?}");
     for upload in uploads {
@@ -570,13 +580,7 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
     let addr = server.addr;
     let waiting = std::thread::spawn(move || post(addr, &start, &[version]));
     // Until the waiting call has its slot, a request is answered; then it is refused.
-    let busy = loop {
-        let answer = post(server.addr, &call, &[version]);
-        if answer.status == 503 || waiting.is_finished() {
-            break answer;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let busy = post_until_refused(server.addr, &call, &[version], || waiting.is_finished());
     assert_eq!(busy.status, 503, "{busy:?}");
     assert!(
         busy.text.to_ascii_lowercase().contains("retry-after: 1"),
