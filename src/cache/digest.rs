@@ -27,14 +27,70 @@ pub const DIGESTED: [Section; 4] = [
     Section::GraphReverse,
 ];
 
-/// The digest of the entry `key: raw` of `section`.
+/// The digest of the entry `key: raw` of `section`. The bytes are hashed in blocks of
+/// [`DIGEST_BLOCK`], so that [`EntryDigest`] gives the same digest from the bytes in parts.
 pub fn entry_digest(section: Section, key: &str, raw: &[u8]) -> i64 {
+    let mut hasher = keyed_hasher(section, key);
+    raw.chunks(DIGEST_BLOCK)
+        .for_each(|block| hasher.write(block));
+    hasher.finish() as i64
+}
+
+/// Bytes hashed at a time in an entry digest (an entry no longer than this is hashed in one).
+const DIGEST_BLOCK: usize = 1 << 16;
+
+/// An [`entry_digest`] computed from the entry's bytes as they stream by, in parts of any size
+/// (a call-graph hub's list is never held whole).
+pub struct EntryDigest {
+    hasher: foldhash::quality::FoldHasher<'static>,
+    /// Bytes of a block not hashed yet (fewer than [`DIGEST_BLOCK`]).
+    block: Vec<u8>,
+}
+
+impl EntryDigest {
+    /// The digest of an entry of `section` under `key`, before any of its bytes.
+    pub fn new(section: Section, key: &str) -> EntryDigest {
+        EntryDigest {
+            hasher: keyed_hasher(section, key),
+            block: Vec::new(),
+        }
+    }
+
+    /// Adds the entry's next bytes.
+    pub fn update(&mut self, mut bytes: &[u8]) {
+        if !self.block.is_empty() {
+            let take = bytes.len().min(DIGEST_BLOCK - self.block.len());
+            self.block.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.block.len() < DIGEST_BLOCK {
+                return;
+            }
+            self.hasher.write(&self.block);
+            self.block.clear();
+        }
+        let whole = bytes.len() - bytes.len() % DIGEST_BLOCK;
+        bytes[..whole]
+            .chunks(DIGEST_BLOCK)
+            .for_each(|block| self.hasher.write(block));
+        self.block.extend_from_slice(&bytes[whole..]);
+    }
+
+    /// The digest of all the bytes added.
+    pub fn finish(mut self) -> i64 {
+        if !self.block.is_empty() {
+            self.hasher.write(&self.block);
+        }
+        self.hasher.finish() as i64
+    }
+}
+
+/// The hasher of an entry digest once it has taken the entry's section and key.
+fn keyed_hasher(section: Section, key: &str) -> foldhash::quality::FoldHasher<'static> {
     let mut hasher = DIGEST_SEED.build_hasher();
     hasher.write_u8(section_code(section));
     hasher.write_u64(key.len() as u64);
     hasher.write(key.as_bytes());
-    hasher.write(raw);
-    hasher.finish() as i64
+    hasher
 }
 
 /// The fixed seed of entry digests (any constant would do; it must not change between runs).
@@ -182,6 +238,34 @@ mod tests {
     fn an_entry_digest_is_the_value_databases_store() {
         let digest = entry_digest(Section::Symbols, "validateSession", br#"{"line": 3}"#);
         assert_eq!(digest, 2_468_586_514_082_388_377);
+    }
+
+    #[test]
+    fn a_digest_from_parts_is_the_digest_of_the_whole() {
+        let raw: Vec<u8> = (0..3 * DIGEST_BLOCK + 17)
+            .map(|i| (i * 31 % 251) as u8)
+            .collect();
+        for len in [0, 5, DIGEST_BLOCK, DIGEST_BLOCK + 1, raw.len()] {
+            let whole = entry_digest(Section::GraphReverse, "hub", &raw[..len]);
+            for part in [
+                1,
+                7,
+                4096,
+                DIGEST_BLOCK - 1,
+                DIGEST_BLOCK,
+                2 * DIGEST_BLOCK + 3,
+            ] {
+                let mut digest = EntryDigest::new(Section::GraphReverse, "hub");
+                raw[..len].chunks(part).for_each(|p| digest.update(p));
+                assert_eq!(digest.finish(), whole, "{len} bytes in parts of {part}");
+            }
+        }
+        let mut longer = EntryDigest::new(Section::GraphReverse, "hub");
+        longer.update(&raw[..DIGEST_BLOCK + 1]);
+        assert_ne!(
+            longer.finish(),
+            entry_digest(Section::GraphReverse, "hub", &raw[..DIGEST_BLOCK])
+        );
     }
 
     #[test]

@@ -27,6 +27,23 @@ pub struct NameList {
 }
 
 impl NameList {
+    /// An empty list with room for the names of the JSON text `raw` (its length, half its
+    /// quotes), or for the first `most` of them, so that its buffers are allocated once.
+    pub fn sized_for(raw: &[u8], most: usize) -> NameList {
+        let quoted = memchr::memchr_iter(b'"', raw).count() / 2;
+        let items = quoted.min(most);
+        let text = if quoted > most {
+            raw.len() / quoted * most
+        } else {
+            raw.len()
+        };
+        NameList {
+            text: String::with_capacity(text),
+            hashes: Vec::with_capacity(items),
+            ends: Vec::with_capacity(items),
+        }
+    }
+
     /// Number of names.
     pub fn len(&self) -> usize {
         self.ends.len()
@@ -64,7 +81,8 @@ impl NameList {
         )
     }
 
-    fn push(&mut self, name: &str) -> Result<(), &'static str> {
+    /// Appends `name` with its hash.
+    pub(super) fn push(&mut self, name: &str) -> Result<(), &'static str> {
         self.text.push_str(name);
         let end = u32::try_from(self.text.len()).map_err(|_| "a list of over 4 GiB of names")?;
         self.hashes.push(name_hash(name));
@@ -75,21 +93,13 @@ impl NameList {
 
 /// Deserializes a JSON array of strings into a [`NameList`]; any other value (an array holding
 /// something else than a string included) is refused, and the caller parses it as a [`Value`].
-pub struct NameListSeed {
-    /// Bytes the names may take (their JSON text is never shorter).
-    text: usize,
-    /// Names the list may hold (half its quotes).
-    items: usize,
-}
+pub struct NameListSeed(NameList);
 
 impl NameListSeed {
     /// A seed for the JSON text `raw`, which sizes the list from it so that its buffers are
     /// allocated once.
     pub fn for_json(raw: &[u8]) -> NameListSeed {
-        NameListSeed {
-            text: raw.len(),
-            items: memchr::memchr_iter(b'"', raw).count() / 2,
-        }
+        NameListSeed(NameList::sized_for(raw, usize::MAX))
     }
 }
 
@@ -109,12 +119,7 @@ impl<'de> Visitor<'de> for NameListSeed {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<NameList, A::Error> {
-        let items = seq.size_hint().unwrap_or(self.items);
-        let mut list = NameList {
-            text: String::with_capacity(self.text),
-            hashes: Vec::with_capacity(items),
-            ends: Vec::with_capacity(items),
-        };
+        let mut list = self.0;
         while seq.next_element_seed(NameSeed(&mut list))?.is_some() {}
         Ok(list)
     }

@@ -5,19 +5,22 @@
 //! `constraints.by_file`/`by_lock_level`, the `constraints` lists and the vars file's
 //! `variables` is parsed on its own with `serde_json::from_slice` and sent as an [`Event`] in
 //! batches over a bounded channel. Memory stays bounded by the largest single entry, whatever
-//! the document's size, and top-level keys may come in any order.
+//! the document's size, and top-level keys may come in any order. In a full import a
+//! call-graph list is read name by name and a long one goes over in parts of [`LIST_PART`]
+//! names, so that a hub's list, the longest entry of a large cache, is never held whole.
 //!
 //! Errors name the file, the JSON path of the entry being read, and the line and column.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
 
-use super::digest::{entry_digest, Hints, KnownEntries, DIGESTED};
+use super::digest::{entry_digest, EntryDigest, Hints, KnownEntries, DIGESTED};
 use super::fields::{self, Record, RecordSeed};
 use super::names::{name_hash, NameList, NameListSeed};
 use serde::de::{DeserializeOwned, DeserializeSeed};
@@ -149,13 +152,23 @@ pub enum Event {
         digest: Option<i64>,
     },
     /// One `graph.forward` or `graph.reverse` list whose items are all names, with the hash of
-    /// its key (`cache::names`); other lists come as [`Event::Entry`].
+    /// its key (`cache::names`); other lists come as [`Event::Entry`]. In a full import, a list
+    /// of more than [`LIST_PART`] names comes in parts: [`Event::GraphListPart`]s, then this
+    /// event with the last names and the digest of the whole entry, or, when an item turns out
+    /// not to be a name, an [`Event::Entry`] with the whole list, which replaces the parts.
     GraphList {
         section: Section,
         key: String,
         key_hash: u128,
         names: NameList,
         digest: i64,
+    },
+    /// The next [`LIST_PART`] names of a call-graph list being read (see [`Event::GraphList`]).
+    GraphListPart {
+        section: Section,
+        key: String,
+        key_hash: u128,
+        names: NameList,
     },
     /// An entry whose digest the database already holds (see [`read_document_with`]): not
     /// parsed, only the id of the row that holds it.
@@ -227,8 +240,16 @@ impl Default for Limits {
     }
 }
 
+/// Entries per batch, at most.
 const BATCH: usize = 512;
+/// Document bytes a batch spans, at most (but for its last entry): large entries go one or a
+/// few at a time, within [`BYTES_AHEAD`].
+const BATCH_BYTES: u64 = 1 << 20;
 const READ_SIZE: usize = 1 << 20;
+
+/// Names of a long call-graph list handed over at a time ([`Event::GraphListPart`]): a hub's
+/// list is never held whole, only a part of about half a megabyte per batch in flight.
+pub const LIST_PART: usize = 8192;
 
 /// Where the reader sends its batches, and where they may come back to be freed here.
 pub struct Channels {
@@ -237,7 +258,36 @@ pub struct Channels {
     /// Events the consumer is done with: freed on the reading thread, which allocated their
     /// contents (freeing another thread's allocations contends for its allocator's lock).
     pub spent: Option<Receiver<Vec<Event>>>,
+    /// Batches the consumer has written, counted by it ([`InFlight`]); `None` when nothing
+    /// but the channel's length bounds the batches ahead.
+    pub written: Option<Arc<InFlight>>,
 }
+
+/// The consumer's side of the bound on the bytes the reader may be ahead: the reader sends a
+/// batch only while the document bytes of the batches not yet written stay under
+/// [`BYTES_AHEAD`] (a batch always goes when none is waiting). Without it, a run of large
+/// entries (a cache's domains, each listing thousands of files) would all wait in the channel
+/// at once, parsed.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    written: AtomicU64,
+}
+
+impl InFlight {
+    /// Counts one batch as written.
+    pub fn wrote_batch(&self) {
+        self.written.fetch_add(1, Ordering::Release);
+    }
+
+    /// Says that no more batches will be written (the consumer stopped): the reader no longer
+    /// waits for them.
+    pub fn stopped(&self) {
+        self.written.store(u64::MAX, Ordering::Release);
+    }
+}
+
+/// Bytes of the document the batches waiting for the writer may span (see [`InFlight`]).
+pub const BYTES_AHEAD: u64 = 8 << 20;
 
 /// Reads `path`, sending events in batches to `tx`. Returns when the document has been read or
 /// the receiver hung up.
@@ -251,6 +301,7 @@ pub fn read_document(
     let channels = Channels {
         events: tx,
         spent: None,
+        written: None,
     };
     read_document_with(path, kind, limits, None, progress, channels)
 }
@@ -286,10 +337,17 @@ pub fn read_document_with(
             pos: 0,
             base: 0,
             eof: false,
+            hashed: 0,
             max_entry_bytes: limits.max_entry_bytes,
         },
         tx: channels.events,
         spent: channels.spent,
+        ahead: channels.written.map(|written| Ahead {
+            written,
+            sent: 0,
+            waiting: VecDeque::new(),
+        }),
+        flushed_at: 0,
         batch: Vec::with_capacity(BATCH),
         kind,
         known,
@@ -425,6 +483,35 @@ impl SourceHash {
     }
 }
 
+/// An empty list with room for the names in `rest` (the buffer from a list's next name) up to
+/// the first `]` (the list's end, unless a name holds one), at most [`LIST_PART`] of them.
+fn sized_list(rest: &[u8]) -> NameList {
+    let end = memchr::memchr(b']', rest).unwrap_or(rest.len());
+    NameList::sized_for(&rest[..end], LIST_PART)
+}
+
+/// What [`Reader::name_list`] made of a call-graph list.
+enum Listed {
+    /// Every item a name: the last names (after any parts sent) and the entry's digest.
+    Names { names: NameList, digest: i64 },
+    /// An item that is not a name, or a list that is not well-formed; whether parts were sent.
+    NotNames { parts: bool },
+}
+
+/// A call-graph list being read by [`Reader::name_list`].
+struct ListScan<'k> {
+    /// Where the list starts in the file.
+    start_offset: u64,
+    /// Index into the buffer of the next byte to read.
+    i: usize,
+    /// Index into the buffer of the first byte not yet added to the digest.
+    digested: usize,
+    /// The digest of the bytes dropped from the buffer so far, once any were.
+    digest: Option<EntryDigest>,
+    section: Section,
+    key: &'k str,
+}
+
 /// A sliding window over the file with a structural JSON scanner.
 struct Scanner {
     file: File,
@@ -436,6 +523,8 @@ struct Scanner {
     pos: usize,
     base: u64,
     eof: bool,
+    /// Bytes of the file handed to the hasher (more than `base + buf.len()` after a rewind).
+    hashed: u64,
     max_entry_bytes: u64,
 }
 
@@ -466,11 +555,17 @@ impl Scanner {
             }
         };
         self.buf.truncate(old + n);
-        if !self.hasher.update(&self.buf[old..]) {
-            return Err(Failure::at(
-                self.base + old as u64,
-                "the thread that hashes the file stopped",
-            ));
+        // Bytes read again after a rewind were hashed the first time.
+        let read_from = self.base + old as u64;
+        let unhashed = old + self.hashed.saturating_sub(read_from).min(n as u64) as usize;
+        if unhashed < old + n {
+            if !self.hasher.update(&self.buf[unhashed..]) {
+                return Err(Failure::at(
+                    read_from,
+                    "the thread that hashes the file stopped",
+                ));
+            }
+            self.hashed = read_from + n as u64;
         }
         if n == 0 {
             // Nothing moves at the end of the file, so the caller's offsets stay valid.
@@ -489,8 +584,31 @@ impl Scanner {
         }
         self.progress
             .bytes
-            .store(self.base + self.buf.len() as u64, Ordering::Relaxed);
+            .fetch_max(self.base + self.buf.len() as u64, Ordering::Relaxed);
         Ok(Some(shift))
+    }
+
+    /// Goes back to the byte at `offset`, dropped from the buffer already, to read it again.
+    fn rewind(&mut self, offset: u64) -> Result<(), Failure> {
+        self.file
+            .seek(io::SeekFrom::Start(offset))
+            .map_err(|e| Failure::at(offset, format!("read error: {e}")))?;
+        self.buf.clear();
+        self.base = offset;
+        self.pos = 0;
+        self.eof = false;
+        Ok(())
+    }
+
+    /// The failure of an entry, starting at `offset`, that outgrew `--max-entry-mb`.
+    fn entry_too_large(&self, offset: u64) -> Failure {
+        Failure::at(
+            offset,
+            format!(
+                "an entry is larger than the {} MiB limit for one entry (raise it with --max-entry-mb)",
+                self.max_entry_bytes >> 20
+            ),
+        )
     }
 
     /// The next non-whitespace byte, not consumed; `None` at end of file.
@@ -592,13 +710,7 @@ impl Scanner {
                 i += 1;
             }
             if (i - start) as u64 > self.max_entry_bytes {
-                return Err(Failure::at(
-                    self.base + start as u64,
-                    format!(
-                        "an entry is larger than the {} MiB limit for one entry (raise it with --max-entry-mb)",
-                        self.max_entry_bytes >> 20
-                    ),
-                ));
+                return Err(self.entry_too_large(self.base + start as u64));
             }
             match self.fill(start)? {
                 Some(shift) => {
@@ -700,10 +812,41 @@ pub(crate) fn json_type(value: &Value) -> &'static str {
     }
 }
 
+/// The reader's side of [`InFlight`].
+struct Ahead {
+    written: Arc<InFlight>,
+    /// Batches sent.
+    sent: u64,
+    /// Document bytes of each batch sent and not known to be written, oldest first.
+    waiting: VecDeque<u64>,
+}
+
+impl Ahead {
+    /// Waits until a batch that spans `bytes` of the document may be sent, and counts it sent.
+    fn wait_for_room(&mut self, bytes: u64) {
+        loop {
+            let written = self.written.written.load(Ordering::Acquire);
+            while self.sent - (self.waiting.len() as u64) < written && !self.waiting.is_empty() {
+                self.waiting.pop_front();
+            }
+            if self.waiting.is_empty() || self.waiting.iter().sum::<u64>() + bytes <= BYTES_AHEAD {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        self.waiting.push_back(bytes);
+        self.sent += 1;
+    }
+}
+
 struct Reader {
     scan: Scanner,
     tx: SyncSender<Vec<Event>>,
     spent: Option<Receiver<Vec<Event>>>,
+    /// The bound on the bytes ahead of the writer, when the consumer counts what it wrote.
+    ahead: Option<Ahead>,
+    /// Where the batch being filled starts in the document.
+    flushed_at: u64,
     batch: Vec<Event>,
     kind: DocumentKind,
     /// Digests of the entries a delta import's database holds.
@@ -714,7 +857,9 @@ struct Reader {
 impl Reader {
     fn send(&mut self, event: Event) -> Result<(), Failure> {
         self.batch.push(event);
-        if self.batch.len() >= BATCH {
+        if self.batch.len() >= BATCH
+            || self.scan.offset().saturating_sub(self.flushed_at) >= BATCH_BYTES
+        {
             self.flush()?;
         }
         Ok(())
@@ -724,6 +869,11 @@ impl Reader {
         if self.batch.is_empty() {
             return Ok(());
         }
+        let end = self.scan.offset();
+        if let Some(ahead) = &mut self.ahead {
+            ahead.wait_for_room(end.saturating_sub(self.flushed_at));
+        }
+        self.flushed_at = end;
         if let Some(spent) = &self.spent {
             spent.try_iter().for_each(drop);
         }
@@ -848,8 +998,32 @@ impl Reader {
         let digested = DIGESTED.contains(&section);
         self.object(parent, |reader, key| {
             let path = || member_path(parent, &key);
-            reader.scan.peek()?;
+            let first = reader.scan.peek()?;
             let entry_offset = reader.scan.offset();
+            // A full import reads a call-graph list name by name (a delta needs the whole
+            // entry's bytes first, to recognise it unchanged).
+            let graph = matches!(section, Section::GraphForward | Section::GraphReverse);
+            let mut parts_sent = false;
+            if graph && reader.known.is_none() && first == Some(b'[') {
+                match reader
+                    .name_list(section, &key)
+                    .map_err(|f| f.in_path(path))?
+                {
+                    Listed::Names { names, digest } => {
+                        return reader.send(Event::GraphList {
+                            section,
+                            key_hash: name_hash(&key),
+                            key,
+                            names,
+                            digest,
+                        })
+                    }
+                    Listed::NotNames { parts } => {
+                        parts_sent = parts;
+                        reader.scan.rewind(entry_offset)?;
+                    }
+                }
+            }
             let (start, end) = reader.scan.value_range().map_err(|f| f.in_path(path))?;
             let digest =
                 digested.then(|| entry_digest(section, &key, &reader.scan.buf[start..end]));
@@ -884,9 +1058,9 @@ impl Reader {
                     }
                 });
             }
-            // A list of names goes over with its names hashed; any other value is parsed whole.
-            let graph = matches!(section, Section::GraphForward | Section::GraphReverse);
-            if graph && reader.scan.buf[start] == b'[' {
+            // A list of names goes over with its names hashed; any other value is parsed whole,
+            // as is a list whose first parts went over before an item that is not a name.
+            if graph && !parts_sent && reader.scan.buf[start] == b'[' {
                 let seed = NameListSeed::for_json(&reader.scan.buf[start..end]);
                 if let Ok(names) = reader.scan.parse_seed(start, end, seed) {
                     return reader.send(Event::GraphList {
@@ -917,6 +1091,154 @@ impl Reader {
             })
         })?;
         Ok(None)
+    }
+
+    /// The call-graph list that starts at the next byte, read name by name: every
+    /// [`LIST_PART`] names go over as an [`Event::GraphListPart`], and the list's bytes are
+    /// dropped as they are read and digested. When an item is not a name, or the list is not
+    /// well-formed, the caller reads the entry again from its first byte.
+    fn name_list(&mut self, section: Section, key: &str) -> Result<Listed, Failure> {
+        let start = self.scan.pos;
+        let mut list = ListScan {
+            start_offset: self.scan.offset(),
+            i: start + 1,
+            digested: start,
+            digest: None,
+            section,
+            key,
+        };
+        let mut names = sized_list(&self.scan.buf[list.i..]);
+        let mut parts = false;
+        let mut first = true;
+        loop {
+            let Some(mut b) = self.list_byte(&mut list)? else {
+                return Ok(Listed::NotNames { parts });
+            };
+            if b == b']' {
+                break;
+            }
+            if !first {
+                if b != b',' {
+                    return Ok(Listed::NotNames { parts });
+                }
+                list.i += 1;
+                b = match self.list_byte(&mut list)? {
+                    Some(b) => b,
+                    None => return Ok(Listed::NotNames { parts }),
+                };
+            }
+            first = false;
+            if b != b'"' {
+                return Ok(Listed::NotNames { parts });
+            }
+            let Some((end, escaped)) = self.string_end(&mut list)? else {
+                return Ok(Listed::NotNames { parts });
+            };
+            let quoted = &self.scan.buf[list.i..end];
+            let pushed = if escaped {
+                serde_json::from_slice::<String>(quoted)
+                    .ok()
+                    .map(|name| names.push(&name))
+            } else {
+                let inner = &quoted[1..quoted.len() - 1];
+                (!inner.iter().any(|&b| b < 0x20))
+                    .then(|| std::str::from_utf8(inner).ok())
+                    .flatten()
+                    .map(|name| names.push(name))
+            };
+            match pushed {
+                Some(Ok(())) => {}
+                Some(Err(message)) => return Err(Failure::at(list.start_offset, message)),
+                None => return Ok(Listed::NotNames { parts }),
+            }
+            list.i = end;
+            if names.len() == LIST_PART {
+                self.send(Event::GraphListPart {
+                    section,
+                    key: key.to_string(),
+                    key_hash: name_hash(key),
+                    names: std::mem::replace(&mut names, sized_list(&self.scan.buf[end..])),
+                })?;
+                // Sent at once, so that at most a part per batch waits for the writer.
+                self.flush()?;
+                parts = true;
+            }
+        }
+        list.i += 1;
+        let bytes = &self.scan.buf[list.digested..list.i];
+        let digest = match list.digest {
+            None => entry_digest(section, key, bytes),
+            Some(mut digest) => {
+                digest.update(bytes);
+                digest.finish()
+            }
+        };
+        self.scan.pos = list.i;
+        Ok(Listed::Names { names, digest })
+    }
+
+    /// The next byte of a list being read by [`Reader::name_list`] that is not whitespace,
+    /// not consumed; `None` at the end of the file.
+    fn list_byte(&mut self, list: &mut ListScan) -> Result<Option<u8>, Failure> {
+        loop {
+            while let Some(&b) = self.scan.buf.get(list.i) {
+                match b {
+                    b' ' | b'\t' | b'\n' | b'\r' => list.i += 1,
+                    b => return Ok(Some(b)),
+                }
+            }
+            if !self.more(list, list.i)? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Where the string that starts at `list.i` ends (after its closing quote), and whether
+    /// it has an escape; `None` at the end of the file.
+    fn string_end(&mut self, list: &mut ListScan) -> Result<Option<(usize, bool)>, Failure> {
+        let mut j = list.i + 1;
+        let mut escaped = false;
+        loop {
+            if let Some(skip) = memchr::memchr2(b'"', b'\\', &self.scan.buf[j..]) {
+                j += skip;
+                if self.scan.buf[j] == b'"' {
+                    return Ok(Some((j + 1, escaped)));
+                }
+                escaped = true;
+                if j + 1 < self.scan.buf.len() {
+                    j += 2;
+                    continue;
+                }
+            } else {
+                j = self.scan.buf.len();
+            }
+            let from_start = j - list.i;
+            if !self.more(list, list.i)? {
+                return Ok(None);
+            }
+            j = list.i + from_start;
+        }
+    }
+
+    /// Reads more of the file for [`Reader::name_list`], dropping (once digested) the bytes
+    /// before `keep`; false at the end of the file.
+    fn more(&mut self, list: &mut ListScan, keep: usize) -> Result<bool, Failure> {
+        let held = self.scan.base + self.scan.buf.len() as u64 - list.start_offset;
+        if held > self.scan.max_entry_bytes {
+            return Err(self.scan.entry_too_large(list.start_offset));
+        }
+        list.digest
+            .get_or_insert_with(|| EntryDigest::new(list.section, list.key))
+            .update(&self.scan.buf[list.digested..keep]);
+        list.digested = keep;
+        match self.scan.fill(keep)? {
+            Some(shift) => {
+                list.digested -= shift;
+                list.i -= shift;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// `graph` or `constraints`: an object whose known members are sections themselves.
@@ -1059,7 +1381,7 @@ mod tests {
     }
 
     #[test]
-    fn a_hub_list_larger_than_many_reads_is_read_whole_and_what_follows_too() {
+    fn a_hub_list_larger_than_many_reads_comes_in_parts_and_what_follows_too() {
         // A reverse list of 1M names (about 10 MiB), then lists after it, read through more
         // reads once the buffer that held the hub has been given back.
         let names = |n: usize| -> String {
@@ -1072,26 +1394,177 @@ mod tests {
         );
         assert!(text.len() > 8 * READ_SIZE);
         let events = read(&text, Limits::default()).unwrap();
-        let lists: Vec<(&str, usize, Option<String>)> = events
+        // Per list: its key, its parts, its names in order (the last one), and its digest.
+        let mut lists: Vec<(String, usize, usize, Option<String>, i64)> = Vec::new();
+        let mut parts = 0;
+        let mut count = 0;
+        let mut expected = 0;
+        for event in &events {
+            let (key, names) = match event {
+                Event::GraphListPart { key, names, .. } => {
+                    assert_eq!(names.len(), LIST_PART);
+                    parts += 1;
+                    (key, names)
+                }
+                Event::GraphList { key, names, .. } => (key, names),
+                _ => continue,
+            };
+            for (name, hash) in names.iter() {
+                assert_eq!(hash, name_hash(name));
+                if name.starts_with('n') {
+                    assert_eq!(name, format!("n{expected:07}"), "in {key}");
+                    expected += 1;
+                }
+            }
+            count += names.len();
+            if let Event::GraphList { names, digest, .. } = event {
+                let last = names.iter().last().map(|(name, _)| name.to_string());
+                lists.push((key.clone(), parts, count, last, *digest));
+                (parts, count, expected) = (0, 0, 0);
+            }
+        }
+        let shape: Vec<_> = lists
+            .iter()
+            .map(|(key, parts, count, last, _)| (key.as_str(), *parts, *count, last.as_deref()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("hub", 1_000_000 / LIST_PART, 1_000_000, Some("n0999999")),
+                ("a", 0, 1, Some("x")),
+                ("after", 300_000 / LIST_PART, 300_000, Some("n0299999")),
+                ("b", 0, 2, Some("z"))
+            ]
+        );
+        // Each digest is the digest of the entry's bytes, read whole or not.
+        let hub = names(1_000_000);
+        assert_eq!(
+            lists[0].4,
+            entry_digest(Section::GraphReverse, "hub", hub.as_bytes())
+        );
+        assert_eq!(
+            lists[3].4,
+            entry_digest(Section::GraphReverse, "b", br#"["y", "z"]"#)
+        );
+    }
+
+    #[test]
+    fn a_list_with_an_item_that_is_not_a_name_is_read_again_whole() {
+        // Parts of a long list go over before its last item, a number, is met; then the whole
+        // list comes as a value, with the digest of its bytes. A short one has no parts.
+        let mut items: Vec<Value> = (0..LIST_PART + 5)
+            .map(|i| Value::String(format!("name \"{i}\"\n")))
+            .collect();
+        items.push(Value::from(7));
+        let long = serde_json::to_string_pretty(&items).unwrap();
+        let text = format!(
+            r#"{{"graph": {{"forward": {{"long": {long}, "short": ["a", {{"b": 1}}], "bad": ["a" "b"]}}}}}}"#
+        );
+        let err = read(&text, Limits::default()).unwrap_err().to_string();
+        assert!(
+            err.contains("graph.forward.bad") && err.contains("expected"),
+            "{err}"
+        );
+        let text = text.replace(r#", "bad": ["a" "b"]"#, "");
+        let events = read(&text, Limits::default()).unwrap();
+        let parts = events
+            .iter()
+            .filter(|e| matches!(e, Event::GraphListPart { key, .. } if key == "long"))
+            .count();
+        assert_eq!(parts, 1);
+        let entries: Vec<(&str, &Value, Option<i64>)> = events
             .iter()
             .filter_map(|e| match e {
-                Event::GraphList { key, names, .. } => Some((
-                    key.as_str(),
-                    names.len(),
-                    names.iter().last().map(|(name, _)| name.to_string()),
-                )),
+                Event::Entry {
+                    key, value, digest, ..
+                } => Some((key.as_str(), value, *digest)),
                 _ => None,
             })
             .collect();
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        assert_eq!(entries[0].0, "long");
+        assert_eq!(entries[0].1, &Value::Array(items));
         assert_eq!(
-            lists,
-            [
-                ("hub", 1_000_000, Some("n0999999".to_string())),
-                ("a", 1, Some("x".to_string())),
-                ("after", 300_000, Some("n0299999".to_string())),
-                ("b", 2, Some("z".to_string()))
-            ]
+            entries[0].2,
+            Some(entry_digest(Section::GraphForward, "long", long.as_bytes()))
         );
+        assert_eq!(entries[1].0, "short");
+        assert!(!events.iter().any(|e| matches!(e, Event::GraphList { .. })));
+    }
+
+    #[test]
+    fn large_entries_go_in_batches_of_their_own() {
+        let big = |i: usize| {
+            let files: Vec<String> = (0..60_000)
+                .map(|f| format!("src/d{i}/file{f}.ts"))
+                .collect();
+            format!(
+                r#""d{i}": {{"files": {}}}"#,
+                serde_json::to_string(&files).unwrap()
+            )
+        };
+        let text = format!(
+            r#"{{"domains": {{{}, {}, {}}}, "graph": {{"forward": {{"a": ["b"]}}}}}}"#,
+            big(0),
+            big(1),
+            big(2)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        std::fs::write(&path, text).unwrap();
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        read_document(
+            &path,
+            DocumentKind::Cache,
+            Limits::default(),
+            Arc::new(Progress::default()),
+            tx,
+        )
+        .unwrap();
+        // Each domain spans more than a batch's bytes; what follows them goes together.
+        let batches: Vec<Vec<Event>> = rx.try_iter().collect();
+        let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+        assert_eq!(sizes[..3], [1, 1, 1], "entries per batch: {sizes:?}");
+        assert!(batches[..3].iter().all(|b| matches!(
+            &b[0],
+            Event::Entry { section: Section::Domains, value, .. } if value["files"].as_array().unwrap().len() == 60_000
+        )));
+        assert!(batches.len() <= 4, "{sizes:?}");
+    }
+
+    #[test]
+    fn the_reader_waits_while_the_bytes_ahead_are_over_the_bound() {
+        let written = Arc::new(InFlight::default());
+        let mut ahead = Ahead {
+            written: written.clone(),
+            sent: 0,
+            waiting: VecDeque::new(),
+        };
+        // The first batch always goes, whatever its size; so does one within the bound.
+        ahead.wait_for_room(BYTES_AHEAD * 2);
+        written.wrote_batch();
+        ahead.wait_for_room(BYTES_AHEAD / 2);
+        ahead.wait_for_room(BYTES_AHEAD / 2);
+        // A third is over the bound until the consumer writes one.
+        let writer = {
+            let written = written.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                written.wrote_batch();
+            })
+        };
+        ahead.wait_for_room(1);
+        assert_eq!(
+            written.written.load(Ordering::Acquire),
+            2,
+            "went before room was made"
+        );
+        writer.join().unwrap();
+        // A consumer that stopped never blocks the reader.
+        written.stopped();
+        ahead.wait_for_room(BYTES_AHEAD);
+        ahead.wait_for_room(BYTES_AHEAD);
+        assert_eq!(ahead.waiting.len(), 1);
     }
 
     #[test]

@@ -155,6 +155,9 @@ impl Loader<'_> {
             }
             Event::GraphList {
                 ref key, ref names, ..
+            }
+            | Event::GraphListPart {
+                ref key, ref names, ..
             } => {
                 self.check_graph_list(key, names.iter().map(|(name, _)| name));
                 Some(event)

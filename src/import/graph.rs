@@ -1,11 +1,13 @@
 //! The call graph while it is imported: node ids by name and the edges seen, in memory bounded
-//! by a fixed edge buffer plus a small fixed-size record per distinct node name.
+//! by two fixed edge buffers plus a small fixed-size record per distinct node name.
 //!
 //! Node names go to `graph_nodes` the moment they are first seen; the loader keeps in memory
-//! only 64 bits of a 128-bit hash of each name and its id (`hashes::NodeIds`, 12-byte slots at most four
-//! fifths used). Edges are packed as `caller << 32 | callee` into a buffer that is sorted and
-//! written to an anonymous temporary file whenever it fills, and the sorted runs are merged at
-//! the end, so the edge list never has to fit in memory.
+//! only 64 bits of a 128-bit hash of each name and its id (`hashes::NodeIds`, 12-byte slots at
+//! most four fifths used) and two bits saying which lists the name has. The length of each
+//! reverse list goes to a temporary file, read back once the ids are no longer needed. Edges
+//! are packed as `caller << 32 | callee` into a buffer that is sorted and written to an
+//! anonymous temporary file whenever it fills, and the sorted runs are merged at the end, so
+//! the edge list never has to fit in memory.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -22,17 +24,18 @@ use super::hashes::NodeIds;
 use super::loader::RESOLVED_SYMBOL;
 use crate::cache::names::name_hash;
 
-/// Edges held in memory per direction before a sorted run is written to disk (16 MiB each).
-const EDGE_BUFFER: usize = 1 << 21;
+/// Edges held in memory per direction before a sorted run is written to disk (4 MiB each).
+const EDGE_BUFFER: usize = 1 << 19;
 
 /// Ids of call-graph nodes by name, and the edges between them.
 pub(super) struct CallGraph<'c> {
     ids: NodeIds,
     insert_node: Statement<'c>,
-    /// Length of `graph.reverse[name]` (duplicates counted), by node id - 1.
-    reverse_len: Vec<u32>,
-    /// Which lists were stored under each node's name (bit 0 forward, bit 1 reverse), by id - 1.
-    lists: Vec<u8>,
+    /// The length of each `graph.reverse[name]` (duplicates counted) as node id and length,
+    /// in a temporary file until the load ends: read back once the node-id table is freed.
+    reverse_lens: BufWriter<File>,
+    /// Which lists were stored under each node's name.
+    lists: ListBits,
     /// Edges seen in `graph.forward` and symbols' `calls`.
     forward: EdgeLog,
     /// Edges seen in `graph.reverse` and symbols' `called_by`.
@@ -45,8 +48,11 @@ impl<'c> CallGraph<'c> {
         Ok(CallGraph {
             ids: NodeIds::new(spill_dir)?,
             insert_node: conn.prepare("INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)")?,
-            reverse_len: Vec::new(),
-            lists: Vec::new(),
+            reverse_lens: BufWriter::with_capacity(
+                1 << 16,
+                super::spill_file(spill_dir, "the call graph's list lengths")?,
+            ),
+            lists: ListBits::default(),
             forward: EdgeLog::new(spill_dir),
             reverse: EdgeLog::new(spill_dir),
         })
@@ -70,26 +76,27 @@ impl<'c> CallGraph<'c> {
         }
         let id = self.ids.insert(hash)?;
         self.insert_node.execute(params![id, name])?;
-        self.reverse_len.push(0);
-        self.lists.push(0);
+        self.lists.add_node(id);
         Ok(id)
     }
 
     /// Records that node `id` has a forward (or reverse) list; false when it already had one.
     pub(super) fn claim_list(&mut self, id: u32, reverse: bool) -> bool {
-        let bit = if reverse { 2 } else { 1 };
-        let slot = &mut self.lists[id as usize - 1];
-        let fresh = *slot & bit == 0;
-        *slot |= bit;
-        fresh
+        self.lists.claim(id, reverse)
     }
 
-    /// Adds `n` to the recorded length of node `id`'s reverse list.
-    pub(super) fn add_reverse_len(&mut self, id: u32, n: usize) {
-        let slot = &mut self.reverse_len[id as usize - 1];
-        *slot = slot.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+    /// Forgets that node `id` has a forward (or reverse) list ([`CallGraph::claim_list`]).
+    pub(super) fn release_list(&mut self, id: u32, reverse: bool) {
+        self.lists.release(id, reverse);
     }
 
+    /// Records `n` as the length of node `id`'s reverse list.
+    pub(super) fn set_reverse_len(&mut self, id: u32, n: usize) -> Result<()> {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        self.reverse_lens.write_all(&id.to_le_bytes())?;
+        self.reverse_lens.write_all(&n.to_le_bytes())?;
+        Ok(())
+    }
     /// Records one occurrence of the edge `caller → callee` in a forward or a reverse source.
     pub(super) fn push_edge(&mut self, caller: u32, callee: u32, forward: bool) -> Result<()> {
         let packed = (u64::from(caller) << 32) | u64::from(callee);
@@ -105,6 +112,8 @@ impl<'c> CallGraph<'c> {
     pub(super) fn finish(self, conn: &Connection) -> Result<LinkedGraph> {
         let nodes = self.ids.len();
         drop(self.ids);
+        drop(self.lists);
+        let reverse_len = read_reverse_lens(self.reverse_lens, nodes)?;
         let rows = EdgeRows::new(
             self.forward.into_sorted()?,
             self.reverse.into_sorted()?,
@@ -120,8 +129,72 @@ impl<'c> CallGraph<'c> {
             edges,
             callers,
             callees,
-            reverse_len: self.reverse_len,
+            reverse_len,
         })
+    }
+}
+
+/// The lengths [`CallGraph::set_reverse_len`] wrote, by node id - 1 (a length given twice
+/// for one node is summed).
+fn read_reverse_lens(file: BufWriter<File>, nodes: usize) -> Result<Vec<u32>> {
+    let mut file = file.into_inner().map_err(|e| e.into_error())?;
+    file.rewind()?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut lens = vec![0u32; nodes];
+    let mut record = [0u8; 8];
+    loop {
+        match reader.read_exact(&mut record) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(lens),
+            Err(e) => return Err(e).context("reading back the call graph's list lengths"),
+        }
+        let [id, len] = [&record[..4], &record[4..]]
+            .map(|half| u32::from_le_bytes(half.try_into().expect("four bytes")));
+        let slot = (id as usize)
+            .checked_sub(1)
+            .and_then(|i| lens.get_mut(i))
+            .context("a list length for a node id the import did not give")?;
+        *slot = slot.saturating_add(len);
+    }
+}
+
+/// Two bits per node: whether a forward and a reverse list were stored under its name.
+#[derive(Default)]
+struct ListBits {
+    words: Vec<u64>,
+}
+
+impl ListBits {
+    /// Nodes per word.
+    const PER_WORD: usize = 32;
+
+    /// Makes room for node `id` (ids come in order from 1).
+    fn add_node(&mut self, id: u32) {
+        let index = id as usize - 1;
+        if index / Self::PER_WORD >= self.words.len() {
+            self.words.push(0);
+        }
+    }
+
+    /// The word and the bit of node `id`'s forward (or reverse) list.
+    fn place(id: u32, reverse: bool) -> (usize, u64) {
+        let index = id as usize - 1;
+        let shift = 2 * (index % Self::PER_WORD) + usize::from(reverse);
+        (index / Self::PER_WORD, 1 << shift)
+    }
+
+    /// Sets node `id`'s bit; false when it was set already.
+    fn claim(&mut self, id: u32, reverse: bool) -> bool {
+        let (word, bit) = Self::place(id, reverse);
+        let fresh = self.words[word] & bit == 0;
+        self.words[word] |= bit;
+        fresh
+    }
+
+    /// Clears node `id`'s bit.
+    fn release(&mut self, id: u32, reverse: bool) {
+        let (word, bit) = Self::place(id, reverse);
+        self.words[word] &= !bit;
     }
 }
 
@@ -311,6 +384,25 @@ impl SortedEdges {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn list_bits_are_kept_apart_by_node_and_direction() {
+        let mut bits = ListBits::default();
+        for id in 1..=100 {
+            bits.add_node(id);
+        }
+        assert!(bits.claim(33, false));
+        assert!(!bits.claim(33, false));
+        assert!(bits.claim(33, true));
+        for id in [1, 32, 34, 100] {
+            assert!(bits.claim(id, false), "{id}");
+        }
+        bits.release(33, false);
+        assert!(bits.claim(33, false));
+        assert!(!bits.claim(33, true));
+        assert!(!bits.claim(100, false));
+        assert!(bits.claim(100, true));
+    }
 
     #[test]
     fn runs_merge_in_order_with_duplicates() {

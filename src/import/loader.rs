@@ -116,6 +116,28 @@ pub(super) struct Loader<'c> {
     list_ids: Vec<u32>,
     /// The same list's `graph_lists.items` blob, likewise.
     items_blob: Vec<u8>,
+    /// The call-graph list whose first parts have been written ([`Loader::graph_part`]).
+    open_list: Option<OpenList>,
+}
+
+/// A call-graph list being written part by part.
+struct OpenList {
+    section: Section,
+    key_hash: u128,
+    /// The key's node id; `None` when the key already had a list (its names are skipped).
+    key_id: Option<u32>,
+}
+
+impl OpenList {
+    /// Fails unless the list's next part or its end is for this list: the reader sends a list's
+    /// parts one after the other.
+    fn check(&self, section: Section, key_hash: u128) -> Result<()> {
+        anyhow::ensure!(
+            self.section == section && self.key_hash == key_hash,
+            "a call-graph list ended with another list's names"
+        );
+        Ok(())
+    }
 }
 
 /// Where files, symbols and call-graph lists go.
@@ -201,6 +223,7 @@ impl<'c> Loader<'c> {
             dropped: 0,
             list_ids: Vec::new(),
             items_blob: Vec::new(),
+            open_list: None,
         })
     }
 
@@ -263,6 +286,12 @@ impl<'c> Loader<'c> {
                 ref names,
                 digest,
             } => self.graph_names(section, key, key_hash, names, digest)?,
+            Event::GraphListPart {
+                section,
+                ref key,
+                key_hash,
+                ref names,
+            } => self.graph_part(section, key, key_hash, names)?,
             Event::Member { scope, key, value } => {
                 return self.member(kind, scope, key, value).map(|()| None)
             }
@@ -622,12 +651,20 @@ impl<'c> Loader<'c> {
         if matches!(self.sink, Sink::Delta(_)) {
             return self.delta_graph_list(section, &key, &value, digest);
         }
-        let Value::Array(items) = &value else {
-            let Some((key_id, _)) =
-                self.list_nodes(section, &key, name_hash(&key), [], std::iter::empty(), 0)?
-            else {
+        let key_hash = name_hash(&key);
+        // An item that is not a name after the first parts: the whole list replaces them.
+        if let Some(open) = self.open_list.take() {
+            open.check(section, key_hash)?;
+            let Some(key_id) = open.key_id else {
                 return Ok(());
             };
+            self.graph()
+                .release_list(key_id, section == Section::GraphReverse);
+        }
+        let Some(key_id) = self.begin_list(section, &key, key_hash)? else {
+            return Ok(());
+        };
+        let Value::Array(items) = &value else {
             self.insert_graph_list.execute(params![
                 key_id,
                 section == Section::GraphReverse,
@@ -640,28 +677,19 @@ impl<'c> Loader<'c> {
             .iter()
             .filter_map(Value::as_str)
             .map(|name| (name, name_hash(name)));
-        let Some((key_id, ids)) = self.list_nodes(
-            section,
-            &key,
-            name_hash(&key),
-            names,
-            std::iter::empty(),
-            items.len(),
-        )?
-        else {
-            return Ok(());
-        };
+        self.lookup_names(names, std::iter::empty())?;
+        self.end_list(section, key_id, items.len())?;
         self.insert_graph_list.execute(params![
             key_id,
             section == Section::GraphReverse,
-            list_items(items, &ids),
+            list_items(items, &self.list_ids),
             digest
         ])?;
-        self.list_ids = ids;
         Ok(())
     }
 
-    /// A call-graph list whose items are all names (hashed by the reader).
+    /// A call-graph list whose items are all names (hashed by the reader), or the last names
+    /// of one whose first parts came before ([`Loader::graph_part`]).
     pub(super) fn graph_names(
         &mut self,
         section: Section,
@@ -673,68 +701,117 @@ impl<'c> Loader<'c> {
         if matches!(self.sink, Sink::Delta(_)) {
             return self.delta_graph_list(section, key, &names.to_value(), digest);
         }
-        let Some((key_id, ids)) = self.list_nodes(
-            section,
-            key,
-            key_hash,
-            names.iter(),
-            names.hashes(),
-            names.len(),
-        )?
-        else {
+        let key_id = match self.open_list.take() {
+            Some(open) => {
+                open.check(section, key_hash)?;
+                open.key_id
+            }
+            None => self.begin_list(section, key, key_hash)?,
+        };
+        let Some(key_id) = key_id else {
             return Ok(());
         };
-        db::encode_graph_items_into(&ids, &mut self.items_blob);
+        self.lookup_names(names.iter(), names.hashes())?;
+        self.end_list(section, key_id, self.list_ids.len())?;
+        db::encode_graph_items_into(&self.list_ids, &mut self.items_blob);
         self.insert_graph_list.execute(params![
             key_id,
             section == Section::GraphReverse,
             self.items_blob,
             digest
         ])?;
-        self.list_ids = ids;
         Ok(())
     }
 
-    /// In a full import, the node ids of a call-graph list's key and of its `names` (the list's
-    /// string items, of `len` items in all), with the list's edges recorded; `None` (after a
-    /// warning) when the key already had a list in this direction. `ahead` gives the names'
-    /// hashes again (or nothing), to fetch their node-id slots a few names ahead of the lookups.
-    fn list_nodes<'n>(
+    /// The first names of a long call-graph list ([`reader::LIST_PART`] at a time): their node
+    /// ids are kept until the list's last names come ([`Loader::graph_names`]).
+    pub(super) fn graph_part(
         &mut self,
         section: Section,
         key: &str,
         key_hash: u128,
+        names: &NameList,
+    ) -> Result<()> {
+        if matches!(self.sink, Sink::Delta(_)) {
+            anyhow::bail!("a delta import reads call-graph lists whole");
+        }
+        let key_id = match &self.open_list {
+            Some(open) => {
+                open.check(section, key_hash)?;
+                open.key_id
+            }
+            None => {
+                let key_id = self.begin_list(section, key, key_hash)?;
+                self.open_list = Some(OpenList {
+                    section,
+                    key_hash,
+                    key_id,
+                });
+                key_id
+            }
+        };
+        if key_id.is_some() {
+            self.lookup_names(names.iter(), names.hashes())?;
+        }
+        Ok(())
+    }
+
+    fn graph(&mut self) -> &mut CallGraph<'c> {
+        let Sink::Full { graph, .. } = &mut self.sink else {
+            unreachable!("a delta import writes its lists itself")
+        };
+        graph
+    }
+
+    /// In a full import, the node id of a call-graph list's key, with the list claimed for it
+    /// and no names looked up yet; `None` (after a warning) when the key already had a list in
+    /// this direction.
+    fn begin_list(&mut self, section: Section, key: &str, key_hash: u128) -> Result<Option<u32>> {
+        self.list_ids.clear();
+        let graph = self.graph();
+        graph.prefetch(key_hash);
+        let key_id = graph.node_hashed(key, key_hash)?;
+        if !graph.claim_list(key_id, section == Section::GraphReverse) {
+            self.warn(format!("{}[{key:?}]", section.path()), DUPLICATE_KEY)?;
+            return Ok(None);
+        }
+        Ok(Some(key_id))
+    }
+
+    /// Appends the node ids of `names` to the list being written. `ahead` gives the names'
+    /// hashes again (or nothing), to fetch their node-id slots a few names ahead of the lookups.
+    fn lookup_names<'n>(
+        &mut self,
         names: impl IntoIterator<Item = (&'n str, u128)>,
         mut ahead: impl Iterator<Item = u128>,
-        len: usize,
-    ) -> Result<Option<(u32, Vec<u32>)>> {
+    ) -> Result<()> {
         /// Names whose slots are fetched before the first lookup, and kept ahead of it.
         const PREFETCH_DISTANCE: usize = 16;
+        let Sink::Full { graph, .. } = &mut self.sink else {
+            unreachable!("a delta import writes its lists itself")
+        };
+        (&mut ahead)
+            .take(PREFETCH_DISTANCE)
+            .for_each(|hash| graph.prefetch(hash));
+        for (name, hash) in names {
+            if let Some(next) = ahead.next() {
+                graph.prefetch(next);
+            }
+            self.list_ids.push(graph.node_hashed(name, hash)?);
+        }
+        Ok(())
+    }
+
+    /// Records the edges of the list being written (node `key_id`'s, of `len` items in all).
+    fn end_list(&mut self, section: Section, key_id: u32, len: usize) -> Result<()> {
         let forward = section == Section::GraphForward;
         let Sink::Full { graph, .. } = &mut self.sink else {
             unreachable!("a delta import writes its lists itself")
         };
-        graph.prefetch(key_hash);
-        (&mut ahead)
-            .take(PREFETCH_DISTANCE)
-            .for_each(|hash| graph.prefetch(hash));
-        let key_id = graph.node_hashed(key, key_hash)?;
-        if !graph.claim_list(key_id, !forward) {
-            self.warn(format!("{}[{key:?}]", section.path()), DUPLICATE_KEY)?;
-            return Ok(None);
-        }
         if !forward {
-            graph.add_reverse_len(key_id, len);
+            graph.set_reverse_len(key_id, len)?;
         }
-        let mut ids = std::mem::take(&mut self.list_ids);
-        ids.clear();
-        ids.reserve(len);
-        for (other, hash) in names {
-            if let Some(next) = ahead.next() {
-                graph.prefetch(next);
-            }
-            let other_id = graph.node_hashed(other, hash)?;
-            ids.push(other_id);
+        for &other_id in &self.list_ids {
             let (caller, callee) = if forward {
                 (key_id, other_id)
             } else {
@@ -742,7 +819,7 @@ impl<'c> Loader<'c> {
             };
             graph.push_edge(caller, callee, forward)?;
         }
-        Ok(Some((key_id, ids)))
+        Ok(())
     }
 
     /// Warns that a call-graph list is not a list (it is kept verbatim, without edges).

@@ -4,8 +4,9 @@
 //! Invariants: the importer is the only writer of the index tables; it builds into a temporary
 //! file next to the target and renames it over the target only after everything committed, so a
 //! reader never sees a half-import and a failure leaves the previous database as it was. Memory
-//! is bounded by the largest entry, a fixed call-graph edge buffer (sorted runs spill to
-//! temporary files) and a fixed-size record per call-graph node name (see `graph.rs`).
+//! is bounded by the largest entry (a call-graph list comes in parts; its node ids are kept
+//! until it ends), a fixed call-graph edge buffer (sorted runs spill to temporary files) and a
+//! fixed-size record per call-graph node name (see `graph.rs`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::cache::digest::KnownEntries;
 use crate::cache::paths::canonical_path;
-use crate::cache::reader::{self, DocumentKind, Event, Limits, Progress, ReadOutcome};
+use crate::cache::reader::{self, DocumentKind, Event, InFlight, Limits, Progress, ReadOutcome};
 use crate::config::{self, PathRules};
 use crate::db;
 use crate::freshness::mtime_text;
@@ -696,6 +697,8 @@ struct Reading {
     rx: std::sync::mpsc::Receiver<Vec<Event>>,
     /// Written events, back to the reading thread to free.
     spent: std::sync::mpsc::SyncSender<Vec<Event>>,
+    /// Batches written, for the reader's bound on the bytes ahead (a full import's).
+    written: Option<Arc<InFlight>>,
     thread: std::thread::JoinHandle<Result<ReadOutcome, reader::ReadError>>,
 }
 
@@ -718,13 +721,18 @@ impl Reading {
     ) -> Result<Reading> {
         let (tx, rx) = sync_channel::<Vec<Event>>(ahead);
         let (spent, returned) = sync_channel::<Vec<Event>>(ahead);
+        // A delta's reader sends mostly unchanged entries, small events for many bytes: only
+        // the channel's length bounds it.
+        let written = known.is_none().then(|| Arc::new(InFlight::default()));
         let owned_path = path.to_path_buf();
+        let counted = written.clone();
         let thread = std::thread::Builder::new()
             .name("acpdb-reader".into())
             .spawn(move || {
                 let channels = reader::Channels {
                     events: tx,
                     spent: Some(returned),
+                    written: counted,
                 };
                 reader::read_document_with(&owned_path, kind, limits, known, progress, channels)
             })?;
@@ -733,6 +741,7 @@ impl Reading {
             kind,
             rx,
             spent,
+            written,
             thread,
         })
     }
@@ -744,14 +753,15 @@ impl Reading {
             kind,
             rx,
             spent,
+            written,
             thread,
         } = self;
         let mut write_error = None;
         for batch in rx.iter() {
-            let mut written = Vec::new();
+            let mut done = Vec::new();
             for event in batch {
                 match loader.event(kind, event) {
-                    Ok(Some(event)) => written.push(event),
+                    Ok(Some(event)) => done.push(event),
                     Ok(None) => {}
                     Err(err) => {
                         write_error = Some(err);
@@ -761,15 +771,21 @@ impl Reading {
             }
             // The reading thread frees what it allocated (freeing another thread's memory
             // contends for its allocator's lock); if it has enough to free, this one does.
-            if !written.is_empty() {
-                let _ = spent.try_send(written);
+            if !done.is_empty() {
+                let _ = spent.try_send(done);
             }
             if write_error.is_some() {
                 break;
             }
+            if let Some(written) = &written {
+                written.wrote_batch();
+            }
             if let Some(reporter) = reporter {
                 reporter.tick();
             }
+        }
+        if let Some(written) = &written {
+            written.stopped();
         }
         drop(rx);
         let read_result = thread

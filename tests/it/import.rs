@@ -5,6 +5,7 @@ use crate::common;
 
 use std::fs;
 
+use acpdb::cache::reader::LIST_PART;
 use common::{acpdb, data, mkfifo, run_unblocked, stderr, TempProject};
 use rusqlite::Connection;
 use serde_json::{json, Value};
@@ -636,6 +637,22 @@ fn fixtures_round_trip() {
 
 #[test]
 fn graph_lists_round_trip_with_duplicates_disorder_and_unknown_names() {
+    // Lists longer than a part, read in parts: one of names (with repeats, and names that are
+    // nowhere else), one whose last item is not a name (read again whole once parts are sent).
+    let long = |n: usize| -> Vec<Value> {
+        (0..n)
+            .map(|i| match i % 5 {
+                0 => json!("g"),
+                1 => json!("f"),
+                2 => json!("zeta"),
+                _ => json!(format!("unknown {}", i % 1000)),
+            })
+            .collect()
+    };
+    let mut hub = long(2 * LIST_PART + 3);
+    hub.insert(5, json!("g"));
+    let mut not_names = long(LIST_PART + 10);
+    not_names.push(json!(false));
     let cache = json!({
         "version": "0.7.0", "generated_at": "2026-01-01T00:00:00Z",
         "project": {"name": "p", "root": "."},
@@ -653,14 +670,17 @@ fn graph_lists_round_trip_with_duplicates_disorder_and_unknown_names() {
                 "nobody": [],
                 "mixed": ["f", 7, null, "g", {"name": "f"}],
                 "odd": "not a list",
-                "absent": ["absent", "absent"]
+                "absent": ["absent", "absent"],
+                "hub": hub,
+                "almost": not_names,
             },
             "reverse": {
                 "g": ["zeta", "f", "f", "zeta", "zeta", "f"],
                 "empty": [],
                 "f": ["mixed", "zeta", "zeta"],
                 "absent": ["zeta", "absent", "absent"],
-                "zeta": ["zeta"]
+                "zeta": ["zeta"],
+                "hub": long(LIST_PART + 1)
             }
         }
     });
@@ -671,7 +691,7 @@ fn graph_lists_round_trip_with_duplicates_disorder_and_unknown_names() {
             &conn,
             "SELECT count(*) FROM graph_lists WHERE typeof(items) = 'text'"
         ),
-        2,
+        3,
         "only the lists that are not lists of names are stored as JSON text"
     );
     assert_eq!(
@@ -684,10 +704,30 @@ fn graph_lists_round_trip_with_duplicates_disorder_and_unknown_names() {
     assert_eq!(
         count(
             &conn,
+            "SELECT reverse_len FROM graph_nodes WHERE name = 'hub'"
+        ),
+        LIST_PART as i64 + 1
+    );
+    assert_eq!(
+        count(
+            &conn,
             "SELECT count(*) FROM call_graph WHERE caller = 'zeta' AND callee = 'g'"
         ),
         1
     );
+    // Each list's edges are counted once, the list read whole or in parts.
+    let edge = |caller: &str, callee: &str| {
+        count(
+            &conn,
+            &format!("SELECT coalesce(sum(count), 0) FROM call_edges e JOIN graph_nodes a ON a.id = e.caller_id JOIN graph_nodes b ON b.id = e.callee_id WHERE a.name = '{caller}' AND b.name = '{callee}'"),
+        )
+    };
+    let g_in_hub = hub.iter().filter(|n| *n == "g").count() as i64;
+    assert_eq!(edge("hub", "g"), g_in_hub);
+    let g_in_almost = not_names.iter().filter(|n| *n == "g").count() as i64;
+    assert_eq!(edge("almost", "g"), g_in_almost);
+    let zeta_in_hub_reverse = long(LIST_PART + 1).iter().filter(|n| *n == "zeta").count();
+    assert_eq!(edge("zeta", "hub"), zeta_in_hub_reverse as i64);
     assert_eq!(
         count(&conn, "SELECT count FROM call_edges e JOIN graph_nodes a ON a.id = e.caller_id JOIN graph_nodes b ON b.id = e.callee_id WHERE a.name = 'zeta' AND b.name = 'g'"),
         3
@@ -750,7 +790,10 @@ fn duplicate_keys_keep_the_first_entry_with_a_warning() {
                     "f": {"name": "f", "qualified_name": "a.ts:f2", "type": "function", "file": "a.ts", "lines": [2, 2], "exported": true},
                     "g": {"name": "g", "qualified_name": "a.ts:g", "type": "function", "file": "a.ts", "lines": [3, 3], "exported": true}},
         "graph": {"forward": {"f": ["g"], "f": ["h"]}, "reverse": {"g": ["f"]}}}"#;
-    let project = TempProject::with_cache(cache, None);
+    // The repeated list is also one read in parts.
+    let hub: Vec<String> = (0..=LIST_PART).map(|i| format!("h{i}")).collect();
+    let cache = cache.replace(r#"["h"]"#, &serde_json::to_string(&hub).unwrap());
+    let project = TempProject::with_cache(&cache, None);
     // Found once the unique key indexes are built, then imported again with every key checked.
     let out = project.import();
     assert!(
@@ -781,6 +824,14 @@ fn duplicate_keys_keep_the_first_entry_with_a_warning() {
             "SELECT count(*) FROM call_graph WHERE caller = 'f' AND callee = 'h'"
         ),
         0
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM graph_nodes WHERE name LIKE 'h%'"
+        ),
+        0,
+        "the names of a list that is not imported are not call-graph nodes"
     );
 }
 
