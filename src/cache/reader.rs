@@ -1337,6 +1337,12 @@ mod tests {
             tx,
         );
         let events: Vec<Event> = rx.try_iter().flatten().collect();
+        // Every byte is hashed once, even those read again.
+        if let Ok(outcome) = &result {
+            let sha256 = crate::hex::encode(&Sha256::digest(text.as_bytes()));
+            assert_eq!(outcome.sha256, sha256);
+            assert_eq!(outcome.bytes, text.len() as u64);
+        }
         result.map(|_| events)
     }
 
