@@ -28,7 +28,7 @@ pub const DIGESTED: [Section; 4] = [
 ];
 
 /// The digest of the entry `key: raw` of `section`. The bytes are hashed in blocks of
-/// [`DIGEST_BLOCK`], so that [`EntryDigest`] gives the same digest from the bytes in parts.
+/// 64 KiB, so that [`EntryDigest`] gives the same digest from the bytes in parts.
 pub fn entry_digest(section: Section, key: &str, raw: &[u8]) -> i64 {
     let mut hasher = keyed_hasher(section, key);
     raw.chunks(DIGEST_BLOCK)
