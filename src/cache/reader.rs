@@ -1231,6 +1231,8 @@ impl Reader {
             .get_or_insert_with(|| EntryDigest::new(list.section, list.key))
             .update(&self.scan.buf[list.digested..keep]);
         list.digested = keep;
+        // What comes before `keep` is read: the scanner's position moves there.
+        self.scan.pos = keep;
         match self.scan.fill(keep)? {
             Some(shift) => {
                 list.digested -= shift;
