@@ -153,7 +153,7 @@ pub enum Event {
     },
     /// One `graph.forward` or `graph.reverse` list whose items are all names, with the hash of
     /// its key (`cache::names`); other lists come as [`Event::Entry`]. In a full import, a list
-    /// of more than [`LIST_PART`] names comes in parts: [`Event::GraphListPart`]s, then this
+    /// of [`LIST_PART`] names or more comes in parts: [`Event::GraphListPart`]s, then this
     /// event with the last names and the digest of the whole entry, or, when an item turns out
     /// not to be a name, an [`Event::Entry`] with the whole list, which replaces the parts.
     GraphList {
@@ -533,9 +533,13 @@ impl Scanner {
         self.base + self.pos as u64
     }
 
-    /// Reads more of the file, dropping bytes before `keep` (an index into `buf`); returns how
-    /// far indices shifted, or `None` at end of file.
+    /// Reads more of the file, dropping bytes before `keep` (an index into `buf`, not past
+    /// `pos`); returns how far indices shifted, or `None` at end of file.
     fn fill(&mut self, keep: usize) -> Result<Option<usize>, Failure> {
+        debug_assert!(
+            keep <= self.pos,
+            "bytes after the position would be dropped"
+        );
         if self.eof {
             return Ok(None);
         }
@@ -584,7 +588,7 @@ impl Scanner {
         }
         self.progress
             .bytes
-            .fetch_max(self.base + self.buf.len() as u64, Ordering::Relaxed);
+            .store(self.base + self.buf.len() as u64, Ordering::Relaxed);
         Ok(Some(shift))
     }
 
@@ -822,18 +826,20 @@ struct Ahead {
 }
 
 impl Ahead {
-    /// Waits until a batch that spans `bytes` of the document may be sent, and counts it sent.
-    fn wait_for_room(&mut self, bytes: u64) {
-        loop {
-            let written = self.written.written.load(Ordering::Acquire);
-            while self.sent - (self.waiting.len() as u64) < written && !self.waiting.is_empty() {
-                self.waiting.pop_front();
-            }
-            if self.waiting.is_empty() || self.waiting.iter().sum::<u64>() + bytes <= BYTES_AHEAD {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(200));
+    /// Whether a batch that spans `bytes` of the document may be sent now: the batches
+    /// waiting leave room for it, none is waiting, or the consumer is gone.
+    fn has_room(&mut self, bytes: u64) -> bool {
+        let written = self.written.written.load(Ordering::Acquire);
+        while self.sent - (self.waiting.len() as u64) < written && !self.waiting.is_empty() {
+            self.waiting.pop_front();
         }
+        self.waiting.is_empty()
+            || self.waiting.iter().sum::<u64>() + bytes <= BYTES_AHEAD
+            || Arc::strong_count(&self.written) == 1
+    }
+
+    /// Counts a batch that spans `bytes` of the document as sent.
+    fn sent(&mut self, bytes: u64) {
         self.waiting.push_back(bytes);
         self.sent += 1;
     }
@@ -870,12 +876,19 @@ impl Reader {
             return Ok(());
         }
         let end = self.scan.offset();
-        if let Some(ahead) = &mut self.ahead {
-            ahead.wait_for_room(end.saturating_sub(self.flushed_at));
-        }
+        let bytes = end.saturating_sub(self.flushed_at);
         self.flushed_at = end;
         if let Some(spent) = &self.spent {
             spent.try_iter().for_each(drop);
+        }
+        if let Some(ahead) = &mut self.ahead {
+            while !ahead.has_room(bytes) {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                if let Some(spent) = &self.spent {
+                    spent.try_iter().for_each(drop);
+                }
+            }
+            ahead.sent(bytes);
         }
         let full = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
         self.tx.send(full).map_err(|_| Failure {
@@ -1020,7 +1033,12 @@ impl Reader {
                     }
                     Listed::NotNames { parts } => {
                         parts_sent = parts;
-                        reader.scan.rewind(entry_offset)?;
+                        // Read again only what left the buffer; the batch after the parts
+                        // weighs the whole list.
+                        if reader.scan.offset() != entry_offset {
+                            reader.scan.rewind(entry_offset)?;
+                        }
+                        reader.flushed_at = reader.flushed_at.min(entry_offset);
                     }
                 }
             }
@@ -1153,6 +1171,8 @@ impl Reader {
             }
             list.i = end;
             if names.len() == LIST_PART {
+                // The part's batch weighs the bytes up to its last name.
+                self.scan.pos = end;
                 self.send(Event::GraphListPart {
                     section,
                     key: key.to_string(),
@@ -1458,9 +1478,11 @@ mod tests {
 
     #[test]
     fn a_list_with_an_item_that_is_not_a_name_is_read_again_whole() {
-        // Parts of a long list go over before its last item, a number, is met; then the whole
-        // list comes as a value, with the digest of its bytes. A short one has no parts.
-        let mut items: Vec<Value> = (0..LIST_PART + 5)
+        // Parts of a long list (several reads long, escapes falling across reads) go over
+        // before its last item, a number, is met; then the whole list comes as a value, read
+        // again, with the digest of its bytes. A short one has no parts.
+        const NAMES: usize = 150_000;
+        let mut items: Vec<Value> = (0..NAMES)
             .map(|i| Value::String(format!("name \"{i}\"\n")))
             .collect();
         items.push(Value::from(7));
@@ -1479,7 +1501,8 @@ mod tests {
             .iter()
             .filter(|e| matches!(e, Event::GraphListPart { key, .. } if key == "long"))
             .count();
-        assert_eq!(parts, 1);
+        assert_eq!(parts, NAMES / LIST_PART);
+        assert!(long.len() > 3 * READ_SIZE);
         let entries: Vec<(&str, &Value, Option<i64>)> = events
             .iter()
             .filter_map(|e| match e {
@@ -1498,6 +1521,39 @@ mod tests {
         );
         assert_eq!(entries[1].0, "short");
         assert!(!events.iter().any(|e| matches!(e, Event::GraphList { .. })));
+    }
+
+    #[test]
+    fn a_list_of_names_is_held_to_the_entry_limit_and_may_end_with_a_part() {
+        let names = |n: usize| {
+            serde_json::to_string(&(0..n).map(|i| format!("n\\{i}")).collect::<Vec<_>>()).unwrap()
+        };
+        let text = format!(
+            r#"{{"graph": {{"reverse": {{"hub": {}}}}}}}"#,
+            names(300_000)
+        );
+        let limits = Limits {
+            max_entry_bytes: 1 << 20,
+        };
+        let err = read(&text, limits).unwrap_err().to_string();
+        assert!(
+            err.contains("graph.reverse.hub") && err.contains("1 MiB limit"),
+            "{err}"
+        );
+        let text = format!(
+            r#"{{"graph": {{"reverse": {{"hub": {}}}}}}}"#,
+            names(LIST_PART)
+        );
+        let events = read(&text, Limits::default()).unwrap();
+        let sizes: Vec<(bool, usize)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::GraphListPart { names, .. } => Some((true, names.len())),
+                Event::GraphList { names, .. } => Some((false, names.len())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sizes, [(true, LIST_PART), (false, 0)]);
     }
 
     #[test]
@@ -1549,30 +1605,31 @@ mod tests {
             waiting: VecDeque::new(),
         };
         // The first batch always goes, whatever its size; so does one within the bound.
-        ahead.wait_for_room(BYTES_AHEAD * 2);
+        assert!(ahead.has_room(BYTES_AHEAD * 2));
+        ahead.sent(BYTES_AHEAD * 2);
+        assert!(!ahead.has_room(1));
         written.wrote_batch();
-        ahead.wait_for_room(BYTES_AHEAD / 2);
-        ahead.wait_for_room(BYTES_AHEAD / 2);
+        for _ in 0..2 {
+            assert!(ahead.has_room(BYTES_AHEAD / 2));
+            ahead.sent(BYTES_AHEAD / 2);
+        }
         // A third is over the bound until the consumer writes one.
-        let writer = {
-            let written = written.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                written.wrote_batch();
-            })
-        };
-        ahead.wait_for_room(1);
-        assert_eq!(
-            written.written.load(Ordering::Acquire),
-            2,
-            "went before room was made"
-        );
-        writer.join().unwrap();
-        // A consumer that stopped never blocks the reader.
+        assert!(!ahead.has_room(1));
+        written.wrote_batch();
+        assert!(ahead.has_room(1));
+        ahead.sent(1);
+        assert!(!ahead.has_room(BYTES_AHEAD));
+        // A consumer that stopped, or is gone, never holds the reader back.
         written.stopped();
-        ahead.wait_for_room(BYTES_AHEAD);
-        ahead.wait_for_room(BYTES_AHEAD);
-        assert_eq!(ahead.waiting.len(), 1);
+        assert!(ahead.has_room(BYTES_AHEAD));
+        assert!(ahead.waiting.is_empty());
+        let mut orphan = Ahead {
+            written: Arc::new(InFlight::default()),
+            sent: 0,
+            waiting: VecDeque::new(),
+        };
+        orphan.sent(BYTES_AHEAD);
+        assert!(orphan.has_room(BYTES_AHEAD), "no consumer counts batches");
     }
 
     #[test]

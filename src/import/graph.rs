@@ -13,7 +13,9 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use rusqlite::functions::FunctionFlags;
@@ -275,11 +277,14 @@ impl LinkedGraph {
     }
 }
 
-/// Packed edges: a bounded buffer, and sorted runs in temporary files.
+/// Packed edges: a bounded buffer, and sorted runs one after the other in a temporary file.
 struct EdgeLog {
     dir: PathBuf,
     buffer: Vec<u64>,
-    runs: Vec<File>,
+    /// The runs' file, made when the buffer first fills.
+    file: Option<File>,
+    /// Edges in each run, in file order.
+    runs: Vec<u64>,
 }
 
 impl EdgeLog {
@@ -287,6 +292,7 @@ impl EdgeLog {
         EdgeLog {
             dir: dir.to_path_buf(),
             buffer: Vec::new(),
+            file: None,
             runs: Vec::new(),
         }
     }
@@ -299,17 +305,21 @@ impl EdgeLog {
         Ok(())
     }
 
-    /// Sorts the buffer and writes it out as a run.
+    /// Sorts the buffer and appends it to the file as a run.
     fn spill(&mut self) -> Result<()> {
         self.buffer.sort_unstable();
-        let file = super::spill_file(&self.dir, "the call graph")?;
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self
+                .file
+                .insert(super::spill_file(&self.dir, "the call graph")?),
+        };
         let mut writer = BufWriter::with_capacity(1 << 16, file);
         for edge in &self.buffer {
             writer.write_all(&edge.to_le_bytes())?;
         }
-        let mut file = writer.into_inner().map_err(|e| e.into_error())?;
-        file.rewind()?;
-        self.runs.push(file);
+        writer.flush()?;
+        self.runs.push(self.buffer.len() as u64);
         self.buffer.clear();
         Ok(())
     }
@@ -317,11 +327,20 @@ impl EdgeLog {
     /// All edges in ascending order (duplicates kept).
     fn into_sorted(mut self) -> Result<SortedEdges> {
         self.buffer.sort_unstable();
-        let mut runs: Vec<Run> = self
-            .runs
-            .into_iter()
-            .map(|f| Run::File(BufReader::with_capacity(1 << 16, f)))
-            .collect();
+        let file = self.file.map(Arc::new);
+        let mut runs = Vec::with_capacity(self.runs.len() + 1);
+        let mut start = 0;
+        for &edges in &self.runs {
+            let file = file.clone().expect("runs were written to the file");
+            runs.push(Run::File(FileRun {
+                file,
+                next: start,
+                end: start + edges * EDGE_BYTES,
+                block: Vec::new(),
+                at: 0,
+            }));
+            start += edges * EDGE_BYTES;
+        }
         runs.push(Run::Memory(self.buffer.into_iter()));
         let mut heads = BinaryHeap::new();
         for (i, run) in runs.iter_mut().enumerate() {
@@ -333,25 +352,58 @@ impl EdgeLog {
     }
 }
 
+/// Bytes of a packed edge in a run's file.
+const EDGE_BYTES: u64 = std::mem::size_of::<u64>() as u64;
+
 /// One sorted run of edges.
 enum Run {
     Memory(std::vec::IntoIter<u64>),
-    File(BufReader<File>),
+    File(FileRun),
+}
+
+/// A run in the runs' file, read a block at a time from its own place in the file (one file
+/// for all runs, however many: no descriptor per run).
+struct FileRun {
+    file: Arc<File>,
+    /// Where the next block starts in the file, and where the run ends.
+    next: u64,
+    end: u64,
+    /// The block read, and the index of its next edge's first byte.
+    block: Vec<u8>,
+    at: usize,
 }
 
 impl Run {
     fn next(&mut self) -> Result<Option<u64>> {
         match self {
             Run::Memory(edges) => Ok(edges.next()),
-            Run::File(reader) => {
-                let mut bytes = [0u8; 8];
-                match reader.read_exact(&mut bytes) {
-                    Ok(()) => Ok(Some(u64::from_le_bytes(bytes))),
-                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
-                    Err(e) => Err(e).context("reading back the call graph"),
-                }
-            }
+            Run::File(run) => run.next(),
         }
+    }
+}
+
+impl FileRun {
+    /// Bytes read at a time.
+    const BLOCK: u64 = 1 << 16;
+
+    fn next(&mut self) -> Result<Option<u64>> {
+        if self.at == self.block.len() {
+            if self.next == self.end {
+                return Ok(None);
+            }
+            let len = (self.end - self.next).min(Self::BLOCK);
+            self.block.resize(len as usize, 0);
+            self.file
+                .read_exact_at(&mut self.block, self.next)
+                .context("reading back the call graph")?;
+            self.next += len;
+            self.at = 0;
+        }
+        let bytes = &self.block[self.at..self.at + EDGE_BYTES as usize];
+        self.at += EDGE_BYTES as usize;
+        Ok(Some(u64::from_le_bytes(
+            bytes.try_into().expect("eight bytes"),
+        )))
     }
 }
 
@@ -408,13 +460,13 @@ mod tests {
     fn runs_merge_in_order_with_duplicates() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = EdgeLog::new(dir.path());
-        // More than one buffer's worth, in descending order, each edge twice.
+        // More than two buffers' worth, in descending order, each edge twice.
         let total = EDGE_BUFFER as u64 + 1000;
         for edge in (0..total).rev() {
             log.push(edge * 7).unwrap();
             log.push(edge * 7).unwrap();
         }
-        assert!(!log.runs.is_empty(), "the buffer never spilled");
+        assert!(log.runs.len() > 1, "the buffer spilled less than twice");
         let mut sorted = log.into_sorted().unwrap();
         let mut expected = 0;
         while let Some(edge) = sorted.peek() {

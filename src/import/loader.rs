@@ -120,6 +120,14 @@ pub(super) struct Loader<'c> {
     open_list: Option<OpenList>,
 }
 
+/// The call graph of a full import (a delta writes its lists itself, and never in parts).
+fn full_graph<'s, 'c>(sink: &'s mut Sink<'c>) -> &'s mut CallGraph<'c> {
+    let Sink::Full { graph, .. } = sink else {
+        unreachable!("a delta import writes its lists itself")
+    };
+    graph
+}
+
 /// A call-graph list being written part by part.
 struct OpenList {
     section: Section,
@@ -757,10 +765,7 @@ impl<'c> Loader<'c> {
     }
 
     fn graph(&mut self) -> &mut CallGraph<'c> {
-        let Sink::Full { graph, .. } = &mut self.sink else {
-            unreachable!("a delta import writes its lists itself")
-        };
-        graph
+        full_graph(&mut self.sink)
     }
 
     /// In a full import, the node id of a call-graph list's key, with the list claimed for it
@@ -787,9 +792,7 @@ impl<'c> Loader<'c> {
     ) -> Result<()> {
         /// Names whose slots are fetched before the first lookup, and kept ahead of it.
         const PREFETCH_DISTANCE: usize = 16;
-        let Sink::Full { graph, .. } = &mut self.sink else {
-            unreachable!("a delta import writes its lists itself")
-        };
+        let graph = full_graph(&mut self.sink);
         (&mut ahead)
             .take(PREFETCH_DISTANCE)
             .for_each(|hash| graph.prefetch(hash));
@@ -805,9 +808,7 @@ impl<'c> Loader<'c> {
     /// Records the edges of the list being written (node `key_id`'s, of `len` items in all).
     fn end_list(&mut self, section: Section, key_id: u32, len: usize) -> Result<()> {
         let forward = section == Section::GraphForward;
-        let Sink::Full { graph, .. } = &mut self.sink else {
-            unreachable!("a delta import writes its lists itself")
-        };
+        let graph = full_graph(&mut self.sink);
         if !forward {
             graph.set_reverse_len(key_id, len)?;
         }

@@ -697,7 +697,8 @@ struct Reading {
     rx: std::sync::mpsc::Receiver<Vec<Event>>,
     /// Written events, back to the reading thread to free.
     spent: std::sync::mpsc::SyncSender<Vec<Event>>,
-    /// Batches written, for the reader's bound on the bytes ahead (a full import's).
+    /// Batches written, for the reader's bound on the bytes ahead (not in a delta's reading
+    /// of the cache).
     written: Option<Arc<InFlight>>,
     thread: std::thread::JoinHandle<Result<ReadOutcome, reader::ReadError>>,
 }
