@@ -247,6 +247,21 @@ const BATCH: usize = 512;
 const BATCH_BYTES: u64 = 1 << 20;
 const READ_SIZE: usize = 1 << 20;
 
+#[cfg(test)]
+thread_local! {
+    /// Bytes read at a time by readers started on this thread, in tests: a few bytes make
+    /// every entry, name and escape fall across reads.
+    static TEST_READ_SIZE: std::cell::Cell<usize> = const { std::cell::Cell::new(READ_SIZE) };
+}
+
+/// Bytes read from the file at a time.
+fn read_size() -> usize {
+    #[cfg(test)]
+    return TEST_READ_SIZE.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    READ_SIZE
+}
+
 /// Names of a long call-graph list handed over at a time ([`Event::GraphListPart`]): a hub's
 /// list is never held whole, only a part of about half a megabyte per batch in flight.
 pub const LIST_PART: usize = 8192;
@@ -333,7 +348,8 @@ pub fn read_document_with(
                 message: format!("cannot start the thread that hashes the file: {e}"),
             })?,
             progress,
-            buf: Vec::with_capacity(2 * READ_SIZE),
+            buf: Vec::with_capacity(2 * read_size()),
+            read_size: read_size(),
             pos: 0,
             base: 0,
             eof: false,
@@ -525,6 +541,8 @@ struct Scanner {
     eof: bool,
     /// Bytes of the file handed to the hasher (more than `base + buf.len()` after a rewind).
     hashed: u64,
+    /// Bytes read at a time ([`read_size`]).
+    read_size: usize,
     max_entry_bytes: u64,
 }
 
@@ -544,7 +562,7 @@ impl Scanner {
             return Ok(None);
         }
         let old = self.buf.len();
-        self.buf.resize(old + READ_SIZE, 0);
+        self.buf.resize(old + self.read_size, 0);
         let n = loop {
             match self.file.read(&mut self.buf[old..]) {
                 Ok(n) => break n,
@@ -583,8 +601,8 @@ impl Scanner {
             self.pos -= shift;
         }
         // After an entry far larger than a read (a call-graph hub's list), give the memory back.
-        if self.buf.capacity() > 8 * READ_SIZE && self.buf.len() <= 2 * READ_SIZE {
-            self.buf.shrink_to(4 * READ_SIZE);
+        if self.buf.capacity() > 8 * self.read_size && self.buf.len() <= 2 * self.read_size {
+            self.buf.shrink_to(4 * self.read_size);
         }
         self.progress
             .bytes
@@ -1726,7 +1744,8 @@ mod tests {
             })
         }
 
-        fn read_bytes(bytes: &[u8]) -> Result<usize, ReadError> {
+        fn read_bytes(bytes: &[u8], read_size: usize) -> Result<usize, ReadError> {
+            TEST_READ_SIZE.with(|size| size.set(read_size));
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("c.json");
             std::fs::write(&path, bytes).unwrap();
@@ -1753,15 +1772,65 @@ mod tests {
             /// Whatever the bytes, the reader ends with events or an error naming a position,
             /// and never panics or hangs.
             #[test]
-            fn mutated_caches_are_read_or_refused(bytes in mutated()) {
-                if let Err(err) = read_bytes(&bytes) {
+            fn mutated_caches_are_read_or_refused(bytes in mutated(), read_size in 1usize..4096) {
+                if let Err(err) = read_bytes(&bytes, read_size) {
                     prop_assert!(!err.message.is_empty());
                 }
             }
 
             #[test]
-            fn arbitrary_bytes_are_read_or_refused(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-                let _ = read_bytes(&bytes);
+            fn arbitrary_bytes_are_read_or_refused(
+                bytes in prop::collection::vec(any::<u8>(), 0..512),
+                read_size in 1usize..64,
+            ) {
+                let _ = read_bytes(&bytes, read_size);
+            }
+
+            /// A call-graph list read a few bytes at a time gives what serde_json reads from the
+            /// whole: the same names, or the same value when an item is not a name, or an error
+            /// for both; with the digest of its bytes.
+            #[test]
+            fn graph_lists_read_across_reads_are_read_as_whole(
+                items in prop::collection::vec(prop_oneof![
+                    8 => "[a-z\"\\\\/é\u{1F600}\n\t ]{0,12}".prop_map(Value::String),
+                    1 => any::<i64>().prop_map(Value::from),
+                ], 0..40),
+                pretty in any::<bool>(),
+                read_size in 1usize..48,
+            ) {
+                let list = if pretty {
+                    serde_json::to_string_pretty(&items).unwrap()
+                } else {
+                    serde_json::to_string(&items).unwrap()
+                };
+                let text = format!(r#"{{"graph": {{"forward": {{"k": {list}, "z": ["y"]}}}}}}"#);
+                TEST_READ_SIZE.with(|size| size.set(read_size));
+                let events = read(&text, Limits::default()).unwrap();
+                TEST_READ_SIZE.with(|size| size.set(READ_SIZE));
+                let digest = entry_digest(Section::GraphForward, "k", list.as_bytes());
+                let mut names: Vec<Value> = Vec::new();
+                let mut whole = None;
+                for event in &events {
+                    match event {
+                        Event::GraphListPart { key, names: part, .. } if key == "k" => {
+                            names.extend(part.iter().map(|(n, _)| Value::String(n.to_string())));
+                        }
+                        Event::GraphList { key, names: last, digest: d, .. } if key == "k" => {
+                            names.extend(last.iter().map(|(n, _)| Value::String(n.to_string())));
+                            prop_assert!(last.iter().all(|(n, h)| h == name_hash(n)));
+                            whole = Some((Value::Array(names.clone()), *d));
+                        }
+                        Event::Entry { key, value, digest: d, .. } if key == "k" => {
+                            whole = Some((value.clone(), d.unwrap_or_default()));
+                        }
+                        _ => {}
+                    }
+                }
+                prop_assert_eq!(whole, Some((Value::Array(items), digest)));
+                let after = events
+                    .iter()
+                    .any(|e| matches!(e, Event::GraphList { key, .. } if key == "z"));
+                prop_assert!(after, "the list after it is read");
             }
         }
     }
