@@ -384,7 +384,7 @@ impl FtsBuilder {
         } else {
             let encoded = self.batch.encode();
             let start = self.spooled;
-            write_all_at(&self.spool, &encoded, start)
+            super::write_all_at(&self.spool, &encoded, start)
                 .context("writing to the full-text spool file")?;
             self.spooled += encoded.len() as u64;
             self.batch = std::mem::take(&mut self.batch).emptied();
@@ -511,7 +511,7 @@ impl Input {
             }
             Message::Spooled(range) => {
                 let mut bytes = vec![0; (range.end - range.start) as usize];
-                read_exact_at(&self.spool, &mut bytes, range.start)
+                super::read_exact_at(&self.spool, &mut bytes, range.start)
                     .context("reading the full-text spool file")
                     .and_then(|()| Batch::decode(&bytes))
                     .map(|batch| (batch, false))
@@ -523,47 +523,6 @@ impl Input {
     fn give_back(&self, batch: Batch) {
         let _ = self.give_back.try_send(batch);
     }
-}
-
-/// Reads `buf.len()` bytes of `file` at `offset`. The spool is read and written only at
-/// explicit offsets, so the two threads never share a file position.
-#[cfg(unix)]
-fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-}
-
-/// Writes all of `buf` into `file` at `offset`.
-#[cfg(unix)]
-fn write_all_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
-}
-
-#[cfg(windows)]
-fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            n => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
-}
-
-#[cfg(windows)]
-fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match std::os::windows::fs::FileExt::seek_write(file, buf, offset)? {
-            0 => return Err(std::io::ErrorKind::WriteZero.into()),
-            n => {
-                buf = &buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The builder thread: inserts every row it receives, the symbols' then the files', in one

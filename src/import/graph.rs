@@ -12,8 +12,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, Write};
-use std::os::unix::fs::FileExt;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -33,8 +32,9 @@ const EDGE_BUFFER: usize = 1 << 19;
 pub(super) struct CallGraph<'c> {
     ids: NodeIds,
     insert_node: Statement<'c>,
-    /// The length of each `graph.reverse[name]` (duplicates counted) as node id and length,
-    /// in a temporary file until the load ends: read back once the node-id table is freed.
+    /// The length of each `graph.reverse[name]` (duplicates counted), packed as
+    /// `id << 32 | length`, in a temporary file until the load ends: read back once the
+    /// node-id table is freed.
     reverse_lens: BufWriter<File>,
     /// Which lists were stored under each node's name.
     lists: ListBits,
@@ -95,10 +95,11 @@ impl<'c> CallGraph<'c> {
     /// Records `n` as the length of node `id`'s reverse list.
     pub(super) fn set_reverse_len(&mut self, id: u32, n: usize) -> Result<()> {
         let n = u32::try_from(n).unwrap_or(u32::MAX);
-        self.reverse_lens.write_all(&id.to_le_bytes())?;
-        self.reverse_lens.write_all(&n.to_le_bytes())?;
+        let packed = (u64::from(id) << 32) | u64::from(n);
+        self.reverse_lens.write_all(&packed.to_le_bytes())?;
         Ok(())
     }
+
     /// Records one occurrence of the edge `caller → callee` in a forward or a reverse source.
     pub(super) fn push_edge(&mut self, caller: u32, callee: u32, forward: bool) -> Result<()> {
         let packed = (u64::from(caller) << 32) | u64::from(callee);
@@ -139,25 +140,18 @@ impl<'c> CallGraph<'c> {
 /// The lengths [`CallGraph::set_reverse_len`] wrote, by node id - 1 (a length given twice
 /// for one node is summed).
 fn read_reverse_lens(file: BufWriter<File>, nodes: usize) -> Result<Vec<u32>> {
-    let mut file = file.into_inner().map_err(|e| e.into_error())?;
-    file.rewind()?;
-    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let file = file.into_inner().map_err(|e| e.into_error())?;
+    let mut records = FileRun::whole(file)?;
     let mut lens = vec![0u32; nodes];
-    let mut record = [0u8; 8];
-    loop {
-        match reader.read_exact(&mut record) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(lens),
-            Err(e) => return Err(e).context("reading back the call graph's list lengths"),
-        }
-        let [id, len] = [&record[..4], &record[4..]]
-            .map(|half| u32::from_le_bytes(half.try_into().expect("four bytes")));
-        let slot = (id as usize)
+    while let Some(packed) = records.next()? {
+        let (id, len) = ((packed >> 32) as usize, packed as u32);
+        let slot = id
             .checked_sub(1)
             .and_then(|i| lens.get_mut(i))
             .context("a list length for a node id the import did not give")?;
         *slot = slot.saturating_add(len);
     }
+    Ok(lens)
 }
 
 /// Two bits per node: whether a forward and a reverse list were stored under its name.
@@ -335,11 +329,11 @@ impl EdgeLog {
             runs.push(Run::File(FileRun {
                 file,
                 next: start,
-                end: start + edges * EDGE_BYTES,
+                end: start + edges * PACKED_BYTES,
                 block: Vec::new(),
                 at: 0,
             }));
-            start += edges * EDGE_BYTES;
+            start += edges * PACKED_BYTES;
         }
         runs.push(Run::Memory(self.buffer.into_iter()));
         let mut heads = BinaryHeap::new();
@@ -352,8 +346,8 @@ impl EdgeLog {
     }
 }
 
-/// Bytes of a packed edge in a run's file.
-const EDGE_BYTES: u64 = std::mem::size_of::<u64>() as u64;
+/// Bytes of a packed number (an edge, a reverse list's length) in a temporary file.
+const PACKED_BYTES: u64 = std::mem::size_of::<u64>() as u64;
 
 /// One sorted run of edges.
 enum Run {
@@ -361,8 +355,9 @@ enum Run {
     File(FileRun),
 }
 
-/// A run in the runs' file, read a block at a time from its own place in the file (one file
-/// for all runs, however many: no descriptor per run).
+/// Packed numbers in a temporary file, from `next` to `end`, read a block at a time: a run of
+/// edges in the runs' file, read from its own place in it (one file for all runs, however
+/// many: no descriptor per run), or a whole file of them.
 struct FileRun {
     file: Arc<File>,
     /// Where the next block starts in the file, and where the run ends.
@@ -386,6 +381,18 @@ impl FileRun {
     /// Bytes read at a time.
     const BLOCK: u64 = 1 << 16;
 
+    /// Every number written to `file`.
+    fn whole(file: File) -> Result<FileRun> {
+        let end = file.metadata()?.len();
+        Ok(FileRun {
+            file: Arc::new(file),
+            next: 0,
+            end,
+            block: Vec::new(),
+            at: 0,
+        })
+    }
+
     fn next(&mut self) -> Result<Option<u64>> {
         if self.at == self.block.len() {
             if self.next == self.end {
@@ -393,14 +400,13 @@ impl FileRun {
             }
             let len = (self.end - self.next).min(Self::BLOCK);
             self.block.resize(len as usize, 0);
-            self.file
-                .read_exact_at(&mut self.block, self.next)
+            super::read_exact_at(&self.file, &mut self.block, self.next)
                 .context("reading back the call graph")?;
             self.next += len;
             self.at = 0;
         }
-        let bytes = &self.block[self.at..self.at + EDGE_BYTES as usize];
-        self.at += EDGE_BYTES as usize;
+        let bytes = &self.block[self.at..self.at + PACKED_BYTES as usize];
+        self.at += PACKED_BYTES as usize;
         Ok(Some(u64::from_le_bytes(
             bytes.try_into().expect("eight bytes"),
         )))

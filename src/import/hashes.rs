@@ -7,7 +7,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::HashSet;
 use std::fs::File;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -165,21 +165,19 @@ impl NodeIds {
         self.slots.resize(homes, Slot::default());
         self.homes = homes;
         self.hashes.flush().context(WRITING)?;
-        let file = self.hashes.get_mut();
-        let reading = "reading back the call graph's names";
-        file.rewind().context(reading)?;
         let mut chunk = vec![0u8; 1 << 16];
         let mut id = 0u32;
         while id < self.len {
             let want = chunk.len().min((self.len - id) as usize * HASH_BYTES);
-            file.read_exact(&mut chunk[..want]).context(reading)?;
+            let offset = u64::from(id) * HASH_BYTES as u64;
+            super::read_exact_at(self.hashes.get_ref(), &mut chunk[..want], offset)
+                .context("reading back the call graph's names")?;
             for bytes in chunk[..want].chunks_exact(HASH_BYTES) {
                 id += 1;
                 let hash = u128::from_le_bytes(bytes.try_into().expect("16 bytes"));
                 place(&mut self.slots, homes, hash, id);
             }
         }
-        file.seek(SeekFrom::End(0)).context(reading)?;
         Ok(())
     }
 }

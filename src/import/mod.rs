@@ -163,6 +163,55 @@ pub(super) fn spill_file(dir: &Path, what: &str) -> Result<fs::File> {
     })
 }
 
+/// Reads `buf.len()` bytes of `file` at `offset`, leaving the file's position alone (a spill
+/// file read and written at explicit offsets needs no shared position).
+#[cfg(unix)]
+pub(super) fn read_exact_at(file: &fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+/// Writes all of `buf` into `file` at `offset`.
+#[cfg(unix)]
+pub(super) fn write_all_at(file: &fs::File, buf: &[u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+pub(super) fn read_exact_at(
+    file: &fs::File,
+    mut buf: &mut [u8],
+    mut offset: u64,
+) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(windows)]
+pub(super) fn write_all_at(
+    file: &fs::File,
+    mut buf: &[u8],
+    mut offset: u64,
+) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_write(file, buf, offset)? {
+            0 => return Err(std::io::ErrorKind::WriteZero.into()),
+            n => {
+                buf = &buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A size in the summary's units, decimal as the rate's MB/s (kB = 10^3 bytes, MB = 10^6,
 /// GB = 10^9), with one decimal: `40.2 kB`, `887.1 MB`, `9.0 GB`.
 pub(super) fn size_text(bytes: u64) -> String {

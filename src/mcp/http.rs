@@ -115,6 +115,7 @@ impl HttpOptions {
         let config = StreamableHttpServerConfig::default()
             .with_allowed_origins(origins)
             .enforce_origin_validation()
+            // The guard reads every body under this limit first; rmcp's check stays as a backstop.
             .with_max_request_body_bytes(self.max_body_bytes)
             .with_cancellation_token(cancel);
         let config = if self.addr.ip().is_loopback() {

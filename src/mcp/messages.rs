@@ -107,8 +107,7 @@ pub(super) fn check(
     };
     let id = match object.get("id") {
         None => None,
-        Some(id @ Value::String(_)) => Some(id.clone()),
-        Some(id @ Value::Number(n)) if n.is_i64() => Some(id.clone()),
+        Some(id) if usable_id(id) => Some(id.clone()),
         Some(_) => return Err(invalid(&Value::Null, "id must be a string or an integer")),
     };
     let is_request = object.contains_key("method") && id.is_some();
@@ -227,11 +226,14 @@ fn readable_id(text: &[u8]) -> Value {
         id: Option<Value>,
     }
     match serde_json::from_slice::<Probe>(text) {
-        Ok(Probe {
-            id: Some(id @ (Value::String(_) | Value::Number(_))),
-        }) if id.is_string() || id.is_i64() => id,
+        Ok(Probe { id: Some(id) }) if usable_id(&id) => id,
         _ => Value::Null,
     }
+}
+
+/// Whether `id` may identify a request: a string or an integer.
+fn usable_id(id: &Value) -> bool {
+    id.is_string() || id.is_i64()
 }
 
 #[cfg(test)]
@@ -380,7 +382,7 @@ mod tests {
                     Err(Some(rejection)) => {
                         prop_assert!([PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS].contains(&rejection.code));
                         if let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(&line) {
-                            let id = object.get("id").filter(|id| id.is_string() || id.is_i64());
+                            let id = object.get("id").filter(|id| usable_id(id));
                             if let Some(id) = id {
                                 prop_assert_eq!(&rejection.id, id);
                             }
