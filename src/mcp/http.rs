@@ -22,7 +22,6 @@
 use std::future::Future as _;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -40,6 +39,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TaskTrackerToken;
+use tokio_util::task::TaskTracker;
 
 use super::answer_cache::{AnswerCache, CacheStats};
 use super::errors::{INVALID_REQUEST, PARSE_ERROR};
@@ -170,7 +171,7 @@ pub fn read_token(path: &std::path::Path) -> Result<String> {
 struct Guard {
     token: Option<String>,
     /// Requests between their arrival and the end of their answer (what a drain waits for).
-    in_progress: Arc<AtomicUsize>,
+    in_progress: TaskTracker,
     /// Bodies being received at once ([`RECEIVING_PER_SLOT`] per slot), which bounds the
     /// memory they take.
     receiving: Arc<Semaphore>,
@@ -240,7 +241,7 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     if request.method() == Method::GET {
         return next.run(request).await;
     }
-    let counted = InProgress::count(&guard.in_progress);
+    let counted = guard.in_progress.token();
     let deadline = Instant::now() + guard.request_timeout;
     let limit = guard.request_timeout.as_secs_f64();
     let busy = |what: String| {
@@ -386,29 +387,13 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// One request counted in [`Guard::in_progress`] until dropped.
-struct InProgress(Arc<AtomicUsize>);
-
-impl InProgress {
-    fn count(counter: &Arc<AtomicUsize>) -> InProgress {
-        counter.fetch_add(1, Ordering::SeqCst);
-        InProgress(counter.clone())
-    }
-}
-
-impl Drop for InProgress {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// An answer's body holding its request's slot (and its count in progress) until sent, cut off
 /// at the request's deadline (a streamed answer that never ends would otherwise hold them for
 /// ever).
 struct Limited {
     inner: Body,
     deadline: Pin<Box<tokio::time::Sleep>>,
-    _held: (OwnedSemaphorePermit, InProgress),
+    _held: (OwnedSemaphorePermit, TaskTrackerToken),
 }
 
 impl HttpBody for Limited {
@@ -533,7 +518,7 @@ pub(super) async fn serve(
     );
     let guard_state = Arc::new(Guard {
         token: options.token.clone(),
-        in_progress: Arc::default(),
+        in_progress: TaskTracker::new(),
         receiving: Arc::new(Semaphore::new(receiving_limit(options.max_concurrent))),
         slots: Arc::new(Semaphore::new(options.max_concurrent)),
         max_concurrent: options.max_concurrent,
@@ -737,15 +722,11 @@ impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for StallLimited<T> {
 
 /// Waits until no request is in progress (its body arriving, its call running or its answer
 /// being sent), or `limit` passes; whether all finished.
-async fn drain(in_progress: &AtomicUsize, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while in_progress.load(Ordering::SeqCst) > 0 {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    true
+async fn drain(in_progress: &TaskTracker, limit: Duration) -> bool {
+    in_progress.close();
+    tokio::time::timeout(limit, in_progress.wait())
+        .await
+        .is_ok()
 }
 
 /// Waits for SIGTERM or SIGINT (Ctrl-C) and names it.
