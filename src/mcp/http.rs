@@ -587,7 +587,7 @@ async fn accept(
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(header_timeout);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let (closing, closing_seen) = tokio::sync::watch::channel(());
     let mut stopped = std::pin::pin!(stopped);
     loop {
         let stream = tokio::select! {
@@ -606,18 +606,30 @@ async fn accept(
             },
             _ = &mut stopped => break,
         };
-        let connection = graceful.watch(http.serve_connection(
+        let connection = http.serve_connection(
             StallLimited::new(hyper_util::rt::TokioIo::new(stream), header_timeout),
             hyper_util::service::TowerToHyperService::new(app.clone()),
-        ));
+        );
+        let mut closing = closing_seen.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!("a connection ended: {e}");
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                ended = connection.as_mut() => {
+                    if let Err(e) = ended {
+                        tracing::debug!("a connection ended: {e}");
+                    }
+                    return;
+                }
+                _ = closing.changed() => {}
             }
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    drop(closing_seen);
+    let _ = closing.send(());
+    closing.closed().await;
 }
 
 /// A connection whose writes fail once one has waited `limit` for the client to read: an
