@@ -520,6 +520,7 @@ impl Source<'_> {
             "built the indexes at {:.2} s",
             started.elapsed().as_secs_f64()
         );
+        let _writeback = crate::replace::Writeback::start(tmp);
         graph.write_nodes(&conn)?;
         db::migrate(&mut conn, None)?;
         tracing::debug!(
@@ -586,6 +587,7 @@ impl Source<'_> {
             "copied the database at {:.2} s",
             started.elapsed().as_secs_f64()
         );
+        let _writeback = crate::replace::Writeback::start(tmp);
         let conn =
             Connection::open(tmp).with_context(|| format!("cannot open {}", tmp.display()))?;
         // Rows are removed before the rows that referred to them are brought up to date (node
