@@ -97,36 +97,49 @@ fn a_closed_stdout_ends_commands_quietly() {
     assert!(big.stdout.len() > 1 << 20, "bigger than any pipe buffer");
 }
 
+/// The periodic lines of an import's stderr, checked: a start line giving the cache's size in
+/// `unit`, the same size in every periodic line, the summary last.
+fn progress_lines<'a>(err: &'a str, unit: &str) -> Vec<&'a str> {
+    let lines: Vec<&str> = err.lines().collect();
+    let size = lines[0]
+        .strip_prefix("import: reading ")
+        .and_then(|rest| rest.rsplit_once(" ("))
+        .and_then(|(_, size)| size.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no start line: {err}"));
+    assert!(size.ends_with(unit), "{err}");
+    assert!(lines.last().unwrap().starts_with("imported "), "{err}");
+    let progress = lines[1..lines.len() - 1].to_vec();
+    assert!(!progress.is_empty(), "no progress line: {err}");
+    for line in &progress {
+        assert!(
+            line.starts_with("import: ")
+                && line.contains(&format!("% of {size} read, "))
+                && line.contains(" s elapsed (")
+                && line.ends_with(" MB/s)"),
+            "{line}"
+        );
+    }
+    progress
+}
+
 #[test]
 fn import_prints_progress_lines_when_stderr_is_not_a_terminal() {
     let project = generated();
     let out = project.run(&["import", "--full", "--progress-interval", "0.01"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
-    let lines: Vec<&str> = err.lines().collect();
-    assert!(
-        lines[0].starts_with("import: reading ") && lines[0].ends_with(" MB)"),
-        "{err}"
-    );
-    assert!(lines.last().unwrap().starts_with("imported "), "{err}");
-    let progress = &lines[1..lines.len() - 1];
-    assert!(!progress.is_empty(), "no progress line: {err}");
-    for line in progress {
-        assert!(
-            line.starts_with("import: ")
-                && line.contains("% of ")
-                && line.contains(" MB read, ")
-                && line.contains(" s elapsed (")
-                && line.ends_with(" MB/s)"),
-            "{line}"
-        );
-    }
+    let progress = progress_lines(&err, " MB");
     assert!(
         progress
             .iter()
             .any(|line| line.starts_with("import: building indexes and full-text search, ")),
         "{err}"
     );
+    // A cache of a few kB: every line gives its size in kB.
+    let small = TempProject::copy_of(&fixture("demo"));
+    let out = small.run(&["import", "--full", "--progress-interval", "0.0005"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    progress_lines(&stderr(&out), " kB");
 
     // A quick import at the default pace: the start line and the summary; without progress,
     // the summary alone.
