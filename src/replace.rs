@@ -30,7 +30,7 @@ pub fn replace(temp: &Path, path: &Path) -> std::io::Result<()> {
 }
 
 /// How often [`Writeback`] starts writing out what was written since.
-const WRITEBACK_EVERY: Duration = Duration::from_millis(500);
+pub const WRITEBACK_EVERY: Duration = Duration::from_millis(500);
 
 /// Starts the kernel writing a file being built to disk while it is written, so that the
 /// `fsync` of [`replace`] finds little left to write. Each tick asks for the write-out of the
