@@ -81,11 +81,45 @@ enum Phase {
     FirstBuildFailed(String),
 }
 
+/// The read pool being served. Its connections are closed on a thread of their own when its
+/// last holder lets it go: closing the last connection to a database file that an import
+/// renamed over frees that file (0.07 s for the 1 GB database of 1M symbols, growing with the
+/// file), and neither a tool call nor the lock that hands the pool out should wait for that.
+pub type ServedPool = DroppedApart<ReadPool>;
+
+/// A value dropped on a thread of its own (or, when no thread can be started, where it is let
+/// go of).
+pub struct DroppedApart<T: Send + 'static>(Option<T>);
+
+impl<T: Send + 'static> DroppedApart<T> {
+    /// Wraps `value`.
+    pub fn new(value: T) -> DroppedApart<T> {
+        DroppedApart(Some(value))
+    }
+}
+
+impl<T: Send + 'static> std::ops::Deref for DroppedApart<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        self.0.as_ref().expect("a value is there until dropped")
+    }
+}
+
+impl<T: Send + 'static> Drop for DroppedApart<T> {
+    fn drop(&mut self) {
+        let value = self.0.take();
+        let _ = std::thread::Builder::new()
+            .name("acpdb-drop".into())
+            .spawn(move || drop(value));
+    }
+}
+
 /// Shared state of a running server.
 pub struct IndexState {
     options: Options,
     project: RwLock<Project>,
-    current: RwLock<Option<Arc<ReadPool>>>,
+    current: RwLock<Option<Arc<ServedPool>>>,
     phase: Mutex<Phase>,
     /// Why the answers may be out of date (a re-import is running or failed).
     stale: Mutex<Option<String>>,
@@ -225,8 +259,12 @@ impl IndexState {
         *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) = file_id(&path);
         match db::read_pool(&path, self.options.pool_size) {
             Ok(pool) => {
-                *self.current.write().unwrap_or_else(PoisonError::into_inner) =
-                    Some(Arc::new(pool));
+                // The previous pool is let go of once the lock is released.
+                let _previous = self
+                    .current
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .replace(Arc::new(DroppedApart::new(pool)));
                 self.generation.fetch_add(1, Ordering::SeqCst);
                 *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Serving;
                 true
@@ -256,7 +294,7 @@ impl IndexState {
     }
 
     /// The pool to answer from, or why there is none.
-    pub fn pool(&self) -> Result<Arc<ReadPool>, Unavailable> {
+    pub fn pool(&self) -> Result<Arc<ServedPool>, Unavailable> {
         if let Some(pool) = self
             .current
             .read()
@@ -509,5 +547,46 @@ fn signature(project: &Project) -> Signature {
 fn yield_to_tool_calls() {
     if let Err(err) = crate::priority::lower_this_thread(10) {
         tracing::debug!("cannot lower the import's priority: {err}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::thread::ThreadId;
+    use std::time::Duration;
+
+    /// Tells which thread drops it, then waits (at most 10 s) to be let go.
+    struct SlowToDrop {
+        dropped_on: mpsc::Sender<ThreadId>,
+        released: Mutex<mpsc::Receiver<()>>,
+    }
+
+    impl Drop for SlowToDrop {
+        fn drop(&mut self) {
+            let _ = self.dropped_on.send(std::thread::current().id());
+            let released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
+            let _ = released.recv_timeout(Duration::from_secs(10));
+        }
+    }
+
+    #[test]
+    fn a_value_dropped_apart_is_dropped_on_another_thread_without_waiting() {
+        let (dropped_on, dropping_thread) = mpsc::channel();
+        let (release, released) = mpsc::channel();
+        let value = Arc::new(DroppedApart::new(SlowToDrop {
+            dropped_on,
+            released: Mutex::new(released),
+        }));
+        let holder = Arc::clone(&value);
+        drop(value);
+        // The last holder lets it go: this returns before the value is released.
+        drop(holder);
+        release.send(()).unwrap();
+        let thread = dropping_thread
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the value was dropped");
+        assert_ne!(thread, std::thread::current().id());
     }
 }
