@@ -35,7 +35,8 @@ pub const WRITEBACK_EVERY: Duration = Duration::from_millis(500);
 /// Starts the kernel writing a file being built to disk while it is written, so that the
 /// `fsync` of [`replace`] finds little left to write. Each tick asks for the write-out of the
 /// file's dirty pages without waiting for it (Linux's `sync_file_range`); elsewhere it does
-/// nothing. Stops when dropped.
+/// nothing. Stops when dropped, or when the kernel refuses.
+#[must_use = "the write-out stops when the Writeback is dropped"]
 pub struct Writeback {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -56,13 +57,17 @@ impl Writeback {
             return none;
         };
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let path = path.to_path_buf();
         let thread = std::thread::Builder::new()
-            .name("writeback".into())
+            .name("acpdb-writeback".into())
             .spawn(move || {
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(WRITEBACK_EVERY)
                 {
-                    start_write_out(&file);
+                    if let Err(err) = start_write_out(&file) {
+                        tracing::debug!("no early write-out of {}: {err}", path.display());
+                        return;
+                    }
                 }
             });
         match thread {
@@ -86,17 +91,23 @@ impl Drop for Writeback {
 
 /// Asks the kernel to start writing `file`'s dirty pages out, without waiting for them.
 #[cfg(target_os = "linux")]
-fn start_write_out(file: &File) {
+fn start_write_out(file: &File) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: the descriptor is open for as long as `file` lives; offset 0 and length 0 name
     // the whole file, and the flag only starts write-out.
-    unsafe {
-        libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+    let done =
+        unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn start_write_out(_file: &File) {}
+fn start_write_out(_file: &File) -> std::io::Result<()> {
+    Ok(())
+}
 
 /// Replaces `path` with `bytes` (see the module documentation). Leftovers of killed writers
 /// are the callers' to [`sweep`] when they start, not on every write.
@@ -225,10 +236,12 @@ mod tests {
     fn writeback_leaves_the_file_as_written_and_stops_when_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
-        // A file that is not there gets no write-out, and dropping it does not wait.
-        drop(Writeback::start(&path));
+        // A file that is not there gets no write-out.
+        assert!(Writeback::start(&path).thread.is_none());
         let mut file = File::create(&path).unwrap();
         let writeback = Writeback::start(&path);
+        assert_eq!(writeback.thread.is_some(), cfg!(target_os = "linux"));
+        assert!(start_write_out(&file).is_ok());
         let chunk = vec![7u8; 1 << 20];
         for _ in 0..8 {
             file.write_all(&chunk).unwrap();

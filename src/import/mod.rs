@@ -476,6 +476,9 @@ impl Source<'_> {
             .bytes
             .store(0, std::sync::atomic::Ordering::Relaxed);
         let _ = fs::remove_file(tmp);
+        // Declared before the connection so that it stops after it is closed: closing another
+        // descriptor of the file first would drop SQLite's lock on it.
+        let mut _writeback = None;
         let mut conn =
             Connection::open(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
         conn.execute_batch(WRITE_PRAGMAS)?;
@@ -520,7 +523,7 @@ impl Source<'_> {
             "built the indexes at {:.2} s",
             started.elapsed().as_secs_f64()
         );
-        let _writeback = crate::replace::Writeback::start(tmp);
+        _writeback = Some(crate::replace::Writeback::start(tmp));
         graph.write_nodes(&conn)?;
         db::migrate(&mut conn, None)?;
         tracing::debug!(

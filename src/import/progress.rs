@@ -53,8 +53,8 @@ impl Phase {
     }
 
     /// Where the phase starts on the progress bar, in units of the cache's size: reading covers
-    /// 0..1, and the later phases the share of the time they took after reading at 100K and 1M
-    /// symbols (docs/benchmarks.md), so that the bar's ETA covers the whole import.
+    /// 0..1, and the later phases the share of the time they took after reading at 100K, 1M
+    /// and 10M symbols (docs/benchmarks.md), so that the bar's ETA covers the whole import.
     pub(super) fn start(self) -> f64 {
         match self {
             Phase::Reading => 0.0,

@@ -290,7 +290,7 @@ impl AcpServer {
         let index = Arc::new(DatabaseIndex::new(move || {
             let pool = state.pool().ok()?;
             let conn = pool.get().ok()?;
-            Some(Box::new(conn) as IndexConnection)
+            Some(Box::new(HeldConnection { conn, _pool: pool }) as IndexConnection)
         }));
         let journal = Journal::open(&project.journal_db, &project.root, &project.attempts)
             .map_err(errors::journal)?
@@ -389,6 +389,22 @@ impl AcpServer {
             }
             other => Ok(other),
         }
+    }
+}
+
+/// A pooled connection that keeps its served pool: the connection goes back to the pool before
+/// the pool is let go of, so that a pool replaced meanwhile still closes apart
+/// ([`crate::mcp::state::ServedPool`]).
+struct HeldConnection {
+    conn: r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>,
+    _pool: Arc<crate::mcp::state::ServedPool>,
+}
+
+impl std::ops::Deref for HeldConnection {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.conn
     }
 }
 

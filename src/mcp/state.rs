@@ -252,19 +252,21 @@ impl IndexState {
         }
     }
 
-    /// Opens the database file as it is now and answers from it; false (logged) when it
-    /// cannot be opened, and the previous database, if any, keeps answering.
+    /// Opens the database file as it is now and answers from it, with no staleness note; false
+    /// (logged) when it cannot be opened, and the previous database, if any, keeps answering.
     fn open_current(&self) -> bool {
         let path = self.db_path();
         *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) = file_id(&path);
         match db::read_pool(&path, self.options.pool_size) {
             Ok(pool) => {
-                // The previous pool is let go of once the lock is released.
-                let _previous = self
-                    .current
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .replace(Arc::new(DroppedApart::new(pool)));
+                let previous = {
+                    let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+                    // The note goes before the new pool can be taken: no answer from it carries a
+                    // note that it comes from the previous import.
+                    self.set_stale(None);
+                    current.replace(Arc::new(DroppedApart::new(pool)))
+                };
+                drop(previous);
                 self.generation.fetch_add(1, Ordering::SeqCst);
                 *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Serving;
                 true
@@ -467,10 +469,8 @@ impl IndexState {
             match result {
                 Ok(summary) => {
                     tracing::info!("background import finished: {}", summary.line());
-                    // The note goes only once the new database answers.
-                    if state.open_current() {
-                        state.set_stale(None);
-                    } else {
+                    // The note goes as the new database starts answering.
+                    if !state.open_current() {
                         state.set_stale(Some(format!(
                             "The index is stale: the cache was re-imported into {} but the new database cannot be opened (see the server's log); this answer comes from the previous import.",
                             project.db.display()
