@@ -129,6 +129,12 @@ pub type ReadPool = r2d2::Pool<r2d2_sqlite::SqliteConnectionManager>;
 /// connection opened by path after the file was replaced would otherwise answer from another
 /// database than its pool's.
 pub fn read_pool(path: &Path, size: u32) -> Result<ReadPool> {
+    let mut pools = read_pools(path, &[size])?;
+    pools.pop().context("one pool was asked for")
+}
+
+/// Like [`read_pool`], one pool per size, every connection of every pool on the same import.
+pub fn read_pools(path: &Path, sizes: &[u32]) -> Result<Vec<ReadPool>> {
     if !path.is_file() {
         anyhow::bail!(
             "no acpdb database at {}; run `acpdb import` in the project first",
@@ -139,30 +145,38 @@ pub fn read_pool(path: &Path, size: u32) -> Result<ReadPool> {
     let expected = Connection::open_with_flags(path, flags)
         .and_then(|c| import_identity(&c))
         .with_context(|| format!("{} is not an acpdb index", path.display()))?;
-    let manager = r2d2_sqlite::SqliteConnectionManager::file(path)
-        .with_flags(flags)
-        .with_init(move |c| {
-            if import_identity(c)? != expected {
-                return Err(rusqlite::Error::SqliteFailure(
-                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
-                    Some("the database file was replaced while its pool was opened".into()),
-                ));
-            }
-            c.busy_timeout(Duration::from_secs(5))?;
-            c.pragma_update(None, "query_only", true)?;
-            c.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
-            c.pragma_update(None, "cache_size", -16_000)?;
-            c.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-            c.pragma_update(None, "mmap_size", 0)?;
-            register_query_functions(c)
-        });
-    r2d2::Pool::builder()
-        .max_size(size)
-        .min_idle(Some(size))
-        .idle_timeout(None)
-        .max_lifetime(None)
-        .build(manager)
-        .with_context(|| format!("opening {}", path.display()))
+    let manager = || {
+        let expected = expected.clone();
+        r2d2_sqlite::SqliteConnectionManager::file(path)
+            .with_flags(flags)
+            .with_init(move |c| {
+                if import_identity(c)? != expected {
+                    return Err(rusqlite::Error::SqliteFailure(
+                        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+                        Some("the database file was replaced while its pool was opened".into()),
+                    ));
+                }
+                c.busy_timeout(Duration::from_secs(5))?;
+                c.pragma_update(None, "query_only", true)?;
+                c.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+                c.pragma_update(None, "cache_size", -16_000)?;
+                c.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+                c.pragma_update(None, "mmap_size", 0)?;
+                register_query_functions(c)
+            })
+    };
+    sizes
+        .iter()
+        .map(|&size| {
+            r2d2::Pool::builder()
+                .max_size(size)
+                .min_idle(Some(size))
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .build(manager())
+                .with_context(|| format!("opening {}", path.display()))
+        })
+        .collect()
 }
 
 /// How often (in SQLite virtual machine steps) a [`TimeLimit`] checks the clock.

@@ -62,9 +62,9 @@ impl Weight {
     }
 }
 
-/// Turns on the read pool, taken without blocking a thread: one per connection, and for
-/// heavy queries one of `heavy`, which leaves at least one connection to the light ones, so a
-/// point lookup never waits behind a row of searches and walks.
+/// Turns on the read pools ([`crate::mcp::state::ReadPools`]), taken without blocking a
+/// thread: one per connection of the light pool for light calls, one per connection of the
+/// heavy pool for heavy ones, so a point lookup never waits behind a row of searches and walks.
 struct Gates {
     connections: Arc<tokio::sync::Semaphore>,
     heavy: Arc<tokio::sync::Semaphore>,
@@ -74,10 +74,10 @@ struct Gates {
 
 impl Gates {
     fn new(pool_size: u32) -> Gates {
-        let connections = pool_size.max(1) as usize;
-        let heavy = connections.saturating_sub(1).max(1);
+        let (light, heavy) = crate::mcp::state::split_pool(pool_size);
+        let (light, heavy) = (light as usize, heavy as usize);
         Gates {
-            connections: Arc::new(tokio::sync::Semaphore::new(connections)),
+            connections: Arc::new(tokio::sync::Semaphore::new(light)),
             heavy: Arc::new(tokio::sync::Semaphore::new(heavy)),
             heavy_workers: HeavyWorkers::start(heavy),
         }
@@ -238,23 +238,21 @@ impl AcpServer {
                 let _connection = self.gates.connections.acquire().await.map_err(closed)?;
                 // A light query runs here only when a connection is free at once: waiting for
                 // one (every connection busy with heavy queries) must not hold up this worker.
-                match pool.try_get() {
+                match pool.light.try_get() {
                     Some(conn) => limited(&conn, time_limit, query),
-                    None => tokio::task::block_in_place(|| on_pool(&pool, time_limit, query)),
+                    None => tokio::task::block_in_place(|| on_pool(&pool.light, time_limit, query)),
                 }
             }
             Weight::Heavy => {
                 let heavy = self.gates.heavy.clone().acquire_owned().await;
                 let heavy = heavy.map_err(closed)?;
-                let connection = self.gates.connections.clone().acquire_owned().await;
-                let connection = connection.map_err(closed)?;
                 self.gates
                     .heavy_workers
                     .run(move || {
-                        // The job holds its turns: they stay taken while it runs, even when the
+                        // The job holds its turn: it stays taken while it runs, even when the
                         // call waiting for it is dropped.
-                        let _turns = (heavy, connection);
-                        on_pool(&pool, time_limit, query)
+                        let _turn = heavy;
+                        on_pool(&pool.heavy, time_limit, query)
                     })
                     .await
             }
@@ -289,7 +287,7 @@ impl AcpServer {
         let state = self.state.clone();
         let index = Arc::new(DatabaseIndex::new(move || {
             let pool = state.pool().ok()?;
-            let conn = pool.get().ok()?;
+            let conn = pool.light.get().ok()?;
             Some(Box::new(HeldConnection { conn, _pool: pool }) as IndexConnection)
         }));
         let journal = Journal::open(&project.journal_db, &project.root, &project.attempts)
@@ -816,7 +814,7 @@ impl ServerHandler for AcpServer {
     ) -> Result<ListResourcesResult, ErrorData> {
         let pool = self.state.pool().map_err(errors::unavailable)?;
         let resources = tokio::task::block_in_place(|| {
-            on_pool(&pool, self.time_limit, |conn| {
+            on_pool(&pool.light, self.time_limit, |conn| {
                 Ok(super::resources::list(conn))
             })
         })?;
@@ -840,7 +838,7 @@ impl ServerHandler for AcpServer {
         let pool = self.state.pool().map_err(errors::unavailable)?;
         let arguments = request.arguments.unwrap_or_default();
         let prompt = tokio::task::block_in_place(|| {
-            on_pool(&pool, self.time_limit, |conn| {
+            on_pool(&pool.light, self.time_limit, |conn| {
                 Ok(super::prompts::render(conn, &request.name, &arguments))
             })
         })??;
@@ -864,7 +862,7 @@ impl ServerHandler for AcpServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let pool = self.state.pool().map_err(errors::unavailable)?;
         let contents = tokio::task::block_in_place(|| {
-            on_pool(&pool, self.time_limit, |conn| {
+            on_pool(&pool.light, self.time_limit, |conn| {
                 Ok(super::resources::read(conn, &request.uri))
             })
         })??;

@@ -81,11 +81,30 @@ enum Phase {
     FirstBuildFailed(String),
 }
 
-/// The read pool being served. Its connections are closed on a thread of their own when its
-/// last holder lets it go: closing the last connection to a database file that an import
-/// renamed over frees that file (0.07 s for the 1 GB database of 1M symbols, growing with the
-/// file), and neither a tool call nor the lock that hands the pool out should wait for that.
-pub type ServedPool = DroppedApart<ReadPool>;
+/// The read pools being served. Their connections are closed on a thread of their own when
+/// their last holder lets them go: closing the last connection to a database file that an
+/// import renamed over frees that file (0.07 s for the 1 GB database of 1M symbols, growing
+/// with the file), and neither a tool call nor the lock that hands the pools out should wait
+/// for that.
+pub type ServedPool = DroppedApart<ReadPools>;
+
+/// The read connections of the served database, those of point lookups apart from those of
+/// heavy queries (searches, walks, impact): each connection has its own page cache, and the
+/// thousands of rows a search reads would otherwise push out the pages that lookups read again
+/// and again.
+pub struct ReadPools {
+    /// For light calls (and resources, prompts and the journal).
+    pub light: ReadPool,
+    /// For heavy calls.
+    pub heavy: ReadPool,
+}
+
+/// How a pool of `size` connections (`--pool-size`) is split: (light, heavy), half of them
+/// (at least one) for heavy queries, the others (at least one) for point lookups.
+pub fn split_pool(size: u32) -> (u32, u32) {
+    let heavy = (size / 2).max(1);
+    (size.saturating_sub(heavy).max(1), heavy)
+}
 
 /// A value dropped on a thread of its own (or, when no thread can be started, where it is let
 /// go of).
@@ -257,7 +276,14 @@ impl IndexState {
     fn open_current(&self) -> bool {
         let path = self.db_path();
         *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) = file_id(&path);
-        match db::read_pool(&path, self.options.pool_size) {
+        let (light, heavy) = split_pool(self.options.pool_size);
+        let opened = db::read_pools(&path, &[light, heavy]).and_then(|pools| {
+            let [light, heavy]: [ReadPool; 2] = pools
+                .try_into()
+                .map_err(|_| anyhow::anyhow!("two read pools were asked for"))?;
+            Ok(ReadPools { light, heavy })
+        });
+        match opened {
             Ok(pool) => {
                 let previous = {
                     let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
@@ -568,6 +594,19 @@ mod tests {
             let _ = self.dropped_on.send(std::thread::current().id());
             let released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
             let _ = released.recv_timeout(Duration::from_secs(10));
+        }
+    }
+
+    #[test]
+    fn a_pool_is_split_between_light_and_heavy_calls_with_one_connection_each_at_least() {
+        assert_eq!(split_pool(1), (1, 1));
+        assert_eq!(split_pool(2), (1, 1));
+        assert_eq!(split_pool(3), (2, 1));
+        assert_eq!(split_pool(4), (2, 2));
+        for size in 2..64 {
+            let (light, heavy) = split_pool(size);
+            assert_eq!(light + heavy, size);
+            assert!(light >= heavy && heavy >= 1);
         }
     }
 
