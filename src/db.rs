@@ -129,12 +129,12 @@ pub type ReadPool = r2d2::Pool<r2d2_sqlite::SqliteConnectionManager>;
 /// connection opened by path after the file was replaced would otherwise answer from another
 /// database than its pool's.
 pub fn read_pool(path: &Path, size: u32) -> Result<ReadPool> {
-    let mut pools = read_pools(path, &[size])?;
-    pools.pop().context("one pool was asked for")
+    let [pool] = read_pools(path, [size])?;
+    Ok(pool)
 }
 
 /// Like [`read_pool`], one pool per size, every connection of every pool on the same import.
-pub fn read_pools(path: &Path, sizes: &[u32]) -> Result<Vec<ReadPool>> {
+pub fn read_pools<const N: usize>(path: &Path, sizes: [u32; N]) -> Result<[ReadPool; N]> {
     if !path.is_file() {
         anyhow::bail!(
             "no acpdb database at {}; run `acpdb import` in the project first",
@@ -165,7 +165,7 @@ pub fn read_pools(path: &Path, sizes: &[u32]) -> Result<Vec<ReadPool>> {
                 register_query_functions(c)
             })
     };
-    sizes
+    let pools = sizes
         .iter()
         .map(|&size| {
             r2d2::Pool::builder()
@@ -176,7 +176,10 @@ pub fn read_pools(path: &Path, sizes: &[u32]) -> Result<Vec<ReadPool>> {
                 .build(manager())
                 .with_context(|| format!("opening {}", path.display()))
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    Ok(pools
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one pool per size")))
 }
 
 /// How often (in SQLite virtual machine steps) a [`TimeLimit`] checks the clock.

@@ -155,9 +155,6 @@ impl Loader<'_> {
             }
             Event::GraphList {
                 ref key, ref names, ..
-            }
-            | Event::GraphListPart {
-                ref key, ref names, ..
             } => {
                 self.check_graph_list(key, names.iter().map(|(name, _)| name));
                 Some(event)

@@ -87,11 +87,6 @@ impl<'c> CallGraph<'c> {
         self.lists.claim(id, reverse)
     }
 
-    /// Forgets that node `id` has a forward (or reverse) list ([`CallGraph::claim_list`]).
-    pub(super) fn release_list(&mut self, id: u32, reverse: bool) {
-        self.lists.release(id, reverse);
-    }
-
     /// Records `n` as the length of node `id`'s reverse list.
     pub(super) fn set_reverse_len(&mut self, id: u32, n: usize) -> Result<()> {
         let n = u32::try_from(n).unwrap_or(u32::MAX);
@@ -185,12 +180,6 @@ impl ListBits {
         let fresh = self.words[word] & bit == 0;
         self.words[word] |= bit;
         fresh
-    }
-
-    /// Clears node `id`'s bit.
-    fn release(&mut self, id: u32, reverse: bool) {
-        let (word, bit) = Self::place(id, reverse);
-        self.words[word] &= !bit;
     }
 }
 
@@ -455,8 +444,6 @@ mod tests {
         for id in [1, 32, 34, 100] {
             assert!(bits.claim(id, false), "{id}");
         }
-        bits.release(33, false);
-        assert!(bits.claim(33, false));
         assert!(!bits.claim(33, true));
         assert!(!bits.claim(100, false));
         assert!(bits.claim(100, true));

@@ -660,16 +660,10 @@ impl<'c> Loader<'c> {
             return self.delta_graph_list(section, &key, &value, digest);
         }
         let key_hash = name_hash(&key);
+        let key_id = self.list_key(section, &key, key_hash)?;
         // An item that is not a name after the first parts: the whole list replaces them.
-        if let Some(open) = self.open_list.take() {
-            open.check(section, key_hash)?;
-            let Some(key_id) = open.key_id else {
-                return Ok(());
-            };
-            self.graph()
-                .release_list(key_id, section == Section::GraphReverse);
-        }
-        let Some(key_id) = self.begin_list(section, &key, key_hash)? else {
+        self.list_ids.clear();
+        let Some(key_id) = key_id else {
             return Ok(());
         };
         let Value::Array(items) = &value else {
@@ -709,14 +703,7 @@ impl<'c> Loader<'c> {
         if matches!(self.sink, Sink::Delta(_)) {
             return self.delta_graph_list(section, key, &names.to_value(), digest);
         }
-        let key_id = match self.open_list.take() {
-            Some(open) => {
-                open.check(section, key_hash)?;
-                open.key_id
-            }
-            None => self.begin_list(section, key, key_hash)?,
-        };
-        let Some(key_id) = key_id else {
+        let Some(key_id) = self.list_key(section, key, key_hash)? else {
             return Ok(());
         };
         self.lookup_names(names.iter(), names.hashes())?;
@@ -766,6 +753,18 @@ impl<'c> Loader<'c> {
 
     fn graph(&mut self) -> &mut CallGraph<'c> {
         full_graph(&mut self.sink)
+    }
+
+    /// The node id of the list being written: the one its first parts claimed, or
+    /// [`Loader::begin_list`]'s.
+    fn list_key(&mut self, section: Section, key: &str, key_hash: u128) -> Result<Option<u32>> {
+        match self.open_list.take() {
+            Some(open) => {
+                open.check(section, key_hash)?;
+                Ok(open.key_id)
+            }
+            None => self.begin_list(section, key, key_hash),
+        }
     }
 
     /// In a full import, the node id of a call-graph list's key, with the list claimed for it

@@ -66,7 +66,7 @@ impl Weight {
 /// thread: one per connection of the light pool for light calls, one per connection of the
 /// heavy pool for heavy ones, so a point lookup never waits behind a row of searches and walks.
 struct Gates {
-    connections: Arc<tokio::sync::Semaphore>,
+    light: Arc<tokio::sync::Semaphore>,
     heavy: Arc<tokio::sync::Semaphore>,
     /// Where heavy queries run: one thread per heavy turn.
     heavy_workers: HeavyWorkers,
@@ -77,7 +77,7 @@ impl Gates {
         let (light, heavy) = crate::mcp::state::split_pool(pool_size);
         let (light, heavy) = (light as usize, heavy as usize);
         Gates {
-            connections: Arc::new(tokio::sync::Semaphore::new(light)),
+            light: Arc::new(tokio::sync::Semaphore::new(light)),
             heavy: Arc::new(tokio::sync::Semaphore::new(heavy)),
             heavy_workers: HeavyWorkers::start(heavy),
         }
@@ -235,7 +235,7 @@ impl AcpServer {
         let time_limit = self.time_limit;
         match weight {
             Weight::Light => {
-                let _connection = self.gates.connections.acquire().await.map_err(closed)?;
+                let _connection = self.gates.light.acquire().await.map_err(closed)?;
                 // A light query runs here only when a connection is free at once: waiting for
                 // one (every connection busy with heavy queries) must not hold up this worker.
                 match pool.light.try_get() {

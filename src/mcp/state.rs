@@ -277,13 +277,8 @@ impl IndexState {
         let path = self.db_path();
         *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) = file_id(&path);
         let (light, heavy) = split_pool(self.options.pool_size);
-        let opened = db::read_pools(&path, &[light, heavy]).and_then(|pools| {
-            let [light, heavy]: [ReadPool; 2] = pools
-                .try_into()
-                .map_err(|_| anyhow::anyhow!("two read pools were asked for"))?;
-            Ok(ReadPools { light, heavy })
-        });
-        match opened {
+        match db::read_pools(&path, [light, heavy]).map(|[light, heavy]| ReadPools { light, heavy })
+        {
             Ok(pool) => {
                 let previous = {
                     let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
