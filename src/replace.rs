@@ -6,6 +6,7 @@
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// A temporary file untouched this long is taken for a leftover even if a process with its
@@ -40,22 +41,29 @@ pub const WRITEBACK_EVERY: Duration = Duration::from_millis(500);
 pub struct Writeback {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The descriptor written out through, open until the Writeback is dropped even when the
+    /// thread stopped early or never started: closing any descriptor of a file drops every
+    /// POSIX lock the process holds on it, SQLite's included.
+    file: Option<Arc<File>>,
 }
 
 impl Writeback {
     /// Starts writing out `path` every [`WRITEBACK_EVERY`]; a file that cannot be opened gets no
     /// early write-out (the final `fsync` writes it all).
     pub fn start(path: &Path) -> Writeback {
-        let none = Writeback {
+        let mut writeback = Writeback {
             stop: None,
             thread: None,
+            file: None,
         };
         if !cfg!(target_os = "linux") {
-            return none;
+            return writeback;
         }
         let Ok(file) = File::open(path) else {
-            return none;
+            return writeback;
         };
+        let file = Arc::new(file);
+        writeback.file = Some(file.clone());
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let path = path.to_path_buf();
         let thread = std::thread::Builder::new()
@@ -70,13 +78,11 @@ impl Writeback {
                     }
                 }
             });
-        match thread {
-            Ok(thread) => Writeback {
-                stop: Some(stop),
-                thread: Some(thread),
-            },
-            Err(_) => none,
+        if let Ok(thread) = thread {
+            writeback.stop = Some(stop);
+            writeback.thread = Some(thread);
         }
+        writeback
     }
 }
 
@@ -257,6 +263,28 @@ mod tests {
         let written = fs::read(&path).unwrap();
         assert_eq!(written.len(), 8 << 20);
         assert!(written.iter().all(|&b| b == 7));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn writeback_keeps_its_descriptor_open_after_the_kernel_refuses() {
+        use std::os::fd::AsRawFd;
+        // The kernel refuses to write a character device out: the thread stops at its first
+        // tick, and the descriptor must stay open until the Writeback is dropped.
+        let writeback = Writeback::start(Path::new("/dev/null"));
+        let thread = writeback.thread.as_ref().expect("a write-out thread");
+        let started = std::time::Instant::now();
+        while !thread.is_finished() {
+            assert!(
+                started.elapsed() < WRITEBACK_EVERY * 10,
+                "the thread did not stop"
+            );
+            std::thread::sleep(WRITEBACK_EVERY / 10);
+        }
+        let fd = writeback.file.as_ref().expect("the descriptor").as_raw_fd();
+        let target = fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+        assert_eq!(target, Path::new("/dev/null"));
+        drop(writeback);
     }
 
     #[test]

@@ -210,30 +210,31 @@ impl AcpServer {
         F: FnOnce(&Connection) -> QueryResult<A> + Send + 'static,
         A: IntoAnswer,
     {
-        let answer = self
+        let (answer, note) = self
             .run(weight, move |conn| {
                 query(conn).and_then(IntoAnswer::into_answer)
             })
             .await?;
-        Ok(self.respond(answer))
+        Ok(respond(answer, note))
     }
 
-    /// Runs `query` on a pooled connection under the time limit.
+    /// Runs `query` on a pooled connection under the time limit; returns its result and the
+    /// staleness note of the database it read ([`IndexState::pool_and_note`]).
     ///
     /// Point lookups and overviews take micro- to a few hundred microseconds and run on the
     /// worker that received the call. A query that may walk or scan ([`Weight::Heavy`]:
     /// call-graph walks, search, impact) runs on a heavy-query thread of lower CPU priority
     /// ([`HeavyWorkers`]), so cheap calls (and `ping`) keep being answered, first, while it
     /// runs.
-    async fn run<F, T>(&self, weight: Weight, query: F) -> Result<T, ErrorData>
+    async fn run<F, T>(&self, weight: Weight, query: F) -> Result<(T, Option<String>), ErrorData>
     where
         F: FnOnce(&Connection) -> QueryResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        let pool = self.state.pool().map_err(errors::unavailable)?;
+        let (pool, note) = self.state.pool_and_note().map_err(errors::unavailable)?;
         let closed = |_| errors::internal("the server is shutting down");
         let time_limit = self.time_limit;
-        match weight {
+        let value = match weight {
             Weight::Light => {
                 let _connection = self.gates.light.acquire().await.map_err(closed)?;
                 // A light query runs here only when a connection is free at once: waiting for
@@ -256,19 +257,8 @@ impl AcpServer {
                     })
                     .await
             }
-        }
-    }
-
-    /// The tool result of `answer`: its text (followed by a note when the index is stale) and,
-    /// for the tools with an output schema, its structured content.
-    fn respond(&self, answer: Answer) -> CallToolResult {
-        let mut content = vec![ContentBlock::text(answer.text)];
-        if let Some(note) = self.state.stale_note() {
-            content.push(ContentBlock::text(note));
-        }
-        let mut result = CallToolResult::success(content);
-        result.structured_content = answer.structured;
-        result
+        }?;
+        Ok((value, note))
     }
 
     /// The journal, opened on first use.
@@ -406,6 +396,16 @@ impl std::ops::Deref for HeldConnection {
     }
 }
 
+/// The tool result of `answer`: its text (followed by `note` when the database it was read
+/// from is stale) and, for the tools with an output schema, its structured content.
+fn respond(answer: Answer, note: Option<String>) -> CallToolResult {
+    let mut content = vec![ContentBlock::text(answer.text)];
+    content.extend(note.map(ContentBlock::text));
+    let mut result = CallToolResult::success(content);
+    result.structured_content = answer.structured;
+    result
+}
+
 /// A connection of `pool`, waiting for one to be free.
 fn connection(
     pool: &crate::db::ReadPool,
@@ -460,7 +460,7 @@ impl AcpServer {
         // counts first) is a point lookup, answered on the light path.
         if params.is_first_page_walk() {
             let probe = params.clone();
-            let small = self
+            let (small, note) = self
                 .run(Weight::Light, move |conn| {
                     if !probe.is_small_walk(conn)? {
                         return Ok(None);
@@ -469,7 +469,7 @@ impl AcpServer {
                 })
                 .await?;
             if let Some(answer) = small {
-                return Ok(self.respond(answer));
+                return Ok(respond(answer, note));
             }
         }
         self.answer(Weight::heavy_if(params.may_be_slow()), move |conn| {

@@ -27,7 +27,7 @@ pub fn default_pool_size() -> u32 {
 /// How a server serves its index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
-    /// Connections in the read pool.
+    /// Connections in the read pools together (see [`split_pool`]).
     pub pool_size: u32,
     /// Serve the database as it is: never import, never write, reopen it when the file is
     /// replaced; the journal tools are refused.
@@ -249,7 +249,7 @@ impl IndexState {
         }
     }
 
-    /// Connections in the read pool.
+    /// Connections in the read pools together (see [`split_pool`]).
     pub fn pool_size(&self) -> u32 {
         self.options.pool_size
     }
@@ -283,12 +283,13 @@ impl IndexState {
                 let previous = {
                     let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
                     // The note goes before the new pool can be taken: no answer from it carries a
-                    // note that it comes from the previous import.
+                    // note that it comes from the previous import. The generation moves on
+                    // before it too, so no answer kept from the previous pool is given again.
                     self.set_stale(None);
+                    self.generation.fetch_add(1, Ordering::SeqCst);
                     current.replace(Arc::new(DroppedApart::new(pool)))
                 };
                 drop(previous);
-                self.generation.fetch_add(1, Ordering::SeqCst);
                 *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Serving;
                 true
             }
@@ -318,13 +319,19 @@ impl IndexState {
 
     /// The pool to answer from, or why there is none.
     pub fn pool(&self) -> Result<Arc<ServedPool>, Unavailable> {
-        if let Some(pool) = self
-            .current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.pool_and_note().map(|(pool, _)| pool)
+    }
+
+    /// [`IndexState::pool`] and the note that answers read from it carry
+    /// ([`IndexState::stale_note`]), read together: a swap removes the note before the new
+    /// pool can be taken, so an answer read from the previous pool keeps the note even when it
+    /// is sent after the swap, and one read from the new pool has none.
+    pub fn pool_and_note(&self) -> Result<(Arc<ServedPool>, Option<String>), Unavailable> {
         {
-            return Ok(pool);
+            let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(pool) = current.clone() {
+                return Ok((pool, self.stale_note()));
+            }
         }
         let project = self.project();
         let phase = self.phase.lock().unwrap_or_else(PoisonError::into_inner);
@@ -590,6 +597,45 @@ mod tests {
             let released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
             let _ = released.recv_timeout(Duration::from_secs(10));
         }
+    }
+
+    #[test]
+    fn answers_keep_the_staleness_note_of_the_pool_they_were_read_from() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".acp")).unwrap();
+        std::fs::copy(
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/fixtures/demo/.acp/acp.cache.json"
+            ),
+            dir.path().join(".acp/acp.cache.json"),
+        )
+        .unwrap();
+        let project = Project::from_args(&crate::project::ProjectArgs {
+            project: dir.path().to_path_buf(),
+            cache: None,
+            db: None,
+        })
+        .unwrap();
+        import::import(&project, &ImportArgs::default()).unwrap();
+        let options = Options {
+            pool_size: 2,
+            read_only: true,
+        };
+        let state = IndexState::start(project, options);
+        assert_eq!(state.pool_and_note().unwrap().1, None);
+
+        let note = "answers come from the previous import";
+        state.set_stale(Some(note.into()));
+        let (previous, previous_note) = state.pool_and_note().unwrap();
+        // The new import is served: a call that took the previous pool before the swap still
+        // sends the note with its answer, and one that takes the new pool sends none.
+        assert!(state.open_current());
+        let (current, current_note) = state.pool_and_note().unwrap();
+        assert!(!Arc::ptr_eq(&previous, &current));
+        assert_eq!(previous_note.as_deref(), Some(note));
+        assert_eq!(current_note, None);
+        assert_eq!(state.stale_note(), None);
     }
 
     #[test]
