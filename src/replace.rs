@@ -139,6 +139,78 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
+/// A descriptor [`copy_kept_open`] keeps.
+#[cfg(unix)]
+struct Kept {
+    /// The path the file was copied from.
+    from: PathBuf,
+    /// The file's device and inode.
+    id: (u64, u64),
+    file: File,
+}
+
+/// The descriptors [`copy_kept_open`] keeps.
+#[cfg(unix)]
+static KEPT_OPEN: std::sync::Mutex<Vec<Kept>> = std::sync::Mutex::new(Vec::new());
+
+/// Copies the SQLite database at `from` to `to` (created or truncated) through a descriptor
+/// that stays open, so that SQLite connections of this process keep their locks on `from`:
+/// closing any descriptor of a file drops every POSIX lock the process holds on it, and SQLite
+/// can only guard its own descriptors. One descriptor is kept per file, reused by later copies
+/// of it, until [`close_kept_open`] (a process that serves no database lets them close when it
+/// exits).
+pub fn copy_kept_open(from: &Path, to: &Path) -> std::io::Result<u64> {
+    #[cfg(unix)]
+    {
+        use std::io::{Seek, SeekFrom};
+        let mut kept = KEPT_OPEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let wanted = file_id(&fs::metadata(from)?);
+        let at = match kept.iter().position(|kept| kept.id == wanted) {
+            Some(at) => at,
+            None => {
+                let file = File::open(from)?;
+                // The file opened may be a newer one than the one looked at: kept as what it is.
+                let id = file_id(&file.metadata()?);
+                let from = from.to_path_buf();
+                kept.push(Kept { from, id, file });
+                kept.len() - 1
+            }
+        };
+        let mut source = &kept[at].file;
+        source.seek(SeekFrom::Start(0))?;
+        std::io::copy(&mut source, &mut File::create(to)?)
+    }
+    #[cfg(not(unix))]
+    {
+        fs::copy(from, to)
+    }
+}
+
+/// Closes the descriptors [`copy_kept_open`] kept of files copied from `path` that are no
+/// longer at `path`: they were replaced, and locks on a file no longer at its path protect
+/// nothing.
+pub fn close_kept_open(path: &Path) {
+    #[cfg(unix)]
+    {
+        let current = fs::metadata(path).ok().map(|meta| file_id(&meta));
+        KEPT_OPEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|kept| kept.from != path || Some(kept.id) == current);
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
+/// A file's device and inode.
+#[cfg(unix)]
+fn file_id(meta: &fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
 /// Removes the temporary files of `path` that writers killed halfway left behind: those whose
 /// writer process is gone, and those untouched for five minutes.
 pub fn sweep(path: &Path) {
@@ -285,6 +357,66 @@ mod tests {
         let target = fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
         assert_eq!(target, Path::new("/dev/null"));
         drop(writeback);
+    }
+
+    /// Whether a process holds a lock on SQLite's shared-lock bytes of the file `file` is
+    /// open on (this one included: open-file-description locks conflict with its own).
+    #[cfg(target_os = "linux")]
+    fn shared_lock_held(file: &File) -> bool {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a plain struct, then filled in by the kernel from a descriptor that is open.
+        let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+        lock.l_type = libc::F_WRLCK as i16;
+        lock.l_whence = libc::SEEK_SET as i16;
+        lock.l_start = 0x4000_0002;
+        lock.l_len = 510;
+        let asked = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
+        assert_eq!(asked, 0, "{}", std::io::Error::last_os_error());
+        lock.l_type != libc::F_UNLCK as i16
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_copy_leaves_sqlites_locks_on_the_file_until_it_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+            .unwrap();
+        // A reader that keeps its shared lock, as the server's read pools do.
+        let reader = rusqlite::Connection::open(&path).unwrap();
+        reader
+            .execute_batch("PRAGMA locking_mode = EXCLUSIVE; SELECT * FROM t;")
+            .unwrap();
+        let probe = File::open(&path).unwrap();
+        assert!(shared_lock_held(&probe));
+
+        // Read through the probe: opening and closing the file again would drop the lock.
+        let original = {
+            use std::io::Read;
+            let mut bytes = Vec::new();
+            (&probe).read_to_end(&mut bytes).unwrap();
+            bytes
+        };
+        let copy = dir.path().join("copy");
+        for _ in 0..2 {
+            copy_kept_open(&path, &copy).unwrap();
+            assert!(shared_lock_held(&probe), "the copy dropped SQLite's lock");
+            assert_eq!(fs::read(&copy).unwrap(), original);
+        }
+        let kept = |from: &Path| {
+            let kept = KEPT_OPEN.lock().unwrap();
+            kept.iter().filter(|kept| kept.from == from).count()
+        };
+        assert_eq!(kept(&path), 1, "one descriptor kept, reused");
+        close_kept_open(&path);
+        assert_eq!(kept(&path), 1, "the file is still there");
+
+        fs::rename(&copy, &path).unwrap();
+        close_kept_open(&path);
+        assert_eq!(kept(&path), 0, "the replaced file's descriptor is closed");
+        drop(reader);
     }
 
     #[test]
