@@ -141,6 +141,8 @@ pub fn read_pools<const N: usize>(path: &Path, sizes: [u32; N]) -> Result<[ReadP
             path.display()
         );
     }
+    // The pools hold a shared lock on the file for as long as they are open.
+    crate::sqlite_locks::register(path);
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let expected = Connection::open_with_flags(path, flags)
         .and_then(|c| import_identity(&c))

@@ -25,4 +25,5 @@ pub mod query;
 pub mod regular_file;
 pub mod replace;
 pub mod schemas;
+pub mod sqlite_locks;
 pub mod tools;

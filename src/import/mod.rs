@@ -583,7 +583,7 @@ impl Source<'_> {
         let reporter = self.reporter(&progress)?;
         let cache = self.start_reading(Some(known.clone()), progress, DELTA_READ_AHEAD)?;
         let _ = fs::remove_file(tmp);
-        crate::replace::copy_kept_open(&project.db, tmp).with_context(|| {
+        crate::sqlite_locks::copy_kept_open(&project.db, tmp).with_context(|| {
             format!("cannot copy {} to {}", project.db.display(), tmp.display())
         })?;
         tracing::debug!(

@@ -22,6 +22,9 @@ pub(crate) enum FileError {
     Link,
     /// It has more than [`FILE_LIMIT`] bytes (the size seen, or the limit plus one).
     TooLarge(u64),
+    /// It is one of the SQLite databases this process holds locks on, or a companion file of
+    /// one ([`crate::sqlite_locks`]): reading it would drop those locks.
+    Database,
     /// Any other failure.
     Io(io::Error),
 }
@@ -60,6 +63,10 @@ impl FileError {
                 "File too large: {name} has {size} bytes; the journal reads files of at most \
                  {FILE_LIMIT} bytes"
             ),
+            FileError::Database => format!(
+                "Invalid path: {name} is one of acpdb's own database files (the index or the \
+                 journal), which the journal does not read"
+            ),
             FileError::Io(err) => format!("Cannot read {name}: {err}"),
         }
     }
@@ -81,14 +88,22 @@ pub(crate) fn open_regular(path: &Path) -> Result<Option<File>, FileError> {
     };
     // Checked before opening, so that opening has no side effects on special files…
     check_type(&meta)?;
+    if crate::sqlite_locks::is_registered(&meta) {
+        return Err(FileError::Database);
+    }
     let file = match options().open(path) {
         Ok(file) => file,
         Err(err) if is_absent(&err) => return Ok(None),
         Err(err) if is_link_error(&err) => return Err(FileError::Link),
         Err(err) => return Err(err.into()),
     };
-    // …and again on the handle, in case the file was replaced in between.
+    // …and again on the handle, in case the file was replaced in between (a database opened
+    // that way stays open: closing it would drop the locks).
     let meta = file.metadata()?;
+    if crate::sqlite_locks::is_registered(&meta) {
+        crate::sqlite_locks::keep_open(file);
+        return Err(FileError::Database);
+    }
     check_type(&meta)?;
     if meta.len() > FILE_LIMIT {
         return Err(FileError::TooLarge(meta.len()));

@@ -190,6 +190,7 @@ impl Journal {
                 JournalError::Internal(format!("Cannot create {}: {e}", dir.display()))
             })?;
         }
+        crate::sqlite_locks::register(journal_db);
         let conn = open_connection(journal_db)?;
         let attempts_path = std::path::absolute(attempts_path).map_err(|e| {
             JournalError::Internal(format!("Cannot resolve {}: {e}", attempts_path.display()))

@@ -290,7 +290,7 @@ impl IndexState {
                     current.replace(Arc::new(DroppedApart::new(pool)))
                 };
                 drop(previous);
-                crate::replace::close_kept_open(&path);
+                crate::sqlite_locks::close_kept_open(&path);
                 *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Serving;
                 true
             }

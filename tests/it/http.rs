@@ -563,7 +563,9 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
 
     // At most four bodies per slot are received at once: a fifth request is refused until one
     // of them ends. The four end at the time limit (1 s), so the probe stops before it; on a
-    // machine so busy that the server had not yet counted them, it tries again.
+    // machine so busy that the server had not yet counted them, it tries again. On such a
+    // machine the server may also take up the probe's body before the last upload's: then
+    // that upload is the fifth, and it is the one refused.
     let refused = (0..10)
         .find_map(|_| {
             let started = Instant::now();
@@ -571,10 +573,16 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
             let answer = post_until_refused(server.addr, &call, &[version], || {
                 started.elapsed() > Duration::from_millis(800)
             });
+            let mut refused_upload = None;
             for upload in uploads {
-                assert_eq!(read_answer(upload).status, 408);
+                let upload = read_answer(upload);
+                match upload.status {
+                    408 => {}
+                    503 => refused_upload = Some(upload),
+                    _ => panic!("an unfinished upload got {upload:?}"),
+                }
             }
-            (answer.status == 503).then_some(answer)
+            (answer.status == 503).then_some(answer).or(refused_upload)
         })
         .expect("a fifth body was never refused while four were arriving");
     assert!(refused.text.contains("bodies"), "{refused:?}");

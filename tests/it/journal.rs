@@ -1991,3 +1991,56 @@ fn a_file_swapped_for_an_outside_link_in_a_loop_is_never_read() {
         "the outside file's hash was stored"
     );
 }
+
+/// Whether a process holds a lock that conflicts with writing `len` bytes at `start` of the
+/// file `file` is open on (this process included: open-file-description locks conflict with
+/// its own POSIX locks).
+#[cfg(target_os = "linux")]
+fn lock_held(file: &fs::File, start: i64, len: i64) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain struct, then filled in by the kernel from a descriptor that is open.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as i16;
+    lock.l_whence = libc::SEEK_SET as i16;
+    lock.l_start = start;
+    lock.l_len = len;
+    let asked = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
+    assert_eq!(asked, 0, "{}", std::io::Error::last_os_error());
+    lock.l_type != libc::F_UNLCK as i16
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn naming_the_journals_own_files_leaves_its_locks_alone() {
+    let f = Fixture::new();
+    let session = f.start();
+    // The journal's connection holds a shared lock on its database file and a read lock on
+    // the wal-index's "dead man switch" (byte 128 of the -shm file) for as long as it is
+    // open: a process that can lock either exclusively takes itself for the last user and
+    // may checkpoint and delete the WAL under it. The probes stay open to the end: closing a
+    // descriptor would drop those locks itself.
+    let db = fs::File::open(journal_db(f.root())).unwrap();
+    let shm = fs::File::open(f.root().join(".acp/acp.journal.db-shm")).unwrap();
+    let locked = || lock_held(&db, 0x4000_0002, 510) && lock_held(&shm, 128, 1);
+    assert!(locked());
+    // A hard link under another name is the same file.
+    fs::hard_link(journal_db(f.root()), f.root().join("src/journal-copy.db")).unwrap();
+    for name in [
+        ".acp/acp.journal.db-shm",
+        ".acp/acp.journal.db",
+        ".acp/acp.journal.db-wal",
+        "src/journal-copy.db",
+    ] {
+        let message = invalid(f.debug(json!({"action": "attempt", "data": {
+            "session_id": session, "description": "touch the journal",
+            "files": [name]}})));
+        assert!(
+            message.contains("acpdb's own database files"),
+            "{name}: {message}"
+        );
+        assert!(locked(), "naming {name} dropped the journal's locks");
+    }
+    f.debug_ok(json!({"action": "attempt", "data": {
+        "session_id": session, "description": "an ordinary file", "files": ["src/api.ts"]}}));
+    assert!(locked());
+}
