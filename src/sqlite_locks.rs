@@ -10,8 +10,9 @@
 //!   ([`copy_kept_open`]) until a new file replaces it ([`close_kept_open`]);
 //! * the databases this process opens are registered ([`register`]), and code that opens a
 //!   file a client named (the journal's snapshots of the files an attempt touches) refuses
-//!   one of them or its companions ([`is_registered`]), keeping a descriptor it opened of one
-//!   in a race ([`keep_open`]).
+//!   one of them or its companions ([`is_registered`]) and holds what it opened as a
+//!   [`GuardedFile`], which keeps the descriptor open if its file turns out to be (or becomes,
+//!   renamed into place) a registered one.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -58,11 +59,48 @@ pub fn is_registered(meta: &fs::Metadata) -> bool {
 }
 
 /// Keeps `file`, a descriptor of a registered file, open until the process ends.
-pub fn keep_open(file: File) {
+fn keep_open(file: File) {
     KEPT_FOR_GOOD
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(file);
+}
+
+/// A descriptor opened of a file a client named. Dropped, it is closed unless its file is now
+/// a registered database or companion (or cannot be told), which it then stays open for good:
+/// a file renamed into place as the database after it was opened is one.
+#[derive(Debug)]
+pub struct GuardedFile(Option<File>);
+
+impl GuardedFile {
+    /// Guards `file`.
+    pub fn new(file: File) -> GuardedFile {
+        GuardedFile(Some(file))
+    }
+}
+
+impl std::ops::Deref for GuardedFile {
+    type Target = File;
+
+    fn deref(&self) -> &File {
+        self.0.as_ref().expect("a file is there until dropped")
+    }
+}
+
+impl std::io::Read for GuardedFile {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        (&**self).read(buf)
+    }
+}
+
+impl Drop for GuardedFile {
+    fn drop(&mut self) {
+        if let Some(file) = self.0.take() {
+            if file.metadata().map_or(true, |meta| is_registered(&meta)) {
+                keep_open(file);
+            }
+        }
+    }
 }
 
 /// A descriptor [`copy_kept_open`] keeps.
@@ -94,9 +132,10 @@ pub fn copy_kept_open(from: &Path, to: &Path) -> std::io::Result<u64> {
         let at = match kept.iter().position(|kept| kept.id == wanted) {
             Some(at) => at,
             None => {
-                let file = File::open(from)?;
+                let mut file = GuardedFile::new(File::open(from)?);
                 // The file opened may be a newer one than the one looked at: kept as what it is.
                 let id = file_id(&file.metadata()?);
+                let file = file.0.take().expect("just opened");
                 let from = from.to_path_buf();
                 kept.push(Kept { from, id, file });
                 kept.len() - 1
@@ -185,6 +224,33 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_guarded_file_is_closed_unless_it_became_a_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let served = dir.path().join("served.db");
+        let new = dir.path().join("new.db");
+        let other = dir.path().join("other.txt");
+        for path in [&served, &new, &other] {
+            fs::write(path, "x").unwrap();
+        }
+        register(&served);
+        let kept = |path: &Path| {
+            let id = file_id(&fs::metadata(path).unwrap());
+            let kept = KEPT_FOR_GOOD.lock().unwrap();
+            kept.iter()
+                .filter(|file| file_id(&file.metadata().unwrap()) == id)
+                .count()
+        };
+        drop(GuardedFile::new(File::open(&other).unwrap()));
+        assert_eq!(kept(&other), 0);
+        // Opened, then renamed into place as the database before it is closed.
+        let opened = GuardedFile::new(File::open(&new).unwrap());
+        fs::rename(&new, &served).unwrap();
+        drop(opened);
+        assert_eq!(kept(&served), 1);
     }
 
     #[cfg(target_os = "linux")]

@@ -4,12 +4,13 @@
 //! files only, reads at most [`FILE_LIMIT`] bytes, and streams: only a hash and, for small text
 //! files, the content are kept.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, ErrorKind, Read};
 use std::path::Path;
 
 use super::md5::Md5;
 use super::{JournalError, FILE_LIMIT};
+use crate::sqlite_locks::GuardedFile;
 
 /// Why a file could not be read.
 #[derive(Debug)]
@@ -79,8 +80,9 @@ pub(crate) fn is_absent(err: &io::Error) -> bool {
 }
 
 /// Opens `path` for reading if it is a regular file of at most [`FILE_LIMIT`] bytes; `None`
-/// when nothing is there. A final symbolic link is refused ([`FileError::Link`]), not followed.
-pub(crate) fn open_regular(path: &Path) -> Result<Option<File>, FileError> {
+/// when nothing is there. A final symbolic link is refused ([`FileError::Link`]), not followed,
+/// and so is a database of acpdb's ([`FileError::Database`]).
+pub(crate) fn open_regular(path: &Path) -> Result<Option<GuardedFile>, FileError> {
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(err) if is_absent(&err) => return Ok(None),
@@ -92,16 +94,15 @@ pub(crate) fn open_regular(path: &Path) -> Result<Option<File>, FileError> {
         return Err(FileError::Database);
     }
     let file = match options().open(path) {
-        Ok(file) => file,
+        Ok(file) => GuardedFile::new(file),
         Err(err) if is_absent(&err) => return Ok(None),
         Err(err) if is_link_error(&err) => return Err(FileError::Link),
         Err(err) => return Err(err.into()),
     };
     // …and again on the handle, in case the file was replaced in between (a database opened
-    // that way stays open: closing it would drop the locks).
+    // that way stays open, see `GuardedFile`).
     let meta = file.metadata()?;
     if crate::sqlite_locks::is_registered(&meta) {
-        crate::sqlite_locks::keep_open(file);
         return Err(FileError::Database);
     }
     check_type(&meta)?;
@@ -164,7 +165,7 @@ pub(crate) struct Digest {
 
 /// Reads `file` to its end in pieces, hashing it and keeping its text when it has at most
 /// `keep` bytes; more than [`FILE_LIMIT`] bytes (a file growing while read) is an error.
-pub(crate) fn digest(file: File, keep: usize) -> Result<Digest, FileError> {
+pub(crate) fn digest(file: impl Read, keep: usize) -> Result<Digest, FileError> {
     let mut md5 = Md5::new();
     let mut kept = Vec::new();
     let mut total: u64 = 0;

@@ -16,6 +16,7 @@ use std::path::{Component, Path, PathBuf};
 use super::files::{self, FileError};
 use super::JournalError;
 use crate::config::{PathRules, CONFIG_FILE};
+use crate::sqlite_locks::GuardedFile;
 
 /// The project root, both as given (absolute) and with symbolic links resolved.
 #[derive(Debug, Clone)]
@@ -111,7 +112,7 @@ impl Root {
     /// again: symbolic links on the way are resolved and must stay inside the root, the file
     /// must be a regular file of at most [`FILE_LIMIT`](super::FILE_LIMIT) bytes, and the opened handle must
     /// be a file inside the root. `None` when nothing is there.
-    pub(crate) fn open(&self, relative: &str) -> Result<Option<File>, JournalError> {
+    pub(crate) fn open(&self, relative: &str) -> Result<Option<GuardedFile>, JournalError> {
         let outside =
             || JournalError::InvalidParams(format!("Path outside project root: {relative}"));
         let refused = |err: FileError| err.into_error(relative);
