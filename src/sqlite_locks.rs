@@ -24,8 +24,9 @@ const COMPANIONS: [&str; 4] = ["", "-wal", "-shm", "-journal"];
 /// The database files registered, as absolute paths.
 static REGISTERED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Descriptors opened of registered files, never closed.
-static KEPT_FOR_GOOD: Mutex<Vec<File>> = Mutex::new(Vec::new());
+/// Descriptors opened of registered files, kept while their files are registered ones (those
+/// of a replaced database are closed by [`close_kept_open`]).
+static KEPT_WHILE_REGISTERED: Mutex<Vec<File>> = Mutex::new(Vec::new());
 
 /// Registers the SQLite database at `path` as one this process holds locks on.
 pub fn register(path: &Path) {
@@ -58,17 +59,17 @@ pub fn is_registered(meta: &fs::Metadata) -> bool {
     }
 }
 
-/// Keeps `file`, a descriptor of a registered file, open until the process ends.
+/// Keeps `file`, a descriptor of a registered file, open while its file is one.
 fn keep_open(file: File) {
-    KEPT_FOR_GOOD
+    KEPT_WHILE_REGISTERED
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(file);
 }
 
 /// A descriptor opened of a file a client named. Dropped, it is closed unless its file is now
-/// a registered database or companion (or cannot be told), which it then stays open for good:
-/// a file renamed into place as the database after it was opened is one.
+/// a registered database or companion (or cannot be told), whose descriptor then stays open
+/// while it is one: a file renamed into place as the database after it was opened is one.
 #[derive(Debug)]
 pub struct GuardedFile(Option<File>);
 
@@ -152,8 +153,8 @@ pub fn copy_kept_open(from: &Path, to: &Path) -> std::io::Result<u64> {
 }
 
 /// Closes the descriptors [`copy_kept_open`] kept of files copied from `path` that are no
-/// longer at `path`: they were replaced, and locks on a file no longer at its path protect
-/// nothing.
+/// longer at `path`, and those [`GuardedFile`] kept of files no longer registered: they were
+/// replaced, and locks on a file no longer at its path protect nothing.
 pub fn close_kept_open(path: &Path) {
     #[cfg(unix)]
     {
@@ -162,6 +163,10 @@ pub fn close_kept_open(path: &Path) {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|kept| kept.from != path || Some(kept.id) == current);
+        KEPT_WHILE_REGISTERED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|file| file.metadata().map_or(true, |meta| is_registered(&meta)));
     }
     #[cfg(not(unix))]
     let _ = path;
@@ -174,25 +179,40 @@ fn file_id(meta: &fs::Metadata) -> (u64, u64) {
     (meta.dev(), meta.ino())
 }
 
+/// A new SQLite database at `path` and a connection to it that keeps its shared lock, as the
+/// server's read pools do.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn locked_database(path: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+        .unwrap();
+    let reader = rusqlite::Connection::open(path).unwrap();
+    reader
+        .execute_batch("PRAGMA locking_mode = EXCLUSIVE; SELECT * FROM t;")
+        .unwrap();
+    reader
+}
+
+/// Whether a process holds a lock on SQLite's shared-lock bytes of the file `file` is
+/// open on (this one included: open-file-description locks conflict with its own).
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn shared_lock_held(file: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain struct, then filled in by the kernel from a descriptor that is open.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as i16;
+    lock.l_whence = libc::SEEK_SET as i16;
+    lock.l_start = 0x4000_0002;
+    lock.l_len = 510;
+    let asked = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
+    assert_eq!(asked, 0, "{}", std::io::Error::last_os_error());
+    lock.l_type != libc::F_UNLCK as i16
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Whether a process holds a lock on SQLite's shared-lock bytes of the file `file` is
-    /// open on (this one included: open-file-description locks conflict with its own).
-    #[cfg(target_os = "linux")]
-    fn shared_lock_held(file: &File) -> bool {
-        use std::os::fd::AsRawFd;
-        // SAFETY: a plain struct, then filled in by the kernel from a descriptor that is open.
-        let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-        lock.l_type = libc::F_WRLCK as i16;
-        lock.l_whence = libc::SEEK_SET as i16;
-        lock.l_start = 0x4000_0002;
-        lock.l_len = 510;
-        let asked = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
-        assert_eq!(asked, 0, "{}", std::io::Error::last_os_error());
-        lock.l_type != libc::F_UNLCK as i16
-    }
 
     #[cfg(unix)]
     #[test]
@@ -239,7 +259,7 @@ mod tests {
         register(&served);
         let kept = |path: &Path| {
             let id = file_id(&fs::metadata(path).unwrap());
-            let kept = KEPT_FOR_GOOD.lock().unwrap();
+            let kept = KEPT_WHILE_REGISTERED.lock().unwrap();
             kept.iter()
                 .filter(|file| file_id(&file.metadata().unwrap()) == id)
                 .count()
@@ -251,6 +271,16 @@ mod tests {
         fs::rename(&new, &served).unwrap();
         drop(opened);
         assert_eq!(kept(&served), 1);
+        // Once another file replaces it, it is let go.
+        let replaced = fs::File::open(&served).unwrap();
+        fs::write(&new, "y").unwrap();
+        fs::rename(&new, &served).unwrap();
+        close_kept_open(&served);
+        let replaced_id = file_id(&replaced.metadata().unwrap());
+        let kept = KEPT_WHILE_REGISTERED.lock().unwrap();
+        assert!(kept
+            .iter()
+            .all(|file| file_id(&file.metadata().unwrap()) != replaced_id));
     }
 
     #[cfg(target_os = "linux")]
@@ -258,15 +288,7 @@ mod tests {
     fn a_copy_leaves_sqlites_locks_on_the_file_until_it_is_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
-        rusqlite::Connection::open(&path)
-            .unwrap()
-            .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
-            .unwrap();
-        // A reader that keeps its shared lock, as the server's read pools do.
-        let reader = rusqlite::Connection::open(&path).unwrap();
-        reader
-            .execute_batch("PRAGMA locking_mode = EXCLUSIVE; SELECT * FROM t;")
-            .unwrap();
+        let reader = locked_database(&path);
         let probe = File::open(&path).unwrap();
         assert!(shared_lock_held(&probe));
 

@@ -4,7 +4,7 @@
 //! files only, reads at most [`FILE_LIMIT`] bytes, and streams: only a hash and, for small text
 //! files, the content are kept.
 
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, Read};
 use std::path::Path;
 
@@ -93,8 +93,9 @@ pub(crate) fn open_regular(path: &Path) -> Result<Option<GuardedFile>, FileError
     if crate::sqlite_locks::is_registered(&meta) {
         return Err(FileError::Database);
     }
-    let file = match options().open(path) {
-        Ok(file) => GuardedFile::new(file),
+    let file = match open_for_reading(path) {
+        Ok(Some(file)) => GuardedFile::new(file),
+        Ok(None) => return Err(FileError::Database),
         Err(err) if is_absent(&err) => return Ok(None),
         Err(err) if is_link_error(&err) => return Err(FileError::Link),
         Err(err) => return Err(err.into()),
@@ -110,6 +111,47 @@ pub(crate) fn open_regular(path: &Path) -> Result<Option<GuardedFile>, FileError
         return Err(FileError::TooLarge(meta.len()));
     }
     Ok(Some(file))
+}
+
+/// Opens `path` for reading ([`options`]), unless it is one of acpdb's databases (`None`). On
+/// Linux it is first opened as a location only (`O_PATH`, whose descriptor, unlike any other,
+/// closes without dropping the process's locks on the file), checked, and then opened for
+/// reading through that descriptor, so the file read is the file checked and a database is
+/// never opened for reading. Elsewhere the check on the handle afterwards stands.
+#[cfg(target_os = "linux")]
+fn open_for_reading(path: &Path) -> io::Result<Option<File>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let location = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
+        .open(path)?;
+    let meta = location.metadata()?;
+    if meta.file_type().is_symlink() {
+        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+    }
+    if crate::sqlite_locks::is_registered(&meta) {
+        return Ok(None);
+    }
+    if !meta.is_file() {
+        // Refused by its type on the handle, never opened for reading.
+        return Ok(Some(location));
+    }
+    // The descriptor's name in /proc is a link to the very file (so no `O_NOFOLLOW` here); without
+    // /proc, the path is opened again and checked on the handle afterwards.
+    let through = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!("/proc/self/fd/{}", location.as_raw_fd()));
+    match through {
+        Err(err) if err.kind() == ErrorKind::NotFound => options().open(path).map(Some),
+        opened => opened.map(Some),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_for_reading(path: &Path) -> io::Result<Option<File>> {
+    options().open(path).map(Some)
 }
 
 /// Read-only, without following a final symbolic link and without blocking on open.
@@ -208,4 +250,34 @@ pub(crate) fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, FileError> {
         return Err(FileError::TooLarge(bytes.len() as u64));
     }
     Ok(Some(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_database_is_refused_without_being_opened_for_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("held.db");
+        let reader = crate::sqlite_locks::locked_database(&db);
+        crate::sqlite_locks::register(&db);
+        let probe = File::open(&db).unwrap();
+        assert!(crate::sqlite_locks::shared_lock_held(&probe));
+        // As when the file is swapped in after the check on its path: the check on the
+        // location refuses it, and closing the location keeps the reader's lock.
+        assert!(open_for_reading(&db).unwrap().is_none());
+        assert!(crate::sqlite_locks::shared_lock_held(&probe));
+        let text = dir.path().join("text.txt");
+        fs::write(&text, "hello").unwrap();
+        let mut read = String::new();
+        open_for_reading(&text)
+            .unwrap()
+            .unwrap()
+            .read_to_string(&mut read)
+            .unwrap();
+        assert_eq!(read, "hello");
+        drop(reader);
+    }
 }
