@@ -320,6 +320,42 @@ async fn a_fifo_in_an_attempt_is_refused_at_once_and_the_journal_keeps_serving()
 }
 
 #[tokio::test]
+async fn an_attempt_naming_acpdbs_own_databases_is_refused_and_the_journal_keeps_serving() {
+    let project = demo();
+    let client = Client::spawn(project.root(), &[]).await;
+    wait_ready(&client, 60).await;
+    let started = client
+        .ok(
+            "acp_debug",
+            json!({"action": "start", "data": {"problem": "p", "hypothesis": "h"}}),
+        )
+        .await;
+    let session = started["session_id"].as_str().unwrap().to_owned();
+    for name in [
+        ".acp/acp.db",
+        ".acp/acp.journal.db",
+        ".acp/acp.journal.db-shm",
+    ] {
+        let err = client.err("acp_debug", json!({"action": "attempt", "data": {"session_id": session, "description": "d", "files": [name]}})).await;
+        assert_eq!(err.code, -32602, "{name}: {err:?}");
+        assert!(
+            err.message.contains("one of acpdb's own database files"),
+            "{name}: {err:?}"
+        );
+    }
+    let logged = client.ok("acp_debug", json!({"action": "attempt", "data": {"session_id": session, "description": "d", "files": ["src/auth/session.ts"]}})).await;
+    assert_eq!(logged["attempt_id"], "attempt-001", "{logged}");
+    // The index keeps answering from its pools.
+    let stats = client.ok("acp_query", json!({"type": "stats"})).await;
+    let symbols = std::fs::read_to_string(project.root().join(".acp/acp.cache.json")).unwrap();
+    let symbols = serde_json::from_str::<Value>(&symbols).unwrap()["symbols"]
+        .as_object()
+        .map_or(0, |symbols| symbols.len());
+    assert_eq!(stats["result"]["symbols"], symbols, "{stats}");
+    client.close().await;
+}
+
+#[tokio::test]
 async fn hack_markers_over_stdio() {
     let project = demo();
     let client = Client::spawn(project.root(), &[]).await;
