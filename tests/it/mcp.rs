@@ -286,11 +286,8 @@ async fn debug_journal_over_stdio() {
     client.close().await;
 }
 
-#[tokio::test]
-async fn a_fifo_in_an_attempt_is_refused_at_once_and_the_journal_keeps_serving() {
-    let project = demo();
-    let fifo = project.root().join("src/pipe");
-    mkfifo(&fifo);
+/// A server on `project`, ready, and the id of a debug session started on it.
+async fn ready_with_a_session(project: &TempProject) -> (Client, String) {
     let client = Client::spawn(project.root(), &[]).await;
     wait_ready(&client, 60).await;
     let started = client
@@ -300,6 +297,15 @@ async fn a_fifo_in_an_attempt_is_refused_at_once_and_the_journal_keeps_serving()
         )
         .await;
     let session = started["session_id"].as_str().unwrap().to_owned();
+    (client, session)
+}
+
+#[tokio::test]
+async fn a_fifo_in_an_attempt_is_refused_at_once_and_the_journal_keeps_serving() {
+    let project = demo();
+    let fifo = project.root().join("src/pipe");
+    mkfifo(&fifo);
+    let (client, session) = ready_with_a_session(&project).await;
     let within = Duration::from_secs(10);
     let err = tokio::time::timeout(
         within,
@@ -322,15 +328,7 @@ async fn a_fifo_in_an_attempt_is_refused_at_once_and_the_journal_keeps_serving()
 #[tokio::test]
 async fn an_attempt_naming_acpdbs_own_databases_is_refused_and_the_journal_keeps_serving() {
     let project = demo();
-    let client = Client::spawn(project.root(), &[]).await;
-    wait_ready(&client, 60).await;
-    let started = client
-        .ok(
-            "acp_debug",
-            json!({"action": "start", "data": {"problem": "p", "hypothesis": "h"}}),
-        )
-        .await;
-    let session = started["session_id"].as_str().unwrap().to_owned();
+    let (client, session) = ready_with_a_session(&project).await;
     for name in [
         ".acp/acp.db",
         ".acp/acp.journal.db",
