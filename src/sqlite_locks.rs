@@ -6,13 +6,16 @@
 //! and its `-shm` file for as long as it is open; a process that can lock them exclusively
 //! takes itself for the last user and may checkpoint and delete the journal's WAL). So:
 //!
-//! * a database copied while it is served is read through a descriptor kept open
-//!   ([`copy_kept_open`]) until a new file replaces it ([`close_kept_open`]);
-//! * the databases this process opens are registered ([`register`]), and code that opens a
-//!   file a client named (the journal's snapshots of the files an attempt touches) refuses
-//!   one of them or its companions ([`is_registered`]) and holds what it opened as a
-//!   [`GuardedFile`], which keeps the descriptor open if its file turns out to be (or becomes,
-//!   renamed into place) a registered one.
+//! * the databases this process opens are registered ([`register`]) where their locks are
+//!   taken (the read pools, the journal);
+//! * a descriptor of a file the process opens outside SQLite is held as a [`GuardedFile`],
+//!   which, dropped, keeps it open while its file is a registered database or companion
+//!   ([`is_registered`]), until [`release_replaced`] finds the file replaced: locks on a file
+//!   no longer at its path protect nothing;
+//! * a database copied while it is served is read through such a descriptor, reused by later
+//!   copies of the file ([`copy_kept_open`]);
+//! * code that opens a file a client named (the journal's snapshots of the files an attempt
+//!   touches) refuses a registered one.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -24,9 +27,8 @@ const COMPANIONS: [&str; 4] = ["", "-wal", "-shm", "-journal"];
 /// The database files registered, as absolute paths.
 static REGISTERED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Descriptors opened of registered files, kept while their files are registered ones (those
-/// of a replaced database are closed by [`close_kept_open`]).
-static KEPT_WHILE_REGISTERED: Mutex<Vec<File>> = Mutex::new(Vec::new());
+/// Descriptors of registered files, kept open while their files are registered ones.
+static KEPT: Mutex<Vec<File>> = Mutex::new(Vec::new());
 
 /// Registers the SQLite database at `path` as one this process holds locks on.
 pub fn register(path: &Path) {
@@ -59,15 +61,7 @@ pub fn is_registered(meta: &fs::Metadata) -> bool {
     }
 }
 
-/// Keeps `file`, a descriptor of a registered file, open while its file is one.
-fn keep_open(file: File) {
-    KEPT_WHILE_REGISTERED
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(file);
-}
-
-/// A descriptor opened of a file a client named. Dropped, it is closed unless its file is now
+/// A descriptor of a file opened outside SQLite. Dropped, it is closed unless its file is now
 /// a registered database or companion (or cannot be told), whose descriptor then stays open
 /// while it is one: a file renamed into place as the database after it was opened is one.
 #[derive(Debug)]
@@ -98,78 +92,52 @@ impl Drop for GuardedFile {
     fn drop(&mut self) {
         if let Some(file) = self.0.take() {
             if file.metadata().map_or(true, |meta| is_registered(&meta)) {
-                keep_open(file);
+                KEPT.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(file);
             }
         }
     }
 }
 
-/// A descriptor [`copy_kept_open`] keeps.
-#[cfg(unix)]
-struct Kept {
-    /// The path the file was copied from.
-    from: PathBuf,
-    /// The file's device and inode.
-    id: (u64, u64),
-    file: File,
-}
-
-/// The descriptors [`copy_kept_open`] keeps.
-#[cfg(unix)]
-static KEPT_OPEN: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
-
-/// Copies the SQLite database at `from` to `to` (created or truncated) through a descriptor
-/// that stays open, so that SQLite connections of this process keep their locks on `from`:
-/// closing any descriptor of a file drops every POSIX lock the process holds on it, and SQLite
-/// can only guard its own descriptors. One descriptor is kept per file, reused by later copies
-/// of it, until [`close_kept_open`] (a process that serves no database lets them close when it
-/// exits).
+/// Copies the SQLite database at `from` to `to` (created or truncated) through a
+/// [`GuardedFile`], so that the connections of this process that read it keep their locks; a
+/// descriptor kept of that file by an earlier copy is used again instead of another one.
 pub fn copy_kept_open(from: &Path, to: &Path) -> std::io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let source = match take_kept(&fs::metadata(from)?) {
+        Some(file) => GuardedFile::new(file),
+        None => GuardedFile::new(File::open(from)?),
+    };
+    let mut reader = &*source;
+    reader.seek(SeekFrom::Start(0))?;
+    std::io::copy(&mut reader, &mut File::create(to)?)
+}
+
+/// Takes out of the kept descriptors one of the file `meta` describes, if one is kept.
+fn take_kept(meta: &fs::Metadata) -> Option<File> {
     #[cfg(unix)]
     {
-        use std::io::{Seek, SeekFrom};
-        let mut kept = KEPT_OPEN.lock().unwrap_or_else(PoisonError::into_inner);
-        let wanted = file_id(&fs::metadata(from)?);
-        let at = match kept.iter().position(|kept| kept.id == wanted) {
-            Some(at) => at,
-            None => {
-                let mut file = GuardedFile::new(File::open(from)?);
-                // The file opened may be a newer one than the one looked at: kept as what it is.
-                let id = file_id(&file.metadata()?);
-                let file = file.0.take().expect("just opened");
-                let from = from.to_path_buf();
-                kept.push(Kept { from, id, file });
-                kept.len() - 1
-            }
-        };
-        let mut source = &kept[at].file;
-        source.seek(SeekFrom::Start(0))?;
-        std::io::copy(&mut source, &mut File::create(to)?)
+        let wanted = file_id(meta);
+        let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = kept
+            .iter()
+            .position(|file| file.metadata().is_ok_and(|meta| file_id(&meta) == wanted))?;
+        Some(kept.swap_remove(at))
     }
     #[cfg(not(unix))]
     {
-        fs::copy(from, to)
+        let _ = meta;
+        None
     }
 }
 
-/// Closes the descriptors [`copy_kept_open`] kept of files copied from `path` that are no
-/// longer at `path`, and those [`GuardedFile`] kept of files no longer registered: they were
-/// replaced, and locks on a file no longer at its path protect nothing.
-pub fn close_kept_open(path: &Path) {
-    #[cfg(unix)]
-    {
-        let current = fs::metadata(path).ok().map(|meta| file_id(&meta));
-        KEPT_OPEN
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|kept| kept.from != path || Some(kept.id) == current);
-        KEPT_WHILE_REGISTERED
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|file| file.metadata().map_or(true, |meta| is_registered(&meta)));
-    }
-    #[cfg(not(unix))]
-    let _ = path;
+/// Closes the kept descriptors of files that are no longer registered ones: a database
+/// replaced by a new file (an import renamed over it) is no longer at its path.
+pub fn release_replaced() {
+    KEPT.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .retain(|file| file.metadata().map_or(true, |meta| is_registered(&meta)));
 }
 
 /// A file's device and inode.
@@ -214,6 +182,15 @@ pub(crate) fn shared_lock_held(file: &File) -> bool {
 mod tests {
     use super::*;
 
+    /// How many descriptors are kept of the file `meta` describes.
+    #[cfg(unix)]
+    fn kept(meta: &fs::Metadata) -> usize {
+        let kept = KEPT.lock().unwrap();
+        kept.iter()
+            .filter(|file| file_id(&file.metadata().unwrap()) == file_id(meta))
+            .count()
+    }
+
     #[cfg(unix)]
     #[test]
     fn a_registered_database_and_its_companions_are_known_by_their_files() {
@@ -257,30 +234,19 @@ mod tests {
             fs::write(path, "x").unwrap();
         }
         register(&served);
-        let kept = |path: &Path| {
-            let id = file_id(&fs::metadata(path).unwrap());
-            let kept = KEPT_WHILE_REGISTERED.lock().unwrap();
-            kept.iter()
-                .filter(|file| file_id(&file.metadata().unwrap()) == id)
-                .count()
-        };
         drop(GuardedFile::new(File::open(&other).unwrap()));
-        assert_eq!(kept(&other), 0);
+        assert_eq!(kept(&fs::metadata(&other).unwrap()), 0);
         // Opened, then renamed into place as the database before it is closed.
         let opened = GuardedFile::new(File::open(&new).unwrap());
         fs::rename(&new, &served).unwrap();
         drop(opened);
-        assert_eq!(kept(&served), 1);
+        let renamed = fs::metadata(&served).unwrap();
+        assert_eq!(kept(&renamed), 1);
         // Once another file replaces it, it is let go.
-        let replaced = fs::File::open(&served).unwrap();
         fs::write(&new, "y").unwrap();
         fs::rename(&new, &served).unwrap();
-        close_kept_open(&served);
-        let replaced_id = file_id(&replaced.metadata().unwrap());
-        let kept = KEPT_WHILE_REGISTERED.lock().unwrap();
-        assert!(kept
-            .iter()
-            .all(|file| file_id(&file.metadata().unwrap()) != replaced_id));
+        release_replaced();
+        assert_eq!(kept(&renamed), 0);
     }
 
     #[cfg(target_os = "linux")]
@@ -289,7 +255,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
         let reader = locked_database(&path);
+        // As the read pools do.
+        register(&path);
         let probe = File::open(&path).unwrap();
+        let copied = probe.metadata().unwrap();
         assert!(shared_lock_held(&probe));
 
         // Read through the probe: opening and closing the file again would drop the lock.
@@ -305,17 +274,13 @@ mod tests {
             assert!(shared_lock_held(&probe), "the copy dropped SQLite's lock");
             assert_eq!(fs::read(&copy).unwrap(), original);
         }
-        let kept = |from: &Path| {
-            let kept = KEPT_OPEN.lock().unwrap();
-            kept.iter().filter(|kept| kept.from == from).count()
-        };
-        assert_eq!(kept(&path), 1, "one descriptor kept, reused");
-        close_kept_open(&path);
-        assert_eq!(kept(&path), 1, "the file is still there");
+        assert_eq!(kept(&copied), 1, "one descriptor kept, reused");
+        release_replaced();
+        assert_eq!(kept(&copied), 1, "the file is still there");
 
         fs::rename(&copy, &path).unwrap();
-        close_kept_open(&path);
-        assert_eq!(kept(&path), 0, "the replaced file's descriptor is closed");
+        release_replaced();
+        assert_eq!(kept(&copied), 0, "the replaced file's descriptor is closed");
         drop(reader);
     }
 }

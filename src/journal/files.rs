@@ -90,9 +90,6 @@ pub(crate) fn open_regular(path: &Path) -> Result<Option<GuardedFile>, FileError
     };
     // Checked before opening, so that opening has no side effects on special files…
     check_type(&meta)?;
-    if crate::sqlite_locks::is_registered(&meta) {
-        return Err(FileError::Database);
-    }
     let file = match open_for_reading(path) {
         Ok(Some(file)) => GuardedFile::new(file),
         Ok(None) => return Err(FileError::Database),
@@ -117,7 +114,8 @@ pub(crate) fn open_regular(path: &Path) -> Result<Option<GuardedFile>, FileError
 /// Linux it is first opened as a location only (`O_PATH`, whose descriptor, unlike any other,
 /// closes without dropping the process's locks on the file), checked, and then opened for
 /// reading through that descriptor, so the file read is the file checked and a database is
-/// never opened for reading. Elsewhere the check on the handle afterwards stands.
+/// never opened for reading. Elsewhere the path is checked before it is opened, and the
+/// caller's check on the handle catches a file swapped in between.
 #[cfg(target_os = "linux")]
 fn open_for_reading(path: &Path) -> io::Result<Option<File>> {
     use std::os::fd::AsRawFd;
@@ -151,6 +149,9 @@ fn open_for_reading(path: &Path) -> io::Result<Option<File>> {
 
 #[cfg(not(target_os = "linux"))]
 fn open_for_reading(path: &Path) -> io::Result<Option<File>> {
+    if crate::sqlite_locks::is_registered(&fs::symlink_metadata(path)?) {
+        return Ok(None);
+    }
     options().open(path).map(Some)
 }
 

@@ -175,9 +175,6 @@ impl IndexState {
             db_file: Mutex::new(None),
             generation: AtomicU64::new(1),
         });
-        // Registered before any pool opens it, so that nothing a client names can be a
-        // descriptor of it opened just before the pools lock it.
-        crate::sqlite_locks::register(&project.db);
         if options.read_only {
             state.start_read_only(&project);
             return state;
@@ -278,9 +275,9 @@ impl IndexState {
     /// (logged) when it cannot be opened, and the previous database, if any, keeps answering.
     fn open_current(&self) -> bool {
         let path = self.db_path();
-        // Whether or not the new file can be opened, the files a delta copied and that are no
-        // longer at the path are done with.
-        crate::sqlite_locks::close_kept_open(&path);
+        // Whether or not the new file can be opened, descriptors kept of a file no longer at
+        // the path are done with.
+        crate::sqlite_locks::release_replaced();
         *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) = file_id(&path);
         let (light, heavy) = split_pool(self.options.pool_size);
         match db::read_pools(&path, [light, heavy]).map(|[light, heavy]| ReadPools { light, heavy })
