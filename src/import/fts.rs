@@ -72,7 +72,7 @@ fn shadow_tables(table: &str, docsize: bool) -> impl Iterator<Item = String> + '
 /// builder's time at 1M symbols), at most 64 segments a level, then once into one segment at
 /// the end (`optimize`), which is also the layout queries read fastest. The settings live in
 /// the builder's file only; the index database keeps FTS5's defaults for later changes.
-fn merge_settings(table: &str) -> String {
+pub(super) fn merge_settings(table: &str) -> String {
     format!(
         "INSERT INTO {table}({table}, rank) VALUES ('automerge', 0);
          INSERT INTO {table}({table}, rank) VALUES ('crisismerge', 64);"

@@ -29,6 +29,7 @@ use fts::FtsBuilder;
 mod delta;
 mod edge_feed;
 mod filter;
+pub mod floor;
 mod fts;
 mod graph;
 mod hashes;

@@ -865,3 +865,52 @@ fn the_schema_ranks_lock_levels_as_the_code_does() {
     let levels = common::strings(&conn, "SELECT lock_level FROM lock_levels ORDER BY rank");
     assert_eq!(levels, acpdb::cache::LOCK_LEVELS);
 }
+
+#[test]
+fn the_import_floor_rebuilds_every_table_index_and_full_text_index_of_an_import() {
+    let project = TempProject::generated(30);
+    let scratch = project.root().join("floor.db");
+
+    let steps = acpdb::import::floor::measure(&project.cache_path(), &project.db(), &scratch)
+        .expect("floor");
+
+    let (source, copy) = (db(&project), Connection::open(&scratch).unwrap());
+    let schema = "SELECT type || ' ' || name FROM sqlite_schema \
+                  WHERE name NOT LIKE 'sqlite%' ORDER BY name";
+    assert_eq!(
+        common::strings(&copy, schema),
+        common::strings(&source, schema),
+        "the copy has the import's tables, views, indexes and full-text tables"
+    );
+    let full_text = common::strings(
+        &source,
+        "SELECT name FROM sqlite_schema WHERE sql LIKE 'CREATE VIRTUAL TABLE%'",
+    );
+    for table in common::strings(
+        &source,
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite%'",
+    ) {
+        // The full-text tables' own rows depend on how their segments were merged.
+        if !full_text
+            .iter()
+            .any(|name| table.starts_with(name.as_str()))
+        {
+            let rows = format!("SELECT count(*) FROM \"{table}\"");
+            assert_eq!(
+                count(&copy, &rows),
+                count(&source, &rows),
+                "rows of {table}"
+            );
+        }
+    }
+    common::check_full_text_indexes(&copy).unwrap();
+    let matches = "SELECT count(*) FROM symbols_fts WHERE symbols_fts MATCH 'compute*'";
+    assert!(count(&source, matches) > 0);
+    assert_eq!(count(&copy, matches), count(&source, matches));
+    let indexes = count(
+        &source,
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL",
+    );
+    assert_eq!(steps.len() as i64, 2 + full_text.len() as i64 + indexes);
+    assert!(steps.iter().all(|step| step.cpu.is_some()));
+}
