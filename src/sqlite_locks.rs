@@ -7,7 +7,7 @@
 //! takes itself for the last user and may checkpoint and delete the journal's WAL). So:
 //!
 //! * the databases this process opens are registered ([`register`]) where their locks are
-//!   taken (the read pools, the journal);
+//!   taken (the read pools, the journal, an import's temporary databases);
 //! * a descriptor of a file the process opens outside SQLite is held as a [`GuardedFile`],
 //!   which, dropped, keeps it open while its file is a registered database or companion
 //!   ([`is_registered`]), until [`release_replaced`] finds the file replaced: locks on a file
@@ -100,9 +100,10 @@ impl Drop for GuardedFile {
     }
 }
 
-/// Copies the SQLite database at `from` to `to` (created or truncated) through a
-/// [`GuardedFile`], so that the connections of this process that read it keep their locks; a
-/// descriptor kept of that file by an earlier copy is used again instead of another one.
+/// Copies the SQLite database at `from` to `to` (created or truncated, with the permissions of
+/// `from`) through a [`GuardedFile`], so that the connections of this process that read it
+/// keep their locks; a descriptor kept of that file by an earlier copy is used again instead
+/// of another one.
 pub fn copy_kept_open(from: &Path, to: &Path) -> std::io::Result<u64> {
     use std::io::{Seek, SeekFrom};
     let source = match take_kept(&fs::metadata(from)?) {
@@ -111,7 +112,9 @@ pub fn copy_kept_open(from: &Path, to: &Path) -> std::io::Result<u64> {
     };
     let mut reader = &*source;
     reader.seek(SeekFrom::Start(0))?;
-    std::io::copy(&mut reader, &mut File::create(to)?)
+    let mut copy = File::create(to)?;
+    copy.set_permissions(source.metadata()?.permissions())?;
+    std::io::copy(&mut reader, &mut copy)
 }
 
 /// Takes out of the kept descriptors one of the file `meta` describes, if one is kept.
@@ -269,10 +272,18 @@ mod tests {
             bytes
         };
         let copy = dir.path().join("copy");
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         for _ in 0..2 {
             copy_kept_open(&path, &copy).unwrap();
             assert!(shared_lock_held(&probe), "the copy dropped SQLite's lock");
             assert_eq!(fs::read(&copy).unwrap(), original);
+            let mode = fs::metadata(&copy).unwrap().permissions().mode();
+            assert_eq!(
+                mode & 0o777,
+                0o600,
+                "the copy keeps the database's permissions"
+            );
         }
         assert_eq!(kept(&copied), 1, "one descriptor kept, reused");
         release_replaced();

@@ -288,8 +288,8 @@ impl FtsBuilder {
         memory_budget: usize,
     ) -> Result<FtsBuilder> {
         let _ = std::fs::remove_file(&path);
-        let conn =
-            Connection::open(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        let conn = super::open_temp_database(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
         conn.execute_batch(
             "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;
              PRAGMA cache_size = -4096;",

@@ -213,6 +213,16 @@ pub(super) fn write_all_at(
     Ok(())
 }
 
+/// Opens (or creates) a temporary database an import writes, registered as one this process
+/// holds locks on ([`crate::sqlite_locks`]): a file an agent names in a journal attempt while
+/// the server re-imports is then refused instead of read, which would close a descriptor of
+/// the file and drop the import's exclusive lock.
+pub(super) fn open_temp_database(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    crate::sqlite_locks::register(path);
+    Ok(conn)
+}
+
 /// A size in the summary's units, decimal as the rate's MB/s (kB = 10^3 bytes, MB = 10^6,
 /// GB = 10^9), with one decimal: `40.2 kB`, `887.1 MB`, `9.0 GB`.
 pub(super) fn size_text(bytes: u64) -> String {
@@ -481,7 +491,7 @@ impl Source<'_> {
         // descriptor of the file first would drop SQLite's lock on it.
         let mut _writeback = None;
         let mut conn =
-            Connection::open(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+            open_temp_database(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
         conn.execute_batch(WRITE_PRAGMAS)?;
         db::migrate(&mut conn, Some(db::LOAD_SCHEMA_VERSION))?;
         register_functions(&conn)?;
@@ -593,7 +603,7 @@ impl Source<'_> {
         );
         let _writeback = crate::replace::Writeback::start(tmp);
         let conn =
-            Connection::open(tmp).with_context(|| format!("cannot open {}", tmp.display()))?;
+            open_temp_database(tmp).with_context(|| format!("cannot open {}", tmp.display()))?;
         // Rows are removed before the rows that referred to them are brought up to date (node
         // resolution, inline annotations); the end state is consistent, as a test checks.
         conn.execute_batch(WRITE_PRAGMAS)?;
@@ -876,7 +886,7 @@ fn register_functions(conn: &Connection) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::size_text;
+    use super::{open_temp_database, size_text};
 
     #[test]
     fn sizes_are_shown_in_the_largest_unit_they_reach() {
@@ -885,5 +895,29 @@ mod tests {
         assert_eq!(size_text(40_249), "40.2 kB");
         assert_eq!(size_text(887_149_000), "887.1 MB");
         assert_eq!(size_text(9_012_000_000), "9.0 GB");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_imports_temporary_database_is_registered_with_its_companions() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().join(".acp.db.7.tmp");
+        let conn = open_temp_database(&tmp).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = DELETE; BEGIN; CREATE TABLE t(x);")
+            .unwrap();
+        let journal = dir.path().join(".acp.db.7.tmp-journal");
+        for file in [&tmp, &journal] {
+            let meta = std::fs::metadata(file).unwrap();
+            assert!(
+                crate::sqlite_locks::is_registered(&meta),
+                "{}",
+                file.display()
+            );
+        }
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"x").unwrap();
+        assert!(!crate::sqlite_locks::is_registered(
+            &std::fs::metadata(&other).unwrap()
+        ));
     }
 }
