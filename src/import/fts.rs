@@ -276,19 +276,23 @@ pub(super) struct FtsBuilder {
 }
 
 impl FtsBuilder {
-    /// Starts the builder on a new database file at `path`; batches that do not fit in memory
-    /// wait in an anonymous file in `spill_dir`.
-    pub(super) fn start(path: PathBuf, spill_dir: &Path) -> Result<FtsBuilder> {
-        FtsBuilder::with_memory_budget(path, spill_dir, MEMORY_IN_FLIGHT)
+    /// Starts the builder on a new temporary database file named after the index database
+    /// `db` ([`temp_path`]); batches that do not fit in memory wait in an anonymous file in
+    /// `spill_dir`.
+    pub(super) fn start(db: &Path, spill_dir: &Path) -> Result<FtsBuilder> {
+        FtsBuilder::with_memory_budget(temp_path(db), db, spill_dir, MEMORY_IN_FLIGHT)
     }
 
+    /// [`FtsBuilder::start`] on the file `path`, made as private as the database `like`,
+    /// with at most `memory_budget` bytes of batches in memory.
     fn with_memory_budget(
         path: PathBuf,
+        like: &Path,
         spill_dir: &Path,
         memory_budget: usize,
     ) -> Result<FtsBuilder> {
         let _ = std::fs::remove_file(&path);
-        let conn = super::open_temp_database(&path)
+        let conn = super::open_temp_database(&path, like)
             .with_context(|| format!("cannot create {}", path.display()))?;
         conn.execute_batch(
             "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;
@@ -725,8 +729,13 @@ mod tests {
     #[test]
     fn an_abandoned_build_stops_without_indexing_the_rest() {
         let dir = tempfile::tempdir().unwrap();
-        let mut builder =
-            FtsBuilder::with_memory_budget(dir.path().join("fts.db"), dir.path(), 0).unwrap();
+        let mut builder = FtsBuilder::with_memory_budget(
+            dir.path().join("fts.db"),
+            &dir.path().join("acp.db"),
+            dir.path(),
+            0,
+        )
+        .unwrap();
         for id in 1..=4 * BATCH as i64 {
             builder
                 .push_symbol(id, [Some("n"), Some("m::n"), None, None, None, None])
@@ -752,9 +761,13 @@ mod tests {
                 )
                 .unwrap();
             }
-            let mut builder =
-                FtsBuilder::with_memory_budget(dir.path().join("fts.db"), dir.path(), budget)
-                    .unwrap();
+            let mut builder = FtsBuilder::with_memory_budget(
+                dir.path().join("fts.db"),
+                &dir.path().join("acp.db"),
+                dir.path(),
+                budget,
+            )
+            .unwrap();
             for id in 1..=2 * BATCH as i64 + 5 {
                 let name = format!("validate{id}");
                 // Even rows have a qualified name of the `path:name` shape.

@@ -213,11 +213,25 @@ pub(super) fn write_all_at(
     Ok(())
 }
 
-/// Opens (or creates) a temporary database an import writes, registered as one this process
-/// holds locks on ([`crate::sqlite_locks`]): a file an agent names in a journal attempt while
-/// the server re-imports is then refused instead of read, which would close a descriptor of
-/// the file and drop the import's exclusive lock.
-pub(super) fn open_temp_database(path: &Path) -> rusqlite::Result<Connection> {
+/// Opens a temporary database an import writes in place of the database `like`. A new file
+/// is given the permissions of `like` (when it exists) before anything is written to it, so a
+/// database a user restricted is never more readable while it is rebuilt; a delta's copy was
+/// made with them. The file is registered as one this process holds locks on
+/// ([`crate::sqlite_locks`]): a file an agent names in a journal attempt while the server
+/// re-imports is then refused instead of read, which would close a descriptor of the file and
+/// drop the import's exclusive lock.
+pub(super) fn open_temp_database(path: &Path, like: &Path) -> Result<Connection> {
+    if let Ok(meta) = fs::metadata(like) {
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+        {
+            Ok(file) => file.set_permissions(meta.permissions())?,
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
     let conn = Connection::open(path)?;
     crate::sqlite_locks::register(path);
     Ok(conn)
@@ -490,8 +504,8 @@ impl Source<'_> {
         // Declared before the connection so that it stops after it is closed: closing another
         // descriptor of the file first would drop SQLite's lock on it.
         let mut _writeback = None;
-        let mut conn =
-            open_temp_database(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let mut conn = open_temp_database(tmp, &project.db)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
         conn.execute_batch(WRITE_PRAGMAS)?;
         db::migrate(&mut conn, Some(db::LOAD_SCHEMA_VERSION))?;
         register_functions(&conn)?;
@@ -499,7 +513,7 @@ impl Source<'_> {
 
         conn.execute_batch("BEGIN")?;
         let spill_dir = tmp.parent().unwrap_or(Path::new("."));
-        let fts = FtsBuilder::start(fts::temp_path(&project.db), spill_dir)?;
+        let fts = FtsBuilder::start(&project.db, spill_dir)?;
         let sink = Sink::Full {
             graph: Box::new(CallGraph::new(&conn, spill_dir)?),
             fts,
@@ -602,8 +616,8 @@ impl Source<'_> {
             started.elapsed().as_secs_f64()
         );
         let _writeback = crate::replace::Writeback::start(tmp);
-        let conn =
-            open_temp_database(tmp).with_context(|| format!("cannot open {}", tmp.display()))?;
+        let conn = open_temp_database(tmp, &project.db)
+            .with_context(|| format!("cannot open {}", tmp.display()))?;
         // Rows are removed before the rows that referred to them are brought up to date (node
         // resolution, inline annotations); the end state is consistent, as a test checks.
         conn.execute_batch(WRITE_PRAGMAS)?;
@@ -899,12 +913,18 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn an_imports_temporary_database_is_registered_with_its_companions() {
+    fn an_imports_temporary_database_is_registered_and_as_private_as_the_database() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("acp.db");
+        std::fs::write(&db, b"").unwrap();
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
         let tmp = dir.path().join(".acp.db.7.tmp");
-        let conn = open_temp_database(&tmp).unwrap();
+        let conn = open_temp_database(&tmp, &db).unwrap();
         conn.execute_batch("PRAGMA journal_mode = DELETE; BEGIN; CREATE TABLE t(x);")
             .unwrap();
+        let mode = std::fs::metadata(&tmp).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
         let journal = dir.path().join(".acp.db.7.tmp-journal");
         for file in [&tmp, &journal] {
             let meta = std::fs::metadata(file).unwrap();
@@ -914,10 +934,8 @@ mod tests {
                 file.display()
             );
         }
-        let other = dir.path().join("other");
-        std::fs::write(&other, b"x").unwrap();
         assert!(!crate::sqlite_locks::is_registered(
-            &std::fs::metadata(&other).unwrap()
+            &std::fs::metadata(&db).unwrap()
         ));
     }
 }
