@@ -1,6 +1,7 @@
 //! Files replaced whole: the new content goes to a temporary file beside the target, named
-//! after the target and the writer's process id (`.acp.db.<pid>.tmp`), is made durable, and is
-//! renamed over the target, so readers see the old file or the new one, never a mix. Writers
+//! after the target and the writer's process id (`.acp.db.<pid>.tmp`) and created with the
+//! target's permissions ([`create_temp`]), is made durable, and is renamed over the target, so
+//! readers see the old file or the new one, never a mix. Writers
 //! killed halfway leave their temporary file behind; [`sweep`] removes those.
 
 use std::fs::{self, File};
@@ -115,6 +116,20 @@ fn start_write_out(_file: &File) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Creates the file `temp`, which must not exist (a link planted under its name is not
+/// followed), with the permissions of the file `like` when there is one: the file it replaces
+/// keeps them, and its content is never more readable than before, not even halfway.
+pub fn create_temp(temp: &Path, like: &Path) -> std::io::Result<File> {
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(temp)?;
+    if let Ok(meta) = fs::metadata(like) {
+        file.set_permissions(meta.permissions())?;
+    }
+    Ok(file)
+}
+
 /// Replaces `path` with `bytes` (see the module documentation). Leftovers of killed writers
 /// are the callers' to [`sweep`] when they start, not on every write.
 pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -126,10 +141,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err),
             _ => {}
         }
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
+        let mut file = create_temp(&temp, path)?;
         file.write_all(bytes)?;
         replace(&temp, path)
     })();
@@ -298,5 +310,23 @@ mod tests {
         write(&path, b"one").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"one");
         assert!(!dead.exists() && !mine.exists());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_written_again_keeps_its_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("attempts.json");
+        write(&path, b"one").unwrap();
+        for mode in [0o600, 0o640] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            write(&path, b"two").unwrap();
+            assert_eq!(
+                fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+                mode
+            );
+            assert_eq!(fs::read(&path).unwrap(), b"two");
+        }
     }
 }

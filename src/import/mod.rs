@@ -221,16 +221,9 @@ pub(super) fn write_all_at(
 /// re-imports is then refused instead of read, which would close a descriptor of the file and
 /// drop the import's exclusive lock.
 pub(super) fn open_temp_database(path: &Path, like: &Path) -> Result<Connection> {
-    if let Ok(meta) = fs::metadata(like) {
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-        {
-            Ok(file) => file.set_permissions(meta.permissions())?,
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(err) => return Err(err.into()),
-        }
+    match crate::replace::create_temp(path, like) {
+        Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => return Err(err.into()),
+        _ => {}
     }
     let conn = Connection::open(path)?;
     crate::sqlite_locks::register(path);
