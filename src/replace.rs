@@ -1,7 +1,7 @@
 //! Files replaced whole: the new content goes to a temporary file beside the target, named
-//! after the target and the writer's process id (`.acp.db.<pid>.tmp`) and created with the
-//! target's permissions ([`create_temp`]), is made durable, and is renamed over the target, so
-//! readers see the old file or the new one, never a mix. Writers
+//! after the target and the writer's process id (`.acp.db.<pid>.tmp`) and never more readable
+//! than the target ([`create_temp`]), is made durable, given the target's permissions, and is
+//! renamed over the target, so readers see the old file or the new one, never a mix. Writers
 //! killed halfway leave their temporary file behind; [`sweep`] removes those.
 
 use std::fs::{self, File};
@@ -19,10 +19,16 @@ pub fn temp_path(path: &Path) -> PathBuf {
     parent_dir(path).join(temp_name(path, std::process::id()))
 }
 
-/// Moves the finished temporary file `temp` over `path`: its content is synced first and the
-/// directory after, so the new file is on disk when this returns.
+/// Moves the finished temporary file `temp` over `path`, which keeps its permissions (see
+/// [`create_temp`]): its content is synced first and the directory after, so the new file is on
+/// disk when this returns.
 pub fn replace(temp: &Path, path: &Path) -> std::io::Result<()> {
-    File::open(temp)?.sync_all()?;
+    let file = File::open(temp)?;
+    file.sync_all()?;
+    if let Ok(meta) = fs::metadata(path) {
+        file.set_permissions(meta.permissions())?;
+    }
+    drop(file);
     fs::rename(temp, path)?;
     // Syncing a directory is not possible everywhere; the rename itself has happened.
     if let Ok(dir) = File::open(parent_dir(path)) {
@@ -117,17 +123,31 @@ fn start_write_out(_file: &File) -> std::io::Result<()> {
 }
 
 /// Creates the file `temp`, which must not exist (a link planted under its name is not
-/// followed), with the permissions of the file `like` when there is one: the file it replaces
-/// keeps them, and its content is never more readable than before, not even halfway.
+/// followed), for content that replaces the file `like`: with `like`'s permissions when there
+/// is one (on Unix, from the moment it exists, plus reading and writing by its owner, who
+/// writes it; [`replace`] gives it `like`'s own), so that content is never more readable than
+/// before, not even halfway.
 pub fn create_temp(temp: &Path, like: &Path) -> std::io::Result<File> {
-    let file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(temp)?;
-    if let Ok(meta) = fs::metadata(like) {
-        file.set_permissions(meta.permissions())?;
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let Ok(meta) = fs::metadata(like) else {
+            return options.open(temp);
+        };
+        let mode = (meta.permissions().mode() & 0o7777) | 0o600;
+        // The umask may take bits away from the mode the file is created with, never add any;
+        // setting it again afterwards gives exactly the mode wanted.
+        let file = options.mode(mode).open(temp)?;
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+        Ok(file)
     }
-    Ok(file)
+    #[cfg(not(unix))]
+    {
+        let _ = like;
+        options.open(temp)
+    }
 }
 
 /// Replaces `path` with `bytes` (see the module documentation). Leftovers of killed writers
@@ -318,14 +338,21 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("attempts.json");
+        let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
         write(&path, b"one").unwrap();
-        for mode in [0o600, 0o640] {
-            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
-            write(&path, b"two").unwrap();
+        for (wanted, while_written) in [(0o600, 0o600), (0o640, 0o640), (0o444, 0o644)] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(wanted)).unwrap();
+            let temp = temp_path(&path);
+            drop(create_temp(&temp, &path).unwrap());
             assert_eq!(
-                fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-                mode
+                mode(&temp),
+                while_written,
+                "a new file for one of {wanted:o}"
             );
+            fs::remove_file(&temp).unwrap();
+
+            write(&path, b"two").unwrap();
+            assert_eq!(mode(&path), wanted);
             assert_eq!(fs::read(&path).unwrap(), b"two");
         }
     }

@@ -100,11 +100,10 @@ impl Drop for GuardedFile {
     }
 }
 
-/// Copies the SQLite database at `from` to `to` (created or truncated, with the permissions of
-/// `from`) through a [`GuardedFile`], so that the connections of this process that read it
-/// keep their locks; a descriptor kept of that file by an earlier copy is used again instead
-/// of another one.
-pub fn copy_kept_open(from: &Path, to: &Path) -> std::io::Result<u64> {
+/// Copies the SQLite database at `from` into the new, empty file `to` through a
+/// [`GuardedFile`], so that the connections of this process that read it keep their locks; a
+/// descriptor kept of that file by an earlier copy is used again instead of another one.
+pub fn copy_kept_open(from: &Path, to: &mut File) -> std::io::Result<u64> {
     use std::io::{Seek, SeekFrom};
     let source = match take_kept(&fs::metadata(from)?) {
         Some(file) => GuardedFile::new(file),
@@ -112,9 +111,7 @@ pub fn copy_kept_open(from: &Path, to: &Path) -> std::io::Result<u64> {
     };
     let mut reader = &*source;
     reader.seek(SeekFrom::Start(0))?;
-    let mut copy = File::create(to)?;
-    copy.set_permissions(source.metadata()?.permissions())?;
-    std::io::copy(&mut reader, &mut copy)
+    std::io::copy(&mut reader, to)
 }
 
 /// Takes out of the kept descriptors one of the file `meta` describes, if one is kept.
@@ -272,18 +269,10 @@ mod tests {
             bytes
         };
         let copy = dir.path().join("copy");
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         for _ in 0..2 {
-            copy_kept_open(&path, &copy).unwrap();
+            copy_kept_open(&path, &mut File::create(&copy).unwrap()).unwrap();
             assert!(shared_lock_held(&probe), "the copy dropped SQLite's lock");
             assert_eq!(fs::read(&copy).unwrap(), original);
-            let mode = fs::metadata(&copy).unwrap().permissions().mode();
-            assert_eq!(
-                mode & 0o777,
-                0o600,
-                "the copy keeps the database's permissions"
-            );
         }
         assert_eq!(kept(&copied), 1, "one descriptor kept, reused");
         release_replaced();

@@ -31,7 +31,7 @@ pub struct FloorStep {
 
 /// Measures the floor of an import of `cache` whose result is the database `db` (an `acpdb
 /// import` of that cache), in a scratch database created at `scratch` (replaced if present,
-/// about as large as `db`). The database is opened read-only.
+/// about as large as `db`). `db` is only read.
 pub fn measure(cache: &Path, db: &Path, scratch: &Path) -> Result<Vec<FloorStep>> {
     let mut steps = Vec::new();
     timed(

@@ -214,9 +214,8 @@ pub(super) fn write_all_at(
 }
 
 /// Opens a temporary database an import writes in place of the database `like`. A new file
-/// is given the permissions of `like` (when it exists) before anything is written to it, so a
-/// database a user restricted is never more readable while it is rebuilt; a delta's copy was
-/// made with them. The file is registered as one this process holds locks on
+/// is created no more readable than `like` ([`crate::replace::create_temp`]; a delta's copy
+/// was made that way), so a database a user restricted stays so while it is rebuilt. The file is registered as one this process holds locks on
 /// ([`crate::sqlite_locks`]): a file an agent names in a journal attempt while the server
 /// re-imports is then refused instead of read, which would close a descriptor of the file and
 /// drop the import's exclusive lock.
@@ -601,9 +600,11 @@ impl Source<'_> {
         let reporter = self.reporter(&progress)?;
         let cache = self.start_reading(Some(known.clone()), progress, DELTA_READ_AHEAD)?;
         let _ = fs::remove_file(tmp);
-        crate::sqlite_locks::copy_kept_open(&project.db, tmp).with_context(|| {
-            format!("cannot copy {} to {}", project.db.display(), tmp.display())
-        })?;
+        crate::replace::create_temp(tmp, &project.db)
+            .and_then(|mut copy| crate::sqlite_locks::copy_kept_open(&project.db, &mut copy))
+            .with_context(|| {
+                format!("cannot copy {} to {}", project.db.display(), tmp.display())
+            })?;
         tracing::debug!(
             "copied the database at {:.2} s",
             started.elapsed().as_secs_f64()

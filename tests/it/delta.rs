@@ -599,28 +599,28 @@ fn a_second_import_waits_for_the_first_and_names_it() {
 
 #[cfg(unix)]
 #[test]
-fn a_database_made_private_stays_private_through_delta_and_full_imports() {
+fn a_database_keeps_its_permissions_through_delta_and_full_imports() {
     use std::os::unix::fs::PermissionsExt;
     let project = TempProject::generated(10);
     let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
-    fs::set_permissions(project.db(), fs::Permissions::from_mode(0o600)).unwrap();
     let mut cache: Value =
         serde_json::from_slice(&fs::read(project.cache_path()).unwrap()).unwrap();
-    for (round, args) in [
-        &["import", "--no-progress"][..],
-        &["import", "--no-progress", "--full"],
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let symbols = cache["symbols"].as_object_mut().unwrap();
-        let key = symbols.keys().next().unwrap().clone();
-        symbols[&key]["summary"] = json!(format!("summary {round}"));
-        write_json(&project.cache_path(), &cache);
-        let out = project.run(args);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let kind = if round == 0 { "delta: " } else { "imported " };
-        assert!(stderr(&out).starts_with(kind), "{}", stderr(&out));
-        assert_eq!(mode(&project.db()), 0o600, "after {args:?}");
+    // Private, then read-only: the importer still writes its temporary files, and the new
+    // database is given the old one's mode.
+    for (round, wanted) in [0o600, 0o440].into_iter().enumerate() {
+        fs::set_permissions(project.db(), fs::Permissions::from_mode(wanted)).unwrap();
+        for (kind, args) in [
+            ("delta: ", &["import", "--no-progress"][..]),
+            ("imported ", &["import", "--no-progress", "--full"]),
+        ] {
+            let symbols = cache["symbols"].as_object_mut().unwrap();
+            let key = symbols.keys().next().unwrap().clone();
+            symbols[&key]["summary"] = json!(format!("summary {round} {kind}"));
+            write_json(&project.cache_path(), &cache);
+            let out = project.run(args);
+            assert!(out.status.success(), "{}", stderr(&out));
+            assert!(stderr(&out).starts_with(kind), "{}", stderr(&out));
+            assert_eq!(mode(&project.db()), wanted, "after {args:?}");
+        }
     }
 }
