@@ -10,16 +10,17 @@
 //! * a prepared statement that SQLite still reports as writing (`VACUUM`, which has no
 //!   authorizer action) is refused before it runs;
 //! * a progress handler interrupts the statement once the time limit has passed
-//!   ([`db::TimeLimit`]), and no expression may build a value over [`MAX_VALUE_BYTES`], so no
-//!   single function call outlasts the limit; [`run`] also caps SQLite's memory at
-//!   [`MAX_HEAP_BYTES`].
+//!   ([`db::TimeLimit`]), and no expression may build a value over [`MAX_VALUE_BYTES`]; a
+//!   result may hold at most [`MAX_RESULT_BYTES`] of values. [`run`] also caps SQLite's memory
+//!   at [`MAX_HEAP_BYTES`] and ends the process when a query is still running
+//!   [`STOP_AFTER_LIMIT`] past its time limit: a single `LIKE` or `GLOB` call over a long text
+//!   can run for hours without giving the progress handler a turn.
 //!
 //! Output stops after the row cap; the caller decides how to report the truncation
 //! ([`run`] prints a note on stderr). The SQL text must hold exactly one statement: a string
 //! with several is refused before anything runs, so a script never half-executes.
 
 use std::io::{self, Write};
-use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -48,6 +49,15 @@ pub const MAX_VALUE_BYTES: i32 = 64 << 20;
 /// Most memory SQLite may hold in the `acpdb sql` process; a query needing more fails with
 /// "out of memory" instead of growing without bound.
 pub const MAX_HEAP_BYTES: i64 = 1 << 30;
+
+/// Most bytes of values a result may hold (its rows are kept until they are written); a query
+/// whose rows pass it fails, naming how far it got, instead of growing without bound.
+pub const MAX_RESULT_BYTES: usize = 256 << 20;
+
+/// How long `acpdb sql` lets a query run past its time limit before it ends the process: one
+/// SQLite call (a `LIKE` or `GLOB` over a long text, say) runs to its end before the progress
+/// handler can interrupt it, and some take hours.
+pub const STOP_AFTER_LIMIT: Duration = Duration::from_secs(2);
 
 /// Arguments of `acpdb sql`.
 #[derive(Debug, clap::Args)]
@@ -137,8 +147,14 @@ pub fn run(project: &Project, args: &SqlArgs) -> Result<()> {
         rusqlite::ffi::sqlite3_hard_heap_limit64(MAX_HEAP_BYTES);
     }
     crate::freshness::warn_if_outdated(project);
+    let conn = db::open_read_only(&project.db)?;
+    let watchdog = options
+        .timeout
+        .map(|limit| Watchdog::arm(limit + STOP_AFTER_LIMIT, limit));
+    let (result, elapsed) = fetch(&conn, &args.sql, &options)?;
+    drop(watchdog);
     let mut out = io::BufWriter::new(io::stdout().lock());
-    let report = execute_file(&project.db, &args.sql, &options, &mut out)?;
+    let report = write_result(&result, options.format, elapsed, &mut out)?;
     out.flush().context("writing the query result")?;
     if report.truncated {
         eprintln!("{}", truncation_note(report.rows));
@@ -153,17 +169,6 @@ pub fn truncation_note(rows: usize) -> String {
     )
 }
 
-/// Opens the database at `path` read-only and runs [`execute`] on it.
-pub fn execute_file(
-    path: &Path,
-    sql: &str,
-    options: &QueryOptions,
-    out: &mut dyn Write,
-) -> Result<QueryReport> {
-    let conn = db::open_read_only(path)?;
-    execute(&conn, sql, options, out)
-}
-
 /// Runs one read-only statement on `conn` and writes its result to `out`.
 ///
 /// The authorizer and progress handler are installed for the duration of the call and removed
@@ -175,15 +180,30 @@ pub fn execute(
     options: &QueryOptions,
     out: &mut dyn Write,
 ) -> Result<QueryReport> {
+    let (result, elapsed) = fetch(conn, sql, options)?;
+    write_result(&result, options.format, elapsed, out)
+}
+
+/// Runs one read-only statement on `conn` under [`Guard`] and collects its rows, with the time
+/// that took.
+fn fetch(conn: &Connection, sql: &str, options: &QueryOptions) -> Result<(ResultSet, Duration)> {
     let start = Instant::now();
     let guard = Guard::install(conn, options.timeout)?;
     let result = guard.fetch(sql, options.max_rows)?;
-    let elapsed = start.elapsed();
-    drop(guard);
-    match options.format {
-        OutputFormat::Table => write_table(out, &result),
-        OutputFormat::Json => write_json(out, &result),
-        OutputFormat::Csv => write_csv(out, &result),
+    Ok((result, start.elapsed()))
+}
+
+/// Writes `result` in `format`, reporting it as fetched in `elapsed`.
+fn write_result(
+    result: &ResultSet,
+    format: OutputFormat,
+    elapsed: Duration,
+    out: &mut dyn Write,
+) -> Result<QueryReport> {
+    match format {
+        OutputFormat::Table => write_table(out, result),
+        OutputFormat::Json => write_json(out, result),
+        OutputFormat::Csv => write_csv(out, result),
     }
     .context("writing the query result")?;
     Ok(QueryReport {
@@ -191,6 +211,32 @@ pub fn execute(
         truncated: result.truncated,
         elapsed,
     })
+}
+
+/// Ends the process if a query is still running when it fires: the last resort of `acpdb sql`
+/// against a single SQLite call that the time limit cannot interrupt. Disarmed when dropped.
+struct Watchdog {
+    _disarm: std::sync::mpsc::Sender<()>,
+}
+
+impl Watchdog {
+    /// Fires after `after`, naming the time limit `limit` it enforces.
+    fn arm(after: Duration, limit: Duration) -> Watchdog {
+        let (disarm, disarmed) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = disarmed.recv_timeout(after) {
+                eprintln!(
+                    "error: query stopped: still running {} s past its time limit of {} s, in \
+                     one SQLite call that cannot be interrupted (a LIKE or GLOB over a long \
+                     text, say); raise the limit with --timeout SECONDS (0 for no limit)",
+                    STOP_AFTER_LIMIT.as_secs_f64(),
+                    limit.as_secs_f64()
+                );
+                std::process::exit(1);
+            }
+        });
+        Watchdog { _disarm: disarm }
+    }
 }
 
 /// The authorizer and progress handler of one [`execute`] call; removed on drop.
@@ -303,6 +349,7 @@ impl<'c> Guard<'c> {
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) =
             Some(statement_excerpt(stmt.expanded_sql()));
         let mut cursor = stmt.query([]).map_err(sqlite)?;
+        let mut bytes = 0usize;
         while let Some(row) = cursor.next().map_err(sqlite)? {
             if max_rows != 0 && rows.len() == max_rows {
                 truncated = true;
@@ -312,6 +359,15 @@ impl<'c> Guard<'c> {
                 .map(|i| row.get_ref(i).map(owned_value))
                 .collect::<rusqlite::Result<Vec<Value>>>()
                 .map_err(sqlite)?;
+            bytes += values.iter().map(value_bytes).sum::<usize>();
+            if bytes > MAX_RESULT_BYTES {
+                bail!(
+                    "the result passed {} MiB of values at row {}; ask for less (fewer rows or \
+                     columns, LIMIT, substr() of long values)",
+                    MAX_RESULT_BYTES >> 20,
+                    rows.len() + 1
+                );
+            }
             rows.push(values);
         }
         Ok(ResultSet {
@@ -351,6 +407,15 @@ fn statement_excerpt(sql: Option<String>) -> String {
 }
 
 /// Copies a value out of a row; text that is not UTF-8 is converted lossily.
+/// The bytes `value` holds, as counted against [`MAX_RESULT_BYTES`].
+fn value_bytes(value: &Value) -> usize {
+    match value {
+        Value::Text(text) => text.len(),
+        Value::Blob(blob) => blob.len(),
+        _ => std::mem::size_of::<Value>(),
+    }
+}
+
 fn owned_value(value: ValueRef<'_>) -> Value {
     match value {
         ValueRef::Null => Value::Null,

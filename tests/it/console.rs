@@ -507,3 +507,41 @@ fn queries_stop_at_the_heap_limit() {
         stderr(&output)
     );
 }
+
+#[test]
+fn a_query_stuck_in_one_sqlite_call_is_stopped_soon_after_its_time_limit() {
+    let fixture = Fixture::new();
+    // One GLOB call over a 20 MB text: minutes of work in a single step of SQLite's virtual
+    // machine, which the progress handler behind --timeout never gets to interrupt.
+    let glob = "SELECT printf('%.*c', 20000000, 'a') GLOB '*' || printf('%.*c', 3000, 'a') || 'b*'";
+    let args = [
+        "--db",
+        fixture.db.to_str().unwrap(),
+        "sql",
+        "--timeout",
+        "0.2",
+        glob,
+    ];
+    let started = Instant::now();
+    let (status, stderr) = common::run_unblocked(fixture.dir.path(), &args, "a long GLOB");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("past its time limit of 0.2 s") && stderr.contains("--timeout"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+#[test]
+fn a_result_too_large_to_hold_is_refused_naming_the_row() {
+    let fixture = Fixture::new();
+    let output = fixture
+        .sql(&["SELECT n, zeroblob(60000000), zeroblob(60000000), zeroblob(60000000) FROM nums"]);
+    assert_failure(&output);
+    let message = stderr(&output);
+    assert!(
+        message.contains("the result passed 256 MiB of values at row 2")
+            && message.contains("LIMIT"),
+        "{message}"
+    );
+}
