@@ -182,6 +182,15 @@ pub(crate) fn shared_lock_held(file: &File) -> bool {
 mod tests {
     use super::*;
 
+    /// Files of one byte with these names in `dir`.
+    fn files_in<const N: usize>(dir: &Path, names: [&str; N]) -> [PathBuf; N] {
+        names.map(|name| {
+            let path = dir.join(name);
+            fs::write(&path, "x").unwrap();
+            path
+        })
+    }
+
     /// How many descriptors are kept of the file `meta` describes.
     #[cfg(unix)]
     fn kept(meta: &fs::Metadata) -> usize {
@@ -195,13 +204,8 @@ mod tests {
     #[test]
     fn a_registered_database_and_its_companions_are_known_by_their_files() {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("index.db");
-        let shm = dir.path().join("index.db-shm");
-        let other = dir.path().join("other.db");
+        let [db, shm, other] = files_in(dir.path(), ["index.db", "index.db-shm", "other.db"]);
         let linked = dir.path().join("linked");
-        for path in [&db, &shm, &other] {
-            fs::write(path, "x").unwrap();
-        }
         fs::hard_link(&shm, &linked).unwrap();
         let registered = |path: &Path| is_registered(&fs::metadata(path).unwrap());
         assert!(!registered(&db));
@@ -227,12 +231,7 @@ mod tests {
     #[test]
     fn a_guarded_file_is_closed_unless_it_became_a_database() {
         let dir = tempfile::tempdir().unwrap();
-        let served = dir.path().join("served.db");
-        let new = dir.path().join("new.db");
-        let other = dir.path().join("other.txt");
-        for path in [&served, &new, &other] {
-            fs::write(path, "x").unwrap();
-        }
+        let [served, new, other] = files_in(dir.path(), ["served.db", "new.db", "other.txt"]);
         register(&served);
         drop(GuardedFile::new(File::open(&other).unwrap()));
         assert_eq!(kept(&fs::metadata(&other).unwrap()), 0);

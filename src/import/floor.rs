@@ -134,7 +134,7 @@ impl Schema {
             .collect::<rusqlite::Result<Vec<(String, String, String)>>>()?;
         let full_text = rows
             .iter()
-            .filter(|(kind, _, sql)| kind == "table" && sql.starts_with("CREATE VIRTUAL TABLE"))
+            .filter(|(kind, _, sql)| kind == "table" && is_virtual(sql))
             .map(|(_, name, sql)| {
                 Ok(FullText {
                     name: name.clone(),
@@ -153,9 +153,7 @@ impl Schema {
         };
         let of_kind = |wanted: &str| -> Vec<(String, String)> {
             rows.iter()
-                .filter(|(kind, name, sql)| {
-                    kind == wanted && !sql.starts_with("CREATE VIRTUAL TABLE") && !is_shadow(name)
-                })
+                .filter(|(kind, name, sql)| kind == wanted && !is_virtual(sql) && !is_shadow(name))
                 .map(|(_, name, sql)| (name.clone(), sql.clone()))
                 .collect()
         };
@@ -166,6 +164,11 @@ impl Schema {
             full_text,
         })
     }
+}
+
+/// Whether the definition `sql` makes a virtual (here: full-text) table.
+fn is_virtual(sql: &str) -> bool {
+    sql.starts_with("CREATE VIRTUAL TABLE")
 }
 
 /// The value of `option = 'value'` in an FTS5 table's definition.

@@ -291,7 +291,6 @@ impl FtsBuilder {
         spill_dir: &Path,
         memory_budget: usize,
     ) -> Result<FtsBuilder> {
-        let _ = std::fs::remove_file(&path);
         let conn = super::open_temp_database(&path, like)
             .with_context(|| format!("cannot create {}", path.display()))?;
         conn.execute_batch(

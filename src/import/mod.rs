@@ -213,17 +213,21 @@ pub(super) fn write_all_at(
     Ok(())
 }
 
-/// Opens a temporary database an import writes in place of the database `like`. A new file
-/// is created no more readable than `like` ([`crate::replace::create_temp`]; a delta's copy
-/// was made that way), so a database a user restricted stays so while it is rebuilt. The file is registered as one this process holds locks on
+/// Creates the temporary database `path` an import writes in place of the database `like`
+/// (removing a file a failed import left there) and opens it ([`open_temp_copy`]). The file
+/// is never more readable than `like` ([`crate::replace::create_temp`]), so a database a user
+/// restricted stays so while it is rebuilt.
+pub(super) fn open_temp_database(path: &Path, like: &Path) -> Result<Connection> {
+    let _ = fs::remove_file(path);
+    crate::replace::create_temp(path, like)?;
+    open_temp_copy(path)
+}
+
+/// Opens the temporary database `path`, registered as one this process holds locks on
 /// ([`crate::sqlite_locks`]): a file an agent names in a journal attempt while the server
 /// re-imports is then refused instead of read, which would close a descriptor of the file and
 /// drop the import's exclusive lock.
-pub(super) fn open_temp_database(path: &Path, like: &Path) -> Result<Connection> {
-    match crate::replace::create_temp(path, like) {
-        Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => return Err(err.into()),
-        _ => {}
-    }
+pub(super) fn open_temp_copy(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path)?;
     crate::sqlite_locks::register(path);
     Ok(conn)
@@ -492,7 +496,6 @@ impl Source<'_> {
         progress
             .bytes
             .store(0, std::sync::atomic::Ordering::Relaxed);
-        let _ = fs::remove_file(tmp);
         // Declared before the connection so that it stops after it is closed: closing another
         // descriptor of the file first would drop SQLite's lock on it.
         let mut _writeback = None;
@@ -610,8 +613,7 @@ impl Source<'_> {
             started.elapsed().as_secs_f64()
         );
         let _writeback = crate::replace::Writeback::start(tmp);
-        let conn = open_temp_database(tmp, &project.db)
-            .with_context(|| format!("cannot open {}", tmp.display()))?;
+        let conn = open_temp_copy(tmp).with_context(|| format!("cannot open {}", tmp.display()))?;
         // Rows are removed before the rows that referred to them are brought up to date (node
         // resolution, inline annotations); the end state is consistent, as a test checks.
         conn.execute_batch(WRITE_PRAGMAS)?;

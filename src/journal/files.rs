@@ -65,8 +65,8 @@ impl FileError {
                  {FILE_LIMIT} bytes"
             ),
             FileError::Database => format!(
-                "Invalid path: {name} is one of acpdb's own database files (the index or the \
-                 journal), which the journal does not read"
+                "Invalid path: {name} is one of acpdb's own database files (the index, the \
+                 journal or an import's temporary file), which the journal does not read"
             ),
             FileError::Io(err) => format!("Cannot read {name}: {err}"),
         }
