@@ -2,10 +2,12 @@
 # Delta import benchmark (docs/benchmarks.md, "Delta import").
 #
 # Usage:
-#   benches/delta.sh [--files N] [--changed PERCENT] [--dir DIR] [--duration S]
+#   benches/delta.sh [--files N] [--changed PERCENT] [--unresolved PERCENT] [--dir DIR]
+#                    [--duration S]
 #
-# Generates a cache of N files (10 symbols each, 4.5 call edges per symbol; default 100000, i.e.
-# 1M symbols) and a revision of it with PERCENT of the files changed (default 1: their
+# Generates a cache of N files (10 symbols each, 4.5 call edges per symbol, --unresolved percent
+# of the call graph's names resolving to no symbol, default 15, as in real code; default 100000
+# files, i.e. 1M symbols) and a revision of it with PERCENT of the files changed (default 1: their
 # summaries, their symbols' summaries and callees, so the call graph changes with them). Then,
 # with the release build:
 #   1. a full import of the base cache (`/usr/bin/time -v`: seconds, peak RSS, database size);
@@ -18,15 +20,17 @@ set -euo pipefail
 
 files=100000
 changed=1
+unresolved=15
 dir=""
 duration=60
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --files) files="$2"; shift 2 ;;
         --changed) changed="$2"; shift 2 ;;
+        --unresolved) unresolved="$2"; shift 2 ;;
         --dir) dir="$2"; shift 2 ;;
         --duration) duration="$2"; shift 2 ;;
-        *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
+        *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
     esac
 done
 command -v jq >/dev/null || { echo "delta.sh: jq is required" >&2; exit 1; }
@@ -35,7 +39,8 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 acpdb="$repo/target/release/acpdb"
 dir="${dir:-$(mktemp -d)}"
 project="$dir/project"
-gen=(gen-fixture --files "$files" --symbols-per-file 10 --edges-per-symbol 4.5)
+gen=(gen-fixture --files "$files" --symbols-per-file 10 --edges-per-symbol 4.5
+     --unresolved-percent "$unresolved")
 
 measure() { # label, then the command; prints "label: seconds s, peak RSS MB"
     local label="$1"; shift

@@ -322,7 +322,8 @@ pub(super) fn write_symbols<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Re
 /// from a second generation pass that scatters callers into per-callee buckets (a counting sort,
 /// so each bucket lists its callers in index order).
 pub(super) fn write_graph<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Result<u64> {
-    let n = plan.symbols as usize;
+    // Nodes: the symbols, then the names that resolve to none.
+    let n = plan.symbols as usize + plan.external as usize;
     let mut name = String::new();
     let mut callees = Vec::new();
     let mut indegree = vec![0u32; n];

@@ -12,6 +12,11 @@
 //!   cache, while simple names repeat across files;
 //! * `graph.forward` and `graph.reverse` use qualified names and are exact inverses without
 //!   duplicates; callee popularity mixes local calls, uniform calls and a Zipf (s = 1) tail;
+//! * a share of the call graph's names (`unresolved_percent`) resolve to no symbol, as library
+//!   calls do in real caches: builtins called from everywhere (`len`, `JSON.stringify`: the
+//!   longest `graph.reverse` lists), library functions (`stream.readRaw`) and symbols since
+//!   removed (`src/auth/session.ts:validateSessionLegacy`); a revision's edited files call other
+//!   ones, so a delta sees such names appear and go;
 //! * constraints use acp-cli's nested `mutation` shape with every lock level, and
 //!   `by_lock_level` uses the hyphen-less keys acp-cli derives from its enum (`testsrequired`);
 //! * the vars file holds `SYM_`/`FILE_`/`DOM_`/`LAYER_` entries named as acp-cli names them, for a
@@ -70,6 +75,11 @@ pub struct GenArgs {
     /// Share of the files a revision after 0 changes, in percent.
     #[arg(long, default_value_t = 1.0)]
     pub changed_percent: f64,
+    /// Share of the call graph's distinct names that resolve to no symbol, in percent, as in
+    /// real code: library calls and builtins (simple names, some of them called from
+    /// everywhere) and symbols since removed (qualified names).
+    #[arg(long, default_value_t = 15.0)]
+    pub unresolved_percent: f64,
     /// Project directory; `.acp/acp.cache.json` and `.acp/acp.vars.json` are written below it.
     #[arg(long)]
     pub out: PathBuf,
@@ -90,6 +100,8 @@ pub struct GenSpec {
     pub revision: u32,
     /// Share of the files a revision after 0 changes, in percent.
     pub changed_percent: f64,
+    /// Share of the call graph's distinct names that resolve to no symbol, in percent.
+    pub unresolved_percent: f64,
 }
 
 impl Default for GenSpec {
@@ -101,6 +113,7 @@ impl Default for GenSpec {
             seed: 42,
             revision: 0,
             changed_percent: 1.0,
+            unresolved_percent: 15.0,
         }
     }
 }
@@ -114,6 +127,7 @@ impl From<&GenArgs> for GenSpec {
             seed: args.seed,
             revision: args.revision,
             changed_percent: args.changed_percent,
+            unresolved_percent: args.unresolved_percent,
         }
     }
 }

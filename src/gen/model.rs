@@ -237,6 +237,9 @@ pub(super) struct Plan {
     pub(super) revision: u32,
     /// In a revision after 0, the share of files changed, in millionths.
     pub(super) changed_per_million: u64,
+    /// Call-graph names that resolve to no symbol, as node ids `symbols..symbols + external`
+    /// (see [`Plan::push_qualified`]); about three quarters of them are called.
+    pub(super) external: u32,
 }
 
 pub(super) fn invalid(msg: String) -> io::Error {
@@ -325,10 +328,26 @@ impl Plan {
             perm_add: 0,
             revision: spec.revision,
             changed_per_million: (spec.changed_percent.clamp(0.0, 100.0) * 10_000.0).round() as u64,
+            external: 0,
         };
         let callable = (0..symbols).filter(|&i| plan.is_callable(i)).count();
         if callable > 0 {
             plan.mean_degree = spec.edges_per_symbol * f64::from(symbols) / callable as f64;
+        }
+        let share = spec.unresolved_percent / 100.0;
+        if !share.is_finite() || !(0.0..0.9).contains(&share) {
+            return Err(invalid(format!(
+                "the share of unresolved names must be at least 0 and below 90 percent, got {}",
+                spec.unresolved_percent
+            )));
+        }
+        if share > 0.0 && callable > 0 && spec.edges_per_symbol > 0.0 {
+            // The callable symbols are (about) the resolved names; one name in `external` is
+            // called per callable symbol that draws it, three in four.
+            let unresolved = callable as f64 * share / (1.0 - share);
+            plan.external = ((unresolved / CALLABLE_SHARE).round() as u32)
+                .max(BUILTINS.len() as u32)
+                .min(symbols);
         }
         if symbols > 0 {
             let n = u64::from(symbols);
@@ -575,6 +594,35 @@ impl Plan {
                 out.push(target);
             }
         }
+        if self.external > 0 && degree > 0 {
+            let n = u64::from(self.symbols);
+            let external = u64::from(self.external);
+            // One name of its own: the symbols drawn by a permutation into the first
+            // `external` slots each call one name nothing else defines, so every such name is
+            // called; an edited file's symbols draw again.
+            let revision = if seed == self.seed { 0 } else { self.revision };
+            let slot =
+                (u64::from(i) * self.perm_mul + self.perm_add + u64::from(revision) * 7919) % n;
+            if slot < external {
+                out.push(self.symbols + slot as u32);
+            }
+            // Builtins, Zipf-popular: the longest reverse lists of a real graph.
+            if rng.unit() < 0.4 {
+                let builtins = BUILTINS.len() as f64;
+                let rank = ((rng.unit() * (builtins + 1.0).ln()).exp() as u64).saturating_sub(1);
+                let id = self.symbols + rank.min(external - 1) as u32;
+                if !out.contains(&id) {
+                    out.push(id);
+                }
+            }
+            // Library calls shared by a few callers.
+            if rng.unit() < 0.2 {
+                let id = self.symbols + rng.below(external) as u32;
+                if !out.contains(&id) {
+                    out.push(id);
+                }
+            }
+        }
         out.sort_unstable();
     }
 
@@ -653,8 +701,34 @@ impl Plan {
         marks
     }
 
-    /// Appends the qualified name of symbol `i`.
+    /// Appends the call-graph name of node `i`: the qualified name of symbol `i`, or for
+    /// `i >= symbols` a name that resolves to no symbol: a builtin, a symbol since removed
+    /// (the qualified name of a symbol with [`REMOVED_SUFFIX`]) or a library call
+    /// (`noun.verbAdjective`, distinct for each `i`).
     pub(super) fn push_qualified(&self, buf: &mut String, i: u32) {
+        if i >= self.symbols {
+            let k = (i - self.symbols) as usize;
+            if let Some(builtin) = BUILTINS.get(k) {
+                buf.push_str(builtin);
+            } else if k.is_multiple_of(4) {
+                self.push_qualified(buf, (k as u64 * 7919 % u64::from(self.symbols)) as u32);
+                buf.push_str(REMOVED_SUFFIX);
+            } else {
+                let (nouns, verbs, adjectives) = (NOUNS.len(), VERBS.len(), ADJECTIVES.len());
+                buf.push_str(NOUNS[k % nouns]);
+                buf.push('.');
+                buf.push_str(VERBS[k / nouns % verbs].0);
+                let round = k / (nouns * verbs);
+                if round > 0 {
+                    push_capitalized(buf, ADJECTIVES[(round - 1) % adjectives]);
+                    let again = (round - 1) / adjectives;
+                    if again > 0 {
+                        let _ = write!(buf, "{again}");
+                    }
+                }
+            }
+            return;
+        }
         let file = self.file(self.file_of(i));
         let sym = self.symbol(&file, i);
         push_path(buf, &file);

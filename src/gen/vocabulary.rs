@@ -52,11 +52,49 @@ pub(super) const VERBS: &[(&str, &str)] = &[
 ];
 
 #[rustfmt::skip]
+/// Builtins and standard-library calls every codebase makes without defining them, most
+/// popular first.
+pub(super) const BUILTINS: &[&str] = &[
+    "len", "push", "print", "append", "format", "JSON.stringify", "Object.keys", "isinstance",
+    "slice", "join", "split", "unwrap", "clone", "to_string", "Errorf", "Sprintf", "parseInt",
+    "setTimeout", "Promise.all", "console.log", "Some", "Ok", "Err", "assert", "getattr",
+    "forEach", "startsWith", "toLowerCase", "Math.max", "Array.isArray",
+];
+
+/// Suffix of the names of symbols since removed (`validateSessionLegacy`).
+pub(super) const REMOVED_SUFFIX: &str = "Legacy";
+
 pub(super) const ADJECTIVES: &[&str] = &[
-    "active", "cached", "current", "default", "pending", "remote", "local", "raw", "batch",
-    "primary", "stale", "shared", "expired", "global", "internal", "legacy", "next", "partial",
-    "secure", "temp", "dirty", "initial", "max", "last", "signed", "encrypted", "unread",
-    "archived", "draft", "nested",
+    "active",
+    "cached",
+    "current",
+    "default",
+    "pending",
+    "remote",
+    "local",
+    "raw",
+    "batch",
+    "primary",
+    "stale",
+    "shared",
+    "expired",
+    "global",
+    "internal",
+    "legacy",
+    "next",
+    "partial",
+    "secure",
+    "temp",
+    "dirty",
+    "initial",
+    "max",
+    "last",
+    "signed",
+    "encrypted",
+    "unread",
+    "archived",
+    "draft",
+    "nested",
 ];
 
 #[rustfmt::skip]

@@ -166,14 +166,78 @@ fn forward_and_reverse_are_inverse() {
     assert!(!forward.is_empty());
     assert_eq!(forward, reverse);
     let symbols = object(&cache["symbols"]);
+    let mut unresolved = 0;
     for (caller, callee) in &forward {
         assert!(symbols.contains_key(caller), "unknown caller {caller}");
-        assert!(symbols.contains_key(callee), "unknown callee {callee}");
-        for end in [caller, callee] {
+        let ends = if symbols.contains_key(callee) {
+            vec![caller, callee]
+        } else {
+            unresolved += 1;
+            vec![caller]
+        };
+        for end in ends {
             let kind = symbols[end.as_str()]["type"].as_str().expect("type");
             assert!(matches!(kind, "function" | "method"), "{end} is a {kind}");
         }
     }
+    assert!(unresolved > 0, "every callee is a symbol");
+}
+
+/// The share of call-graph nodes the import resolves to no symbol, and the name of the node
+/// with the longest reverse list.
+fn unresolved_share(percent: &str) -> (f64, Vec<String>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_acpdb"))
+            .args(args)
+            .arg(dir.path())
+            .output()
+            .expect("run acpdb");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    run(&[
+        "gen-fixture",
+        "--files",
+        "300",
+        "--unresolved-percent",
+        percent,
+        "--out",
+    ]);
+    run(&["import", "--no-progress", "-C"]);
+    let conn = rusqlite::Connection::open(dir.path().join(".acp/acp.db")).expect("database");
+    let share = conn
+        .query_row("SELECT avg(symbol_id IS NULL) FROM graph_nodes", [], |r| {
+            r.get(0)
+        })
+        .expect("share");
+    let hot = conn
+        .prepare("SELECT name FROM hot_nodes ORDER BY rank")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    (share, hot)
+}
+
+#[test]
+fn a_share_of_the_graph_names_resolve_to_nothing_and_builtins_are_hubs() {
+    let (share, hot) = unresolved_share("15");
+    assert!(
+        (0.11..=0.19).contains(&share),
+        "{:.1} % of the nodes resolve to nothing, 15 % asked",
+        share * 100.0
+    );
+    assert!(
+        hot.iter().take(5).any(|name| !name.contains(':')),
+        "no builtin among the five longest reverse lists: {hot:?}"
+    );
+    let (share, _) = unresolved_share("0");
+    assert_eq!(share, 0.0, "every name resolves when none is asked to fail");
 }
 
 #[test]
