@@ -26,4 +26,5 @@ pub mod regular_file;
 pub mod replace;
 pub mod schemas;
 pub mod sqlite_locks;
+pub mod statement_audit;
 pub mod tools;

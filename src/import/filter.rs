@@ -349,10 +349,10 @@ pub(super) fn scrub_excluded_names(
              FROM domain_symbols d
              WHERE NOT EXISTS (SELECT 1 FROM symbols s WHERE s.key = d.symbol)
                AND NOT EXISTS (SELECT 1 FROM symbols s
-                               WHERE coalesce(s.qualified_name, s.key) = d.symbol COLLATE NOCASE
+                               WHERE coalesce(s.qualified_name, s.key) = +d.symbol COLLATE NOCASE
                                  AND s.qualified_name = d.symbol)
-               AND (SELECT count(*) FROM symbols s
-                    WHERE s.name = d.symbol COLLATE NOCASE AND s.name = d.symbol) != 1",
+               AND (SELECT count(*) FROM (SELECT 1 FROM symbols s
+                    WHERE s.name = d.symbol COLLATE NOCASE AND s.name = d.symbol LIMIT 2)) != 1",
         )?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {

@@ -1165,12 +1165,20 @@ pub(super) fn rebase_absolute_paths(conn: &Connection, root: &str) -> Result<()>
 /// first such symbol in id order), then by a simple name that only one symbol has; NULL
 /// otherwise. Names are compared exactly, read through the case-insensitive name indexes. The
 /// one definition of resolution, for a full import (`graph.rs`) and a delta alike.
+///
+/// Each step reads a bounded number of index entries, found or not. The name is compared as
+/// `+n.name`, without the column's text affinity: a comparison with text affinity may not use
+/// the index on the expression `coalesce(qualified_name, key)` (which has none), and SQLite
+/// then walked the symbols in id order for each name that no qualified name matches. A simple
+/// name resolves when its first symbol has no second, however many symbols share it.
 pub(super) const RESOLVED_SYMBOL: &str = "coalesce(
     (SELECT s.id FROM symbols s WHERE s.key = n.name),
-    (SELECT min(s.id) FROM symbols s WHERE coalesce(s.qualified_name, s.key) = n.name COLLATE NOCASE
+    (SELECT min(s.id) FROM symbols s WHERE coalesce(s.qualified_name, s.key) = +n.name COLLATE NOCASE
                                         AND s.qualified_name = n.name),
-    (SELECT CASE WHEN count(*) = 1 THEN min(s.id) END FROM symbols s
-     WHERE s.name = n.name COLLATE NOCASE AND s.name = n.name))";
+    (SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM symbols t WHERE t.name = n.name COLLATE NOCASE
+                                                          AND t.name = n.name AND t.id <> s.id)
+                 THEN s.id END
+     FROM symbols s WHERE s.name = n.name COLLATE NOCASE AND s.name = n.name LIMIT 1))";
 
 /// Resolves the call-graph nodes of these names again (those that exist).
 pub(super) fn resolve_graph_nodes_named(conn: &Connection, names: &[String]) -> Result<()> {

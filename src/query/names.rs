@@ -161,15 +161,19 @@ fn count_symbols_named(conn: &Connection, name: &str) -> QueryResult<i64> {
         .query_row([name], |r| r.get(0))?)
 }
 
-/// Up to [`MAX_SUGGESTIONS`] qualified names close to `name`: prefix matches, then substring
-/// matches, then names a few typos away.
+/// Up to [`MAX_SUGGESTIONS`] qualified names close to `name`: names it begins (ignoring case),
+/// then substring matches, then names a few typos away.
 pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>> {
     let member = split_qualified_name(name, None)
         .map(|(_, m)| m)
         .unwrap_or(name);
     let mut out: Vec<String> = Vec::new();
+    // Names starting with `member`, ignoring case: a range of the case-insensitive name index
+    // (a case-sensitive range could not use it and would read every name).
     let mut prefix = conn.prepare_cached(
-        "SELECT coalesce(qualified_name, key) FROM symbols WHERE name >= ?1 AND name < ?1 || x'ff' ORDER BY name LIMIT ?2",
+        "SELECT coalesce(qualified_name, key) FROM symbols
+         WHERE name COLLATE NOCASE >= ?1 AND name COLLATE NOCASE < ?1 || char(1114111)
+         ORDER BY name COLLATE NOCASE LIMIT ?2",
     )?;
     for row in prefix.query_map(params![member, MAX_SUGGESTIONS as i64], |r| {
         r.get::<_, String>(0)

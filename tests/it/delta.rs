@@ -4,12 +4,10 @@
 use std::fs;
 use std::path::Path;
 
-use acpdb::import::{ImportArgs, ImportSummary};
-use acpdb::project::{Project, ProjectArgs};
 use rusqlite::Connection;
 use serde_json::{json, Map, Value};
 
-use crate::common::{acpdb, stderr, TempProject};
+use crate::common::{acpdb, import_in_process, stderr, TempProject};
 
 /// A small deterministic generator (xorshift64*), so that a failing script can be replayed.
 struct Rng(u64);
@@ -30,23 +28,6 @@ impl Rng {
         let n = map.len();
         (n > 0).then(|| map.keys().nth(self.below(n)).expect("in range"))
     }
-}
-
-fn project(root: &Path) -> Project {
-    Project::from_args(&ProjectArgs {
-        project: root.to_path_buf(),
-        cache: None,
-        db: None,
-    })
-    .expect("project")
-}
-
-fn import(root: &Path, full: bool) -> ImportSummary {
-    let args = ImportArgs {
-        full,
-        ..ImportArgs::default()
-    };
-    acpdb::import::import(&project(root), &args).expect("import")
 }
 
 fn write_json(path: &Path, value: &Value) {
@@ -410,13 +391,13 @@ fn delta_imports_answer_as_a_full_import_after_random_edit_scripts() {
                 write_json(&root.join(".acp/acp.cache.json"), &cache);
                 write_json(&root.join(".acp/acp.vars.json"), &vars);
             }
-            let applied = import(delta.root(), false);
+            let applied = import_in_process(delta.root(), false);
             assert!(
                 applied.delta.is_some(),
                 "seed {seed} step {step}: not a delta: {}",
                 applied.line()
             );
-            import(full.path(), true);
+            import_in_process(full.path(), true);
             let context = format!("seed {seed} step {step}");
 
             let (delta_cache, delta_vars) = export(&delta.db());
@@ -511,7 +492,7 @@ fn a_reader_keeps_its_snapshot_until_the_delta_is_swapped_in() {
         symbol["summary"] = json!("during the delta");
     }
     write_json(&project.cache_path(), &cache);
-    let summary = import(project.root(), false);
+    let summary = import_in_process(project.root(), false);
     assert_eq!(summary.delta.map(|d| d.symbols_changed), Some(5));
     // The open reader still sees the old state, whole; a new one sees the new state.
     assert_eq!(count(&reader), 0);
@@ -550,7 +531,7 @@ fn duplicates_unknown_names_and_odd_lists_apply_as_a_full_import_would() {
         let delta = TempProject::with_cache(&quirky(before), None);
         delta.import();
         fs::write(delta.cache_path(), quirky(after)).unwrap();
-        let summary = import(delta.root(), false);
+        let summary = import_in_process(delta.root(), false);
         assert!(summary.delta.is_some(), "{}", summary.line());
         let full = TempProject::with_cache(&quirky(after), None);
         full.import();

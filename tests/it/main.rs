@@ -18,5 +18,6 @@ mod mcp;
 mod prompts;
 mod queries;
 mod reference_parity;
+mod scans;
 mod tidy;
 mod typed;

@@ -12,6 +12,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("cache", &["hex", "regular_file"]),
     ("config", &["hex", "regular_file"]),
     ("sqlite_locks", &[]),
+    ("statement_audit", &[]),
     ("db", &["sqlite_locks"]),
     ("logging", &[]),
     ("priority", &[]),

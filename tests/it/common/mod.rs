@@ -244,3 +244,22 @@ pub(crate) fn check_full_text_indexes(conn: &rusqlite::Connection) -> Result<(),
     }
     Ok(())
 }
+
+/// The project rooted at `root`, with the default cache, vars and database paths.
+pub(crate) fn project_at(root: &Path) -> acpdb::project::Project {
+    acpdb::project::Project::from_args(&acpdb::project::ProjectArgs {
+        project: root.to_path_buf(),
+        cache: None,
+        db: None,
+    })
+    .expect("project")
+}
+
+/// Imports the project at `root` in this process (a delta when one applies, unless `full`).
+pub(crate) fn import_in_process(root: &Path, full: bool) -> acpdb::import::ImportSummary {
+    let args = acpdb::import::ImportArgs {
+        full,
+        ..acpdb::import::ImportArgs::default()
+    };
+    acpdb::import::import(&project_at(root), &args).expect("import")
+}

@@ -1,0 +1,306 @@
+//! No statement scans a table: SQLite's own counters (`sqlite3_stmt_status`, read by
+//! `acpdb::statement_audit`) for every statement run by full and delta imports and by every
+//! tool on hits, misses, typos, ambiguous names, qualified and `./` spellings, globs, deep
+//! walks, impact and resources, on a generated cache where a sixth of the call-graph names
+//! resolve to nothing.
+//!
+//! A run fails the test when it stepped through more than [`SCAN_ROWS`] rows of full-table
+//! scans, or, for a lookup that finds nothing, executed more than [`MISS_VM_STEPS`]
+//! instructions (an index scanned whole is not a full-table scan, but costs as much), unless
+//! its statement is one of `statement_audit::DECLARED_SCANS`.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use acpdb::bench::workload::{default_mix, MixOptions};
+use acpdb::statement_audit::{self, Run};
+use serde_json::{json, Value};
+
+use crate::common::{acpdb, import_in_process, project_at, stderr};
+
+/// Rows of full-table scans a statement run may step through: the small tables (metadata,
+/// lock levels, summaries) are read whole, the tables that grow with the project never.
+const SCAN_ROWS: u64 = 300;
+
+/// Instructions a statement run may execute while looking up a name that does not exist:
+/// a few index probes, never a pass over an index (the audited cache has 6,000 symbols).
+const MISS_VM_STEPS: u64 = 2_000;
+
+/// Passes over the largest table a statement declared as a scan may make.
+const DECLARED_SCAN_PASSES: u64 = 4;
+
+/// Files of the audited cache (10 symbols each).
+const FILES: u32 = 600;
+
+/// One audit at a time: the recording is process-wide.
+static AUDIT: Mutex<()> = Mutex::new(());
+
+fn generate(root: &Path, revision: u32) {
+    let out = acpdb()
+        .args([
+            "gen-fixture",
+            "--files",
+            &FILES.to_string(),
+            "--symbols-per-file",
+            "10",
+            "--revision",
+            &revision.to_string(),
+            "--changed-percent",
+            "5",
+            "--out",
+        ])
+        .arg(root)
+        .output()
+        .expect("run acpdb gen-fixture");
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// The statement runs of `work` on databases under `root`.
+fn audit<T>(root: &Path, work: impl FnOnce() -> T) -> (T, Vec<Run>) {
+    let root = root.canonicalize().expect("root");
+    statement_audit::start();
+    statement_audit::take();
+    let value = work();
+    let runs = statement_audit::take()
+        .into_iter()
+        .filter(|run| Path::new(&run.database).starts_with(&root))
+        .collect();
+    (value, runs)
+}
+
+/// The runs that read more than their bound, one line each: more than [`SCAN_ROWS`] rows of
+/// full-table scans (a declared scan: more than [`DECLARED_SCAN_PASSES`] passes over `rows`
+/// rows), or more than `vm_bound` instructions.
+fn offenders(what: &str, runs: &[Run], vm_bound: Option<u64>, rows: u64) -> Vec<String> {
+    let mut found: Vec<String> = runs
+        .iter()
+        .filter(|run| match run.is_declared_scan() {
+            Some(_) => run.fullscan_steps > DECLARED_SCAN_PASSES * rows,
+            None => {
+                run.fullscan_steps > SCAN_ROWS || vm_bound.is_some_and(|bound| run.vm_steps > bound)
+            }
+        })
+        .map(|run| {
+            let sql: String = run.sql.split_whitespace().collect::<Vec<_>>().join(" ");
+            format!(
+                "{what}: {} full-scan steps, {} instructions: {sql}",
+                run.fullscan_steps, run.vm_steps
+            )
+        })
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// The calls of names that exist in no form: misses, typos, unknown files and variables.
+fn missing_calls(conn: &rusqlite::Connection) -> Vec<(&'static str, Value)> {
+    let (name, qualified, path): (String, String, String) = conn
+        .query_row(
+            "SELECT name, coalesce(qualified_name, key), file_path FROM symbols
+             WHERE length(name) >= 8 ORDER BY id LIMIT 1 OFFSET 100",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("a symbol");
+    let mut typo: Vec<char> = name.chars().collect();
+    typo.swap(2, 3);
+    let typo: String = typo.into_iter().collect();
+    let mut calls = Vec::new();
+    for unknown in [
+        "zzqx".to_string(),
+        "__acp_bench_missing_symbol_0".to_string(),
+        typo.clone(),
+        format!("{name}Extra"),
+        format!("./{path}:{typo}"),
+        format!("{path}:{typo}"),
+        format!("no/such/dir/file.ts:{name}"),
+        qualified.to_uppercase(),
+    ] {
+        calls.push(("acp_get_symbol_context", json!({ "name": unknown })));
+        calls.push(("acp_query", json!({ "type": "symbol", "name": unknown })));
+        calls.push((
+            "acp_query",
+            json!({ "type": "callers", "name": unknown, "depth": 3 }),
+        ));
+        calls.push((
+            "acp_context",
+            json!({ "operation": "debug", "target": unknown }),
+        ));
+        calls.push((
+            "acp_context",
+            json!({ "operation": "modify", "target": unknown }),
+        ));
+    }
+    for file in [
+        "no/such/dir/missing_1.rs".to_string(),
+        format!("./{path}x"),
+        format!("{}/", path.trim_end_matches(|c| c != '/')),
+    ] {
+        calls.push(("acp_get_file_context", json!({ "path": file })));
+        calls.push(("acp_query", json!({ "type": "file", "name": file })));
+        calls.push(("acp_check_constraints", json!({ "path": file })));
+        calls.push(("acp_constraints", json!({ "file": file })));
+    }
+    calls.push(("acp_get_domain_files", json!({ "name": "no-such-domain" })));
+    calls.push((
+        "acp_expand_variable",
+        json!({ "name": "SYM_NO_SUCH_THING" }),
+    ));
+    calls.push(("acp_expand", json!({ "text": "see $SYM_NO_SUCH_THING" })));
+    calls
+}
+
+/// The calls of names that exist: ambiguous simple names, other spellings, globs.
+fn present_calls(conn: &rusqlite::Connection) -> Vec<(&'static str, Value)> {
+    let (qualified, path, name): (String, String, String) = conn
+        .query_row(
+            "SELECT coalesce(qualified_name, key), file_path, name FROM symbols
+             ORDER BY id LIMIT 1 OFFSET 200",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("a symbol");
+    let ambiguous: String = conn
+        .query_row(
+            "SELECT name FROM symbols GROUP BY name HAVING count(*) > 1 LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .expect("an ambiguous name");
+    let mut calls = Vec::new();
+    for known in [
+        qualified.clone(),
+        format!("./{qualified}"),
+        ambiguous.clone(),
+        name.clone(),
+    ] {
+        calls.push(("acp_get_symbol_context", json!({ "name": known })));
+        calls.push(("acp_query", json!({ "type": "symbol", "name": known })));
+        calls.push((
+            "acp_query",
+            json!({ "type": "callees", "name": known, "depth": 5 }),
+        ));
+        calls.push((
+            "acp_context",
+            json!({ "operation": "debug", "target": known }),
+        ));
+    }
+    calls.push((
+        "acp_get_file_context",
+        json!({ "path": format!("./{path}") }),
+    ));
+    calls.push((
+        "acp_query",
+        json!({ "type": "search", "pattern": format!("{}*", &name[..3]) }),
+    ));
+    calls.push((
+        "acp_query",
+        json!({ "type": "search", "pattern": ambiguous }),
+    ));
+    calls
+}
+
+/// Runs each call; an error answer is an answer too (misses are errors).
+fn run_calls(conn: &rusqlite::Connection, calls: &[(impl AsRef<str>, Value)]) {
+    for (tool, args) in calls {
+        let _ = acpdb::tools::call(conn, tool.as_ref(), args);
+    }
+}
+
+#[test]
+fn no_import_step_and_no_lookup_scans_a_table() {
+    let _one = AUDIT.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    generate(root, 0);
+    let mut found = Vec::new();
+    let mut phases = 0;
+    let mut check = |what: &str, runs: Vec<Run>, vm_bound: Option<u64>, rows: u64| {
+        assert!(!runs.is_empty(), "{what}: no statement was recorded");
+        phases += 1;
+        found.extend(offenders(what, &runs, vm_bound, rows));
+    };
+
+    let (_, runs) = audit(root, || import_in_process(root, true));
+    let db = project_at(root).db;
+    let rows = largest_table(&db);
+    check("full import", runs, None, rows);
+
+    // The calls are chosen before the audit, which sees only the tools' own statements.
+    let conn = acpdb::db::open_read_only(&db).unwrap();
+    let misses = missing_calls(&conn);
+    let mix = default_mix(&conn, MixOptions::default()).unwrap();
+    let present: Vec<(String, Value)> = present_calls(&conn)
+        .into_iter()
+        .map(|(tool, args)| (tool.to_string(), args))
+        .chain(mix.calls.into_iter().map(|c| (c.tool, c.arguments)))
+        .collect();
+    let mut resources: Vec<String> = acpdb::query::resources::list_resources(&conn)
+        .into_iter()
+        .map(|r| r.uri)
+        .collect();
+    drop(conn);
+    resources.extend(
+        [
+            "acp://symbol/no/such.ts:nothing",
+            "acp://file/no/such.ts",
+            "acp://domain/none",
+        ]
+        .map(String::from),
+    );
+
+    let (_, runs) = audit(root, || {
+        let conn = acpdb::db::open_read_only(&db).unwrap();
+        run_calls(&conn, &misses);
+    });
+    check(
+        "names that exist in no form",
+        runs,
+        Some(MISS_VM_STEPS),
+        rows,
+    );
+
+    let (_, runs) = audit(root, || {
+        let conn = acpdb::db::open_read_only(&db).unwrap();
+        run_calls(&conn, &present);
+        for uri in &resources {
+            let _ = acpdb::query::resources::read_resource(&conn, uri);
+        }
+    });
+    check("every tool on names that exist", runs, None, rows);
+
+    for revision in [1, 2] {
+        generate(root, revision);
+        let (summary, runs) = audit(root, || import_in_process(root, false));
+        assert!(
+            summary.delta.is_some(),
+            "revision {revision} was imported as a delta: {}",
+            summary.line()
+        );
+        check(&format!("delta to revision {revision}"), runs, None, rows);
+    }
+    assert_eq!(phases, 5);
+    assert!(
+        found.is_empty(),
+        "{} statements read more rows than they may:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// Rows of the largest table of the index at `db`.
+fn largest_table(db: &Path) -> u64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    ["symbols", "graph_nodes", "call_edges", "files"]
+        .iter()
+        .map(|table| {
+            conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .unwrap()
+        })
+        .map(|rows| u64::try_from(rows).unwrap())
+        .max()
+        .unwrap()
+}
