@@ -230,7 +230,7 @@ impl Client<'_> {
             let outcome = match answered(&call.tool, result) {
                 Some(answer) => {
                     failures = 0;
-                    outcome(answer)
+                    call.judge(outcome(answer))
                 }
                 None => {
                     failures += 1;

@@ -132,7 +132,7 @@ pub fn replay(
                 break;
             }
             let started = Instant::now();
-            let outcome = target.call(&call.tool, &call.arguments)?;
+            let outcome = call.judge(target.call(&call.tool, &call.arguments)?);
             let latency = started.elapsed();
             if outcome != Outcome::Unsupported {
                 calls += 1;

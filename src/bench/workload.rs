@@ -19,6 +19,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::report::Outcome;
 use crate::gen::rng::Rng;
 
 /// Version of the workload file format.
@@ -47,6 +48,10 @@ pub struct Call {
     /// Report group; see [`Call::group`] for the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// The call names something that does not exist: a tool error ("not found") is its
+    /// expected answer, not counted among the errors.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub miss: bool,
 }
 
 fn empty_object() -> Value {
@@ -60,6 +65,21 @@ impl Call {
             tool: tool.to_string(),
             arguments,
             label: None,
+            miss: false,
+        }
+    }
+
+    /// The same call as a miss ([`Call::miss`]) in the report group `label`.
+    pub fn missing(mut self, label: impl Into<String>) -> Call {
+        self.miss = true;
+        self.labelled(label)
+    }
+
+    /// What a call's `outcome` counts as: a tool error of a miss is its expected answer.
+    pub fn judge(&self, outcome: Outcome) -> Outcome {
+        match outcome {
+            Outcome::Error(_) if self.miss => Outcome::Answer,
+            outcome => outcome,
         }
     }
 
@@ -186,7 +206,11 @@ impl Sampler<'_> {
         let range: Option<(i64, i64)> = self
             .conn
             .query_row(
-                &format!("SELECT min(rowid), max(rowid) FROM {table}"),
+                // Two subqueries, each one step of the table's b-tree: `min(rowid), max(rowid)`
+                // in one query reads every row.
+                &format!(
+                    "SELECT (SELECT min(rowid) FROM {table}), (SELECT max(rowid) FROM {table})"
+                ),
                 [],
                 |r| Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?)),
             )
@@ -297,6 +321,62 @@ impl Mix {
     fn fixed(&mut self, call: Call) {
         self.calls.extend(std::iter::repeat_n(call, self.samples));
     }
+
+    /// Names an agent gets wrong, about one call in twenty, each kind a group of its own
+    /// (labelled `…(miss)` or `…(typo)`): names that exist in no form, names one transposition
+    /// away from a sampled one (answered "not found" with suggestions), unknown files.
+    fn misses(&mut self, symbols: &[SymbolSample], paths: &[String]) {
+        let per_group = self.samples.div_ceil(4);
+        let symbols = &symbols[..per_group.min(symbols.len())];
+        let paths = &paths[..per_group.min(paths.len())];
+        for (k, symbol) in symbols.iter().enumerate() {
+            let missing = format!("__acp_bench_missing_symbol_{k}");
+            self.calls.push(
+                Call::new("acp_get_symbol_context", json!({ "name": missing }))
+                    .missing("acp_get_symbol_context(miss)"),
+            );
+            self.calls.push(
+                Call::new(
+                    "acp_get_symbol_context",
+                    json!({ "name": typo(&symbol.name) }),
+                )
+                .missing("acp_get_symbol_context(typo)"),
+            );
+            self.calls.push(
+                Call::new(
+                    "acp_context",
+                    json!({ "operation": "debug", "target": typo(&symbol.qualified) }),
+                )
+                .missing("acp_context:debug(typo)"),
+            );
+        }
+        for (k, path) in paths.iter().enumerate() {
+            let missing = format!(
+                "{}/__missing_{k}.rs",
+                path.rsplit_once('/').map_or("", |p| p.0)
+            );
+            self.calls.push(
+                Call::new("acp_get_file_context", json!({ "path": missing }))
+                    .missing("acp_get_file_context(miss)"),
+            );
+        }
+    }
+}
+
+/// `name` with two adjacent characters of its last segment swapped, one edit away (the name
+/// itself when the segment is shorter than 4 characters or the swap changes nothing).
+fn typo(name: &str) -> String {
+    let start = name.rfind([':', '/']).map_or(0, |i| i + 1);
+    let mut chars: Vec<char> = name[start..].chars().collect();
+    if chars.len() >= 4 {
+        let at = chars.len() / 2;
+        chars.swap(at - 1, at);
+    }
+    format!(
+        "{}{}",
+        &name[..start],
+        chars.into_iter().collect::<String>()
+    )
 }
 
 /// Builds the default mix from the database: every read-only tool, `samples` calls per group,
@@ -388,9 +468,10 @@ pub fn default_mix(conn: &Connection, options: MixOptions) -> Result<Workload> {
     }
     for (index, symbol) in searched.iter().enumerate() {
         let words = words(&symbol.name);
+        // A glob without a literal prefix needs 3 literal characters (`*v2` is refused).
         let glob = match (words.first(), words.last()) {
-            (Some(first), _) if index % 2 == 0 => format!("{first}*"),
-            (_, Some(last)) => format!("*{last}"),
+            (_, Some(last)) if index % 2 == 1 && last.chars().count() >= 3 => format!("*{last}"),
+            (Some(first), _) => format!("{first}*"),
             _ => format!("{}*", symbol.name),
         };
         mix.calls.push(search("glob", glob));
@@ -441,6 +522,8 @@ pub fn default_mix(conn: &Connection, options: MixOptions) -> Result<Workload> {
                 .labelled("acp_impact:diff(10 files)"),
         );
     }
+
+    mix.misses(&symbols, &paths);
 
     Ok(Workload {
         version: FORMAT_VERSION,
@@ -502,6 +585,31 @@ mod tests {
                 .group(),
             "mine"
         );
+    }
+
+    #[test]
+    fn a_miss_expects_its_error_and_nothing_else() {
+        let error = || Outcome::Error("Symbol not found: x".into());
+        let miss = Call::new("acp_get_symbol_context", json!({"name": "x"})).missing("m");
+        assert_eq!(miss.judge(error()), Outcome::Answer);
+        assert_eq!(miss.judge(Outcome::Unsupported), Outcome::Unsupported);
+        assert_eq!(miss.group(), "m");
+        let hit = Call::new("acp_get_symbol_context", json!({"name": "x"}));
+        assert_eq!(hit.judge(error()), error());
+        let saved = serde_json::to_value(&miss).unwrap();
+        assert_eq!(saved["miss"], true);
+        assert!(serde_json::to_value(&hit).unwrap().get("miss").is_none());
+        assert_eq!(serde_json::from_value::<Call>(saved).unwrap(), miss);
+    }
+
+    #[test]
+    fn a_typo_swaps_two_characters_of_the_last_segment() {
+        assert_eq!(
+            typo("src/auth/token.ts:verifyToken"),
+            "src/auth/token.ts:veriyfToken"
+        );
+        assert_eq!(typo("validateSession"), "validaetSession");
+        assert_eq!(typo("src/a.ts:get"), "src/a.ts:get");
     }
 
     #[test]
