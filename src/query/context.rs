@@ -19,8 +19,8 @@ use serde_json::{json, Map, Value};
 
 use super::hotpaths::debug_name;
 use super::names::{
-    find_file, find_symbol, not_found, resolve_file, resolve_symbol, suggest_files,
-    suggest_symbols, user_path, SymbolMatch, MAX_SUGGESTIONS,
+    find_file, find_symbol, not_found, resolve_file, suggest_files, symbol_suggestions, user_path,
+    SymbolMatch, MAX_SUGGESTIONS,
 };
 use super::{QueryError, QueryResult};
 use crate::cache::normalize_lock_level;
@@ -310,25 +310,18 @@ fn debug_target(conn: &Connection, target: &str) -> QueryResult<DebugTarget> {
     }
     // Nothing by any name: an ambiguous simple name lists its candidates, anything else gets
     // the closest files and symbols.
-    match resolve_symbol(conn, target) {
-        Ok((symbol, _)) => Ok(DebugTarget::Symbol(symbol.key)),
-        Err(QueryError::InvalidParams { data, .. })
-            if data.as_ref().is_none_or(|d| d.get("candidates").is_none()) =>
-        {
-            let mut suggestions = suggest_files(conn, target)?;
-            for name in suggest_symbols(conn, target)? {
-                if suggestions.len() < MAX_SUGGESTIONS && !suggestions.contains(&name) {
-                    suggestions.push(name);
-                }
-            }
-            Err(not_found(
-                "Target (a file path or symbol name)",
-                target,
-                suggestions,
-            ))
+    let symbols = symbol_suggestions(conn, target)?;
+    let mut suggestions = suggest_files(conn, target)?;
+    for name in symbols {
+        if suggestions.len() < MAX_SUGGESTIONS && !suggestions.contains(&name) {
+            suggestions.push(name);
         }
-        Err(other) => Err(other),
     }
+    Err(not_found(
+        "Target (a file path or symbol name)",
+        target,
+        suggestions,
+    ))
 }
 
 fn debug(conn: &Connection, target: &str) -> QueryResult<Value> {

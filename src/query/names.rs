@@ -5,7 +5,10 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 use serde_json::json;
 
-use super::similar::{similar_names, FILE_PATHS, SYMBOL_NAMES, VARIABLE_NAMES};
+use super::similar::{
+    containing, rarest_trigram, similar_names, FILE_PATHS, PIECE_CAP, PROBE_CAP, SYMBOL_NAMES,
+    VARIABLE_NAMES,
+};
 use super::{QueryError, QueryResult};
 use crate::cache::paths::{canonical_path, split_qualified_name};
 
@@ -78,6 +81,13 @@ pub fn resolve_symbol(conn: &Connection, name: &str) -> QueryResult<(SymbolRef, 
     if let Some(found) = find_symbol(conn, name)? {
         return Ok(found);
     }
+    let suggestions = symbol_suggestions(conn, name)?;
+    Err(not_found("Symbol", name, suggestions))
+}
+
+/// For a name [`find_symbol`] found nothing for: the error listing the candidates when it is
+/// an ambiguous simple name, else the symbols [`suggest_symbols`] finds close to it.
+pub fn symbol_suggestions(conn: &Connection, name: &str) -> QueryResult<Vec<String>> {
     let candidates = symbols_named(conn, name, MAX_SUGGESTIONS + 1)?;
     if candidates.len() > 1 {
         let total = count_symbols_named(conn, name)?;
@@ -95,8 +105,7 @@ pub fn resolve_symbol(conn: &Connection, name: &str) -> QueryResult<(SymbolRef, 
             json!({"candidates": shown, "total": total}),
         ));
     }
-    let suggestions = suggest_symbols(conn, name)?;
-    Err(not_found("Symbol", name, suggestions))
+    suggest_symbols(conn, name)
 }
 
 /// Like [`resolve_symbol`] but `None` instead of a not-found error (ambiguity is still an error).
@@ -180,20 +189,23 @@ pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>
     })? {
         out.push(row?);
     }
-    if out.len() < MAX_SUGGESTIONS && member.chars().count() >= 3 {
-        let mut substring = conn.prepare_cached(
-            "SELECT coalesce(s.qualified_name, s.key)
-             FROM (SELECT rowid AS id FROM symbols_name_trigram WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
-             JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
-        )?;
-        let candidates = trigram_query([member]);
-        for row in substring.query_map(
-            params![candidates, member, (MAX_SUGGESTIONS * 2) as i64],
-            |r| r.get::<_, String>(0),
-        )? {
-            let row = row?;
-            if !out.contains(&row) && out.len() < MAX_SUGGESTIONS {
-                out.push(row);
+    let trigrams = SYMBOL_NAMES
+        .trigram_sql
+        .expect("symbol names have a trigram index");
+    if out.len() < MAX_SUGGESTIONS {
+        // Names containing `member`, read through its rarest trigram.
+        if let Some((trigram, rows)) = rarest_trigram(conn, trigrams, member)? {
+            let mut substring = conn.prepare_cached(
+                "SELECT coalesce(s.qualified_name, s.key)
+                 FROM (SELECT rowid AS id FROM symbols_name_trigram WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
+                 JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
+            )?;
+            for row in substring
+                .query_map(params![trigram, member, rows.min(PROBE_CAP) as i64], |r| {
+                    r.get::<_, String>(0)
+                })?
+            {
+                push_suggestion(&mut out, row?);
             }
         }
     }
@@ -278,8 +290,8 @@ pub fn user_path(conn: &Connection, raw: &str) -> QueryResult<String> {
     Ok(canonical_path(&under_dir, project_root(conn)?.as_deref()))
 }
 
-/// Up to [`MAX_SUGGESTIONS`] file paths close to `path`: paths containing its file name, then
-/// paths a few typos away.
+/// Up to [`MAX_SUGGESTIONS`] file paths close to `path`: paths containing its file name
+/// (shortest first), then paths a few typos away.
 pub fn suggest_files(conn: &Connection, path: &str) -> QueryResult<Vec<String>> {
     let canonical = canonical_path(path, None);
     let base = canonical
@@ -287,17 +299,13 @@ pub fn suggest_files(conn: &Connection, path: &str) -> QueryResult<Vec<String>> 
         .next()
         .unwrap_or(&canonical)
         .to_string();
-    let mut out = Vec::new();
-    if base.chars().count() >= 3 {
-        let mut stmt = conn.prepare_cached(
-            "SELECT f.path FROM files_trigram t JOIN files f ON f.id = t.rowid WHERE files_trigram MATCH ?1 ORDER BY length(f.path) LIMIT ?2",
-        )?;
-        for row in stmt.query_map(params![fts_quote(&base), MAX_SUGGESTIONS as i64], |r| {
-            r.get::<_, String>(0)
-        })? {
-            out.push(row?);
-        }
-    }
+    let trigrams = FILE_PATHS
+        .trigram_sql
+        .expect("file paths have a trigram index");
+    // Paths containing the file name, shortest first, among a bounded read.
+    let mut out = containing(conn, trigrams, &base, PIECE_CAP)?;
+    out.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+    out.truncate(MAX_SUGGESTIONS);
     if out.len() < MAX_SUGGESTIONS {
         for close in similar_names(conn, FILE_PATHS, &canonical, MAX_SUGGESTIONS)? {
             push_suggestion(&mut out, close);

@@ -3,13 +3,14 @@
 //!
 //! Candidates come from capped index reads, never from a scan of the names:
 //!
-//! * **prefix ranges**: names starting with the first `L` characters of the unknown name, longest
-//!   `L` first (a typo at position `p` leaves the prefix before `p` intact), at most
-//!   [`RANGE_CAP`] names per range, stopping at the first full range or after
-//!   [`MAX_PREFIX_READS`] ranges;
-//! * **trigram pieces**, where the names have a trigram index: the last two thirds, the middle
-//!   third and the last third of the name (one typo in the first third leaves the last two
-//!   thirds intact; two typos leave a third intact), at most [`PIECE_CAP`] rows per piece.
+//! * **prefix ranges**: names starting with the first `L` characters of the unknown name, from
+//!   the longest `L` that any name starts with (a typo at position `p` leaves the prefix before
+//!   `p` intact), at most [`RANGE_CAP`] names per range, stopping at the first full range or
+//!   after [`MAX_PREFIX_READS`] reads;
+//! * **trigram pieces**, where the names have a trigram index, while no candidate is one edit
+//!   away: the last two thirds, the middle third and the last third of the name (one typo in
+//!   the first third leaves the last two thirds intact; two typos leave a third intact), each
+//!   read through its rarest trigram ([`rarest_trigram`]).
 //!
 //! Candidates within [`max_edits`] edits (optimal string alignment distance: insertions,
 //! deletions, substitutions and transpositions of adjacent characters, ignoring ASCII case) are
@@ -19,7 +20,7 @@ use std::collections::HashSet;
 
 use rusqlite::{params, Connection};
 
-use super::names::trigram_query;
+use super::names::fts_quote;
 use super::QueryResult;
 
 /// Most names read from one prefix range.
@@ -28,8 +29,14 @@ pub const RANGE_CAP: usize = 50;
 /// Most prefix ranges read for one unknown name.
 pub const MAX_PREFIX_READS: usize = 32;
 
-/// Most rows read for one trigram piece.
-pub const PIECE_CAP: usize = 200;
+/// Most rows read for one trigram piece whose trigrams are all common.
+pub const PIECE_CAP: usize = 128;
+
+/// Rows of a trigram's list counted to tell a rare trigram from a common one.
+pub const PROBE_CAP: usize = 64;
+
+/// Most trigrams of one text probed ([`rarest_trigram`]).
+pub const MAX_PROBES: usize = 5;
 
 /// Where candidate names are read from.
 #[derive(Debug, Clone, Copy)]
@@ -38,21 +45,33 @@ pub struct NameIndex {
     pub prefix_sql: &'static str,
     /// Whether `prefix_sql` compares ASCII-lower-cased names (then the prefix is lower-cased).
     pub folded: bool,
-    /// A trigram read (parameters: [`trigram_query`] of a piece, the piece, limit) returning
-    /// names that contain the piece among at most `limit` candidates; `None` when the names
+    /// A trigram read (parameters: an FTS5 query, the piece, limit) returning names that
+    /// contain the piece among at most `limit` rows matching the query, and the count of at
+    /// most `limit` rows matching a query (parameters: query, limit); `None` when the names
     /// have no trigram index.
-    pub trigram_sql: Option<&'static str>,
+    pub trigram_sql: Option<TrigramSql>,
+}
+
+/// The statements of a trigram index (see [`NameIndex::trigram_sql`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TrigramSql {
+    /// Names containing a piece among the first `limit` rows matching a query.
+    pub read: &'static str,
+    /// The number of rows matching a query, counted up to a limit.
+    pub count: &'static str,
 }
 
 /// Simple names of symbols: the case-insensitive name index and the name trigram index.
 pub const SYMBOL_NAMES: NameIndex = NameIndex {
     prefix_sql: "SELECT name FROM symbols WHERE name COLLATE NOCASE >= ?1 AND name COLLATE NOCASE < ?1 || char(1114111) ORDER BY name COLLATE NOCASE LIMIT ?2",
     folded: true,
-    trigram_sql: Some(
-        "SELECT s.name FROM (SELECT rowid AS id FROM symbols_name_trigram
-                             WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
-         JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
-    ),
+    trigram_sql: Some(TrigramSql {
+        read: "SELECT s.name FROM (SELECT rowid AS id FROM symbols_name_trigram
+                                   WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
+               JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
+        count: "SELECT count(*) FROM (SELECT 1 FROM symbols_name_trigram
+                                      WHERE symbols_name_trigram MATCH ?1 LIMIT ?2)",
+    }),
 };
 
 /// Canonical file paths: the path index and the path trigram index.
@@ -60,10 +79,11 @@ pub const FILE_PATHS: NameIndex = NameIndex {
     prefix_sql:
         "SELECT path FROM files WHERE path >= ?1 AND path < ?1 || char(1114111) ORDER BY path LIMIT ?2",
     folded: false,
-    trigram_sql: Some(
-        "SELECT f.path FROM (SELECT rowid AS id FROM files_trigram WHERE files_trigram MATCH ?1 LIMIT ?3) t
-         JOIN files f ON f.id = t.id WHERE instr(acpdb_fold(f.path), acpdb_fold(?2)) > 0",
-    ),
+    trigram_sql: Some(TrigramSql {
+        read: "SELECT f.path FROM (SELECT rowid AS id FROM files_trigram WHERE files_trigram MATCH ?1 LIMIT ?3) t
+               JOIN files f ON f.id = t.id WHERE instr(acpdb_fold(f.path), acpdb_fold(?2)) > 0",
+        count: "SELECT count(*) FROM (SELECT 1 FROM files_trigram WHERE files_trigram MATCH ?1 LIMIT ?2)",
+    }),
 };
 
 /// Variable names: the primary key.
@@ -120,68 +140,172 @@ pub fn similar_names(
     if allowed == 0 || max == 0 {
         return Ok(Vec::new());
     }
-    let candidates = candidates(conn, index, &chars)?;
     let folded: Vec<char> = name.to_ascii_lowercase().chars().collect();
-    let mut ranked: Vec<(usize, usize, String)> = candidates
-        .into_iter()
-        .filter_map(|candidate| {
-            let other: Vec<char> = candidate.chars().collect();
-            if other.len().abs_diff(chars.len()) > allowed {
-                return None;
+    let rank = |candidates: HashSet<String>| {
+        let mut ranked: Vec<(usize, usize, String)> = candidates
+            .into_iter()
+            .filter_map(|candidate| {
+                let other: Vec<char> = candidate.chars().collect();
+                if other.len().abs_diff(chars.len()) > allowed {
+                    return None;
+                }
+                let lower: Vec<char> = candidate.to_ascii_lowercase().chars().collect();
+                let d = distance(&folded, &lower);
+                (d <= allowed).then(|| (d, distance(&chars, &other), candidate))
+            })
+            .collect();
+        ranked.sort();
+        ranked
+    };
+    let mut candidates = prefix_candidates(conn, index, &chars)?;
+    let mut ranked = rank(candidates.clone());
+    // A name one edit away is as close as an unknown name gets: the pieces can add no closer,
+    // and the next piece is read only while no candidate is close enough.
+    if let Some(sql) = index.trigram_sql {
+        for piece in pieces(&chars) {
+            if ranked.first().is_some_and(|(d, _, _)| *d <= 1) {
+                break;
             }
-            let lower: Vec<char> = candidate.to_ascii_lowercase().chars().collect();
-            let d = distance(&folded, &lower);
-            (d <= allowed).then(|| (d, distance(&chars, &other), candidate))
-        })
-        .collect();
-    ranked.sort();
+            let found = containing(conn, sql, &piece, PIECE_CAP)?;
+            if !found.is_empty() {
+                candidates.extend(found);
+                ranked = rank(candidates.clone());
+            }
+        }
+    }
     Ok(ranked.into_iter().take(max).map(|(_, _, n)| n).collect())
 }
 
-/// The distinct candidate names of `index` for `chars` (at most
-/// `MAX_PREFIX_READS * RANGE_CAP + 3 * PIECE_CAP` rows read).
-fn candidates(conn: &Connection, index: NameIndex, chars: &[char]) -> QueryResult<HashSet<String>> {
-    let mut found = HashSet::new();
+/// The names of `index` in the prefix ranges of `chars`: from the longest prefix that any name
+/// starts with (found by halving, as a shorter prefix matches at least the names a longer one
+/// does) down to the first full range (at most `MAX_PREFIX_READS * RANGE_CAP` rows read).
+fn prefix_candidates(
+    conn: &Connection,
+    index: NameIndex,
+    chars: &[char],
+) -> QueryResult<HashSet<String>> {
     let mut range = conn.prepare_cached(index.prefix_sql)?;
-    for length in (1..=chars.len()).rev().take(MAX_PREFIX_READS) {
+    let mut read_range = |length: usize, limit: usize| -> QueryResult<Vec<String>> {
         let prefix: String = chars[..length].iter().collect();
         let prefix = if index.folded {
             prefix.to_ascii_lowercase()
         } else {
             prefix
         };
-        let mut read = 0;
-        for row in range.query_map(params![prefix, RANGE_CAP as i64], |r| {
+        let names = range.query_map(params![prefix, limit as i64], |r| {
             r.get::<_, Option<String>>(0)
-        })? {
-            read += 1;
-            found.extend(row?);
+        })?;
+        Ok(names
+            .filter_map(|name| name.transpose())
+            .collect::<rusqlite::Result<_>>()?)
+    };
+    // The longest prefix with a name: lengths up to `matched` have one, beyond `missed` none.
+    let (mut matched, mut missed) = (0, chars.len() + 1);
+    let mut reads = 0;
+    while missed - matched > 1 && reads < MAX_PREFIX_READS {
+        let middle = (matched + missed) / 2;
+        reads += 1;
+        if read_range(middle, 1)?.is_empty() {
+            missed = middle;
+        } else {
+            matched = middle;
         }
-        if read == RANGE_CAP {
+    }
+    let mut found = HashSet::new();
+    for length in (1..=matched)
+        .rev()
+        .take(MAX_PREFIX_READS.saturating_sub(reads))
+    {
+        let names = read_range(length, RANGE_CAP)?;
+        let full = names.len() == RANGE_CAP;
+        found.extend(names);
+        if full {
             break;
         }
     }
-    if let Some(sql) = index.trigram_sql {
-        let mut pieces = conn.prepare_cached(sql)?;
-        let third = chars.len() / 3;
-        for piece in [
-            &chars[third..],
-            &chars[third..chars.len() - third],
-            &chars[chars.len() - third..],
-        ] {
-            if piece.len() < 3 {
-                continue;
-            }
-            let piece: String = piece.iter().collect();
-            let candidates = trigram_query([piece.as_str()]);
-            for row in pieces.query_map(params![candidates, piece, PIECE_CAP as i64], |r| {
-                r.get::<_, Option<String>>(0)
-            })? {
-                found.extend(row?);
-            }
+    Ok(found)
+}
+
+/// The pieces of a name of `chars` that one typo (in its first third) or two typos leave
+/// intact: the last two thirds, the middle third, the last third; those of 3 characters or
+/// more.
+fn pieces(chars: &[char]) -> Vec<String> {
+    let third = chars.len() / 3;
+    [
+        &chars[third..],
+        &chars[third..chars.len() - third],
+        &chars[chars.len() - third..],
+    ]
+    .into_iter()
+    .filter(|piece| piece.len() >= 3)
+    .map(|piece| piece.iter().collect())
+    .collect()
+}
+
+/// Names of the trigram index `sql` that contain `text` (3 characters or more): all of them
+/// when one of its trigrams is rare, else those among the first `cap` rows of its rarest
+/// trigram. At most `MAX_PROBES * PROBE_CAP + cap` rows read, whatever the index's size.
+pub fn containing(
+    conn: &Connection,
+    sql: TrigramSql,
+    text: &str,
+    cap: usize,
+) -> QueryResult<Vec<String>> {
+    let Some((trigram, rows)) = rarest_trigram(conn, sql, text)? else {
+        return Ok(Vec::new());
+    };
+    let mut read = conn.prepare_cached(sql.read)?;
+    let names = read.query_map(params![trigram, text, rows.min(cap) as i64], |r| {
+        r.get::<_, Option<String>>(0)
+    })?;
+    Ok(names
+        .filter_map(|name| name.transpose())
+        .collect::<rusqlite::Result<_>>()?)
+}
+
+/// The rarest of up to [`MAX_PROBES`] trigrams of `text` (quoted for FTS5) and how many rows
+/// hold it, counted up to [`PROBE_CAP`] (`usize::MAX` when every probed trigram reaches it);
+/// `None` when `text` has no trigram or one that no row holds. The trigrams probed are those
+/// of the rarest letters ([`letter_rarity`]).
+///
+/// Every text containing `text` holds each of its trigrams, so reading the whole list of a
+/// rare one finds them all; an FTS5 query joining every trigram with AND would instead step
+/// through the lists of common ones (tens of thousands of rows each at a million names) to
+/// find that nothing matches.
+pub fn rarest_trigram(
+    conn: &Connection,
+    sql: TrigramSql,
+    text: &str,
+) -> QueryResult<Option<(String, usize)>> {
+    let chars: Vec<char> = text.chars().flat_map(char::to_lowercase).collect();
+    let mut windows: Vec<&[char]> = chars.windows(3).collect();
+    windows.sort_by_key(|w| std::cmp::Reverse(w.iter().map(|&c| letter_rarity(c)).sum::<u32>()));
+    windows.dedup();
+    let mut count = conn.prepare_cached(sql.count)?;
+    let mut rarest: Option<(String, usize)> = None;
+    for window in windows.into_iter().take(MAX_PROBES) {
+        let trigram = fts_quote(&window.iter().collect::<String>());
+        let rows: i64 = count.query_row(params![trigram, PROBE_CAP as i64], |r| r.get(0))?;
+        let rows = usize::try_from(rows).unwrap_or(0);
+        if rows == 0 {
+            return Ok(None);
+        }
+        let rows = if rows < PROBE_CAP { rows } else { usize::MAX };
+        if rarest.as_ref().is_none_or(|(_, fewest)| rows < *fewest) {
+            rarest = Some((trigram, rows));
         }
     }
-    Ok(found)
+    Ok(rarest)
+}
+
+/// How rare a (lower-case) character is in identifiers and paths, higher for rarer: letters by
+/// their frequency in English text, anything else (digits, punctuation, other scripts) as
+/// rare as the rarest letters.
+fn letter_rarity(c: char) -> u32 {
+    const BY_FREQUENCY: &str = "etaoinsrhldcumfpgwybvkxjqz";
+    BY_FREQUENCY
+        .find(c)
+        .map_or(BY_FREQUENCY.len() as u32, |at| at as u32)
 }
 
 #[cfg(test)]

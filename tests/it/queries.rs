@@ -731,7 +731,12 @@ fn suggestion_reads_are_bounded() {
         assert_indexed(index.prefix_sql, &p);
         assert!(p.iter().all(|l| !l.contains("TEMP B-TREE")), "{p:?}");
         if let Some(sql) = index.trigram_sql {
-            assert_indexed(sql, &positional_plan(&conn, sql, ("\"abc\"", "abc", 50)));
+            let read = positional_plan(&conn, sql.read, ("\"abc\"", "abc", 50));
+            assert_indexed(sql.read, &read);
+            assert_indexed(
+                sql.count,
+                &positional_plan(&conn, sql.count, ("\"abc\"", 50)),
+            );
         }
     }
     // A typo in a 3,000-symbol index finds the name it was made from, on every kind of list.
