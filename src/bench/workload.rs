@@ -48,8 +48,8 @@ pub struct Call {
     /// Report group; see [`Call::group`] for the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
-    /// The call names something that does not exist: a tool error ("not found") is its
-    /// expected answer, not counted among the errors.
+    /// The call names something that does not exist: a "not found" tool error is its
+    /// expected answer, not counted among the errors (any other error still is).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub miss: bool,
 }
@@ -75,10 +75,15 @@ impl Call {
         self.labelled(label)
     }
 
-    /// What a call's `outcome` counts as: a tool error of a miss is its expected answer.
+    /// What a call's `outcome` counts as: a "not found" error of a miss is its expected
+    /// answer; a time-out or any other error stays an error.
     pub fn judge(&self, outcome: Outcome) -> Outcome {
         match outcome {
-            Outcome::Error(_) if self.miss => Outcome::Answer,
+            Outcome::Error(message)
+                if self.miss && message.to_ascii_lowercase().contains("not found") =>
+            {
+                Outcome::Answer
+            }
             outcome => outcome,
         }
     }
@@ -363,14 +368,20 @@ impl Mix {
     }
 }
 
-/// `name` with two adjacent characters of its last segment swapped, one edit away (the name
-/// itself when the segment is shorter than 4 characters or the swap changes nothing).
+/// `name` with two adjacent, different characters of its last segment swapped, one edit away:
+/// the pair nearest the middle (the name itself when the segment is shorter than 4 characters
+/// or has no such pair).
 fn typo(name: &str) -> String {
     let start = name.rfind([':', '/']).map_or(0, |i| i + 1);
     let mut chars: Vec<char> = name[start..].chars().collect();
     if chars.len() >= 4 {
-        let at = chars.len() / 2;
-        chars.swap(at - 1, at);
+        let middle = chars.len() / 2;
+        let at = (0..chars.len())
+            .flat_map(|offset| [middle + offset, middle.wrapping_sub(offset)])
+            .find(|&at| (1..chars.len()).contains(&at) && chars[at - 1] != chars[at]);
+        if let Some(at) = at {
+            chars.swap(at - 1, at);
+        }
     }
     format!(
         "{}{}",
@@ -594,6 +605,8 @@ mod tests {
         assert_eq!(miss.judge(error()), Outcome::Answer);
         assert_eq!(miss.judge(Outcome::Unsupported), Outcome::Unsupported);
         assert_eq!(miss.group(), "m");
+        let late = Outcome::Error("Query interrupted after 2 s".into());
+        assert_eq!(miss.judge(late.clone()), late);
         let hit = Call::new("acp_get_symbol_context", json!({"name": "x"}));
         assert_eq!(hit.judge(error()), error());
         let saved = serde_json::to_value(&miss).unwrap();
@@ -610,6 +623,8 @@ mod tests {
         );
         assert_eq!(typo("validateSession"), "validaetSession");
         assert_eq!(typo("src/a.ts:get"), "src/a.ts:get");
+        assert_eq!(typo("PendingCommentClient"), "PendingComemntClient");
+        assert_eq!(typo("aaaa"), "aaaa");
     }
 
     #[test]
