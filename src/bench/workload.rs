@@ -337,7 +337,7 @@ impl Mix {
         for (k, symbol) in symbols.iter().enumerate() {
             let missing = format!("__acp_bench_missing_symbol_{k}");
             self.calls.push(
-                Call::new("acp_get_symbol_context", json!({ "name": missing }))
+                Call::new("acp_get_symbol_context", json!({ "name": &missing }))
                     .missing("acp_get_symbol_context(miss)"),
             );
             self.calls.push(
@@ -353,6 +353,10 @@ impl Mix {
                     json!({ "operation": "debug", "target": typo(&symbol.qualified) }),
                 )
                 .missing("acp_context:debug(typo)"),
+            );
+            self.calls.push(
+                Call::new("acp_query", json!({ "type": "symbol", "name": missing }))
+                    .missing("acp_query:symbol(miss)"),
             );
         }
         for (k, path) in paths.iter().enumerate() {

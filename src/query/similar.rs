@@ -266,7 +266,7 @@ pub fn containing(
 /// The rarest of up to [`MAX_PROBES`] trigrams of `text` (quoted for FTS5) and how many rows
 /// hold it, counted up to [`PROBE_CAP`] (`usize::MAX` when every probed trigram reaches it);
 /// `None` when `text` has no trigram or one that no row holds. The trigrams probed are those
-/// of the rarest letters ([`letter_rarity`]).
+/// of the rarest letters (`letter_rarity`).
 ///
 /// Every text containing `text` holds each of its trigrams, so reading the whole list of a
 /// rare one finds them all; an FTS5 query joining every trigram with AND would instead step
@@ -279,7 +279,9 @@ pub fn rarest_trigram(
 ) -> QueryResult<Option<(String, usize)>> {
     let chars: Vec<char> = text.chars().flat_map(char::to_lowercase).collect();
     let mut windows: Vec<&[char]> = chars.windows(3).collect();
-    windows.sort_by_key(|w| std::cmp::Reverse(w.iter().map(|&c| letter_rarity(c)).sum::<u32>()));
+    let rarity = |window: &[char]| window.iter().map(|&c| letter_rarity(c)).sum::<u32>();
+    // Rarest first; equal trigrams side by side, so that each is probed once.
+    windows.sort_by(|a, b| rarity(b).cmp(&rarity(a)).then_with(|| a.cmp(b)));
     windows.dedup();
     let mut count = conn.prepare_cached(sql.count)?;
     let mut rarest: Option<(String, usize)> = None;

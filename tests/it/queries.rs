@@ -533,13 +533,22 @@ fn vm_steps<T>(conn: &Connection, f: impl FnOnce() -> T) -> (T, u64) {
     (out, steps.load(Ordering::Relaxed))
 }
 
-/// 1,500 files × 10 symbols from `acpdb gen-fixture`: walks from its hub pass the walk cap.
+/// 1,500 files × 10 symbols from `acpdb gen-fixture`, every name resolving: walks from its hub
+/// pass the walk cap.
 fn large() -> &'static TempProject {
     static PROJECT: OnceLock<TempProject> = OnceLock::new();
     PROJECT.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let out = acpdb()
-            .args(["gen-fixture", "--files", "1500", "--out"])
+            // Every name resolving: a graph dense enough that a depth-4 walk is capped.
+            .args([
+                "gen-fixture",
+                "--files",
+                "1500",
+                "--unresolved-percent",
+                "0",
+                "--out",
+            ])
             .arg(dir.path())
             .output()
             .unwrap();
