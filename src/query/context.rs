@@ -24,6 +24,7 @@ use super::names::{
 };
 use super::{QueryError, QueryResult};
 use crate::cache::normalize_lock_level;
+use crate::cache::paths::split_qualified_name;
 
 /// RFC-0015: Context operation for acp_context tool
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -311,7 +312,16 @@ fn debug_target(conn: &Connection, target: &str) -> QueryResult<DebugTarget> {
     // Nothing by any name: an ambiguous simple name lists its candidates, anything else gets
     // the closest files and symbols.
     let symbols = symbol_suggestions(conn, target)?;
-    let mut suggestions = suggest_files(conn, target)?;
+    // A qualified name in a file that exists names a symbol of it: that file is the one to
+    // suggest, not paths close to the whole name.
+    let file_of_member = match split_qualified_name(target, None) {
+        Some((path, _)) => find_file(conn, path)?,
+        None => None,
+    };
+    let mut suggestions = match file_of_member {
+        Some(file) => vec![file.path],
+        None => suggest_files(conn, target)?,
+    };
     for name in symbols {
         if suggestions.len() < MAX_SUGGESTIONS && !suggestions.contains(&name) {
             suggestions.push(name);
