@@ -6,14 +6,23 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::similar::{
-    containing, rarest_trigram, similar_names, FILE_PATHS, PIECE_CAP, PROBE_CAP, SYMBOL_NAMES,
-    VARIABLE_NAMES,
+    containing, similar_names, TrigramSql, FILE_PATHS, PIECE_CAP, PROBE_CAP, SYMBOL_NAMES,
+    SYMBOL_NAME_TRIGRAMS, VARIABLE_NAMES,
 };
 use super::{QueryError, QueryResult};
 use crate::cache::paths::{canonical_path, split_qualified_name};
 
 /// Most suggestions or candidates listed in an error.
 pub const MAX_SUGGESTIONS: usize = 5;
+
+/// The qualified names of the symbols whose simple name contains a text, through the name
+/// trigram index ([`containing`]).
+const SYMBOL_QUALIFIED_NAMES: TrigramSql = TrigramSql {
+    read: "SELECT coalesce(s.qualified_name, s.key)
+           FROM (SELECT rowid AS id FROM symbols_name_trigram WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
+           JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
+    ..SYMBOL_NAME_TRIGRAMS
+};
 
 /// A symbol row, enough to locate it.
 /// A `WHERE` condition: the symbol's qualified name is `?1` (exactly), read through the
@@ -189,24 +198,9 @@ pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>
     })? {
         out.push(row?);
     }
-    let trigrams = SYMBOL_NAMES
-        .trigram_sql
-        .expect("symbol names have a trigram index");
     if out.len() < MAX_SUGGESTIONS {
-        // Names containing `member`, read through its rarest trigram.
-        if let Some((trigram, rows)) = rarest_trigram(conn, trigrams, member)? {
-            let mut substring = conn.prepare_cached(
-                "SELECT coalesce(s.qualified_name, s.key)
-                 FROM (SELECT rowid AS id FROM symbols_name_trigram WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
-                 JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
-            )?;
-            for row in substring
-                .query_map(params![trigram, member, rows.min(PROBE_CAP) as i64], |r| {
-                    r.get::<_, String>(0)
-                })?
-            {
-                push_suggestion(&mut out, row?);
-            }
+        for qualified in containing(conn, SYMBOL_QUALIFIED_NAMES, member, PROBE_CAP)? {
+            push_suggestion(&mut out, qualified);
         }
     }
     if out.len() < MAX_SUGGESTIONS {

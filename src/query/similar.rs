@@ -10,7 +10,7 @@
 //! * **trigram pieces**, where the names have a trigram index, while no candidate is one edit
 //!   away: the last two thirds, the middle third and the last third of the name (one typo in
 //!   the first third leaves the last two thirds intact; two typos leave a third intact), each
-//!   read through its rarest trigram ([`rarest_trigram`]).
+//!   read through its rarest trigram ([`containing`]).
 //!
 //! Candidates within [`max_edits`] edits (optimal string alignment distance: insertions,
 //! deletions, substitutions and transpositions of adjacent characters, ignoring ASCII case) are
@@ -35,7 +35,7 @@ pub const PIECE_CAP: usize = 128;
 /// Rows of a trigram's list counted to tell a rare trigram from a common one.
 pub const PROBE_CAP: usize = 64;
 
-/// Most trigrams of one text probed ([`rarest_trigram`]).
+/// Most trigrams of one text probed (by [`containing`]).
 pub const MAX_PROBES: usize = 5;
 
 /// Where candidate names are read from.
@@ -65,13 +65,16 @@ pub struct TrigramSql {
 pub const SYMBOL_NAMES: NameIndex = NameIndex {
     prefix_sql: "SELECT name FROM symbols WHERE name COLLATE NOCASE >= ?1 AND name COLLATE NOCASE < ?1 || char(1114111) ORDER BY name COLLATE NOCASE LIMIT ?2",
     folded: true,
-    trigram_sql: Some(TrigramSql {
-        read: "SELECT s.name FROM (SELECT rowid AS id FROM symbols_name_trigram
-                                   WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
-               JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
-        count: "SELECT count(*) FROM (SELECT 1 FROM symbols_name_trigram
-                                      WHERE symbols_name_trigram MATCH ?1 LIMIT ?2)",
-    }),
+    trigram_sql: Some(SYMBOL_NAME_TRIGRAMS),
+};
+
+/// The name trigram index of symbols: simple names containing a text.
+pub const SYMBOL_NAME_TRIGRAMS: TrigramSql = TrigramSql {
+    read: "SELECT s.name FROM (SELECT rowid AS id FROM symbols_name_trigram
+                               WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
+           JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
+    count: "SELECT count(*) FROM (SELECT 1 FROM symbols_name_trigram
+                                  WHERE symbols_name_trigram MATCH ?1 LIMIT ?2)",
 };
 
 /// Canonical file paths: the path index and the path trigram index.
@@ -141,9 +144,9 @@ pub fn similar_names(
         return Ok(Vec::new());
     }
     let folded: Vec<char> = name.to_ascii_lowercase().chars().collect();
-    let rank = |candidates: HashSet<String>| {
+    let rank = |candidates: &HashSet<String>| {
         let mut ranked: Vec<(usize, usize, String)> = candidates
-            .into_iter()
+            .iter()
             .filter_map(|candidate| {
                 let other: Vec<char> = candidate.chars().collect();
                 if other.len().abs_diff(chars.len()) > allowed {
@@ -151,14 +154,14 @@ pub fn similar_names(
                 }
                 let lower: Vec<char> = candidate.to_ascii_lowercase().chars().collect();
                 let d = distance(&folded, &lower);
-                (d <= allowed).then(|| (d, distance(&chars, &other), candidate))
+                (d <= allowed).then(|| (d, distance(&chars, &other), candidate.clone()))
             })
             .collect();
         ranked.sort();
         ranked
     };
     let mut candidates = prefix_candidates(conn, index, &chars)?;
-    let mut ranked = rank(candidates.clone());
+    let mut ranked = rank(&candidates);
     // A name one edit away is as close as an unknown name gets: the pieces can add no closer,
     // and the next piece is read only while no candidate is close enough.
     if let Some(sql) = index.trigram_sql {
@@ -169,7 +172,7 @@ pub fn similar_names(
             let found = containing(conn, sql, &piece, PIECE_CAP)?;
             if !found.is_empty() {
                 candidates.extend(found);
-                ranked = rank(candidates.clone());
+                ranked = rank(&candidates);
             }
         }
     }
@@ -272,7 +275,7 @@ pub fn containing(
 /// rare one finds them all; an FTS5 query joining every trigram with AND would instead step
 /// through the lists of common ones (tens of thousands of rows each at a million names) to
 /// find that nothing matches.
-pub fn rarest_trigram(
+fn rarest_trigram(
     conn: &Connection,
     sql: TrigramSql,
     text: &str,
