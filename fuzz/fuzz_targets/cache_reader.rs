@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use acpdb::cache::reader::{read_document, DocumentKind, Limits, Progress};
+use acpdb::cache::event::DocumentKind;
+use acpdb::cache::reader::{read_document, Limits};
+use acpdb::cache::scanner::Progress;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -17,7 +17,7 @@
 
 use std::hash::{BuildHasher, Hasher};
 
-use super::reader::Section;
+use super::event::Section;
 
 /// The sections whose entries carry digests.
 pub const DIGESTED: [Section; 4] = [

@@ -5,10 +5,12 @@
 //! functions split an entry into modelled values and the verbatim `extra` remainder.
 
 pub mod digest;
+pub mod event;
 pub mod fields;
 pub mod names;
 pub mod paths;
 pub mod reader;
+pub mod scanner;
 
 /// Lock levels from most to least restrictive (spec ch.6 §7.1, with `review-required` placed
 /// between `docs-required` and `normal`).

@@ -27,8 +27,8 @@ use rusqlite::{params, Connection, OptionalExtension, Statement};
 use serde_json::Value;
 
 use crate::cache::digest::KnownEntries;
+use crate::cache::event::Section;
 use crate::cache::fields::{Cell, SYMBOL_NAME_CELL, SYMBOL_QUALIFIED_NAME_CELL};
-use crate::cache::reader::Section;
 use crate::db;
 
 use super::fts::{self, qualified_name_terms};

@@ -25,12 +25,12 @@ use anyhow::Result;
 use rusqlite::{params, Connection};
 use serde_json::Value;
 
+use crate::cache::event::{DocumentKind, Event, List, Scope, Section};
 use crate::cache::fields::{
     Cell, FILE_IMPORTED_BY_CELL, SYMBOL_CALLED_BY_CELL, SYMBOL_CALLS_CELL, SYMBOL_FILE_CELL,
     SYMBOL_NAME_CELL, SYMBOL_QUALIFIED_NAME_CELL,
 };
 use crate::cache::paths::{canonical_path, split_qualified_name};
-use crate::cache::reader::{DocumentKind, Event, List, Scope, Section};
 use crate::config::{Exclusion, PathRules, CONFIG_FILE};
 use crate::db;
 

@@ -9,6 +9,7 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, Statement, ToSql};
 use serde_json::Value;
 
+use crate::cache::event::{DocumentKind, Event, List, Scope, Section};
 use crate::cache::fields::{
     self, Cell, Record, FILE_DOMAINS_CELL, FILE_INLINE_CELL, FILE_LANGUAGE_CELL,
     SYMBOL_CALLED_BY_CELL, SYMBOL_CALLS_CELL, SYMBOL_FILE_CELL, SYMBOL_NAME_CELL,
@@ -17,7 +18,7 @@ use crate::cache::fields::{
 };
 use crate::cache::names::{name_hash, NameList};
 use crate::cache::paths::canonical_path;
-use crate::cache::reader::{self, DocumentKind, Event, List, Scope, Section};
+use crate::cache::reader;
 use crate::cache::{normalize_lock_level, LOCK_LEVELS};
 use crate::config::PathRules;
 use crate::db;

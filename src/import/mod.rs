@@ -18,8 +18,10 @@ use anyhow::{Context, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::cache::digest::KnownEntries;
+use crate::cache::event::{DocumentKind, Event};
 use crate::cache::paths::canonical_path;
-use crate::cache::reader::{self, DocumentKind, Event, InFlight, Limits, Progress, ReadOutcome};
+use crate::cache::reader::{self, InFlight, Limits, ReadOutcome};
+use crate::cache::scanner::{Progress, ReadError};
 use crate::config::{self, PathRules};
 use crate::db;
 use crate::freshness::mtime_text;
@@ -304,7 +306,7 @@ pub fn import_with_progress(
             let result = source.delta(progress.clone());
             if let Err(err) = &result {
                 // A cache that cannot be read fails a full import the same way.
-                if err.chain().any(|e| e.is::<reader::ReadError>()) {
+                if err.chain().any(|e| e.is::<ReadError>()) {
                     return result;
                 }
                 if err.chain().any(|e| e.is::<filter::DeltaMeetsExcluded>()) {
@@ -775,7 +777,7 @@ struct Reading {
     /// Batches written, for the reader's bound on the bytes ahead (not in a delta's reading
     /// of the cache).
     written: Option<Arc<InFlight>>,
-    thread: std::thread::JoinHandle<Result<ReadOutcome, reader::ReadError>>,
+    thread: std::thread::JoinHandle<Result<ReadOutcome, ReadError>>,
 }
 
 /// Batches of events the reader may be ahead of the writer in a full import.

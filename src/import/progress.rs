@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::cache::reader::Progress;
+use crate::cache::scanner::Progress;
 
 use super::ImportArgs;
 

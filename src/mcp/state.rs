@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
-use crate::cache::reader::Progress;
+use crate::cache::scanner::Progress;
 use crate::db::{self, ReadPool};
 use crate::freshness::{self, Freshness};
 use crate::import::{self, ImportArgs};

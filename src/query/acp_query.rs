@@ -9,10 +9,8 @@
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
-use super::cursor::{depth_mismatch, Cursor, Page};
-use super::graph::{
-    relations, resolve_endpoint, walk_is_small, Direction, RelationsResponse, MAX_DEPTH,
-};
+use super::cursor::{depth_mismatch, Cursor, Page, MAX_DEPTH};
+use super::graph::{relations, resolve_endpoint, walk_is_small, Direction, RelationsResponse};
 use super::lookup::{domain, file, stats, symbol, EntryResponse, StatsResponse, SymbolResponse};
 use super::search::{search, SearchResponse};
 use super::{QueryError, QueryResult};

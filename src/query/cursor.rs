@@ -14,9 +14,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::graph::MAX_DEPTH;
 use super::{QueryError, QueryResult};
 use crate::db::CURSOR_SECRET_KEY;
+
+/// Deepest call-graph walk accepted for `depth`, in a request or in a cursor.
+pub const MAX_DEPTH: u32 = 5;
 
 /// Page size of the reference tools' long lists (a symbol's callers and callees, a domain's
 /// files) when the caller gives no `limit`.

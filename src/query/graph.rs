@@ -18,9 +18,6 @@ use super::cursor::{import_stamp, page_info, Page};
 use super::names::{find_symbol, resolve_symbol, NAME_IS};
 use super::QueryResult;
 
-/// Deepest walk accepted for `depth`.
-pub const MAX_DEPTH: u32 = 5;
-
 /// Largest `total` of a walk reported exactly: counting stops past it, so a first page never
 /// pays for the whole of a huge walk.
 pub const TOTAL_CAP: u64 = 10_000;

@@ -17,6 +17,7 @@ pub mod domain_files;
 pub mod entries;
 pub mod expand;
 pub mod file_context;
+pub mod fts_text;
 pub mod graph;
 pub mod hotpaths;
 pub mod impact;

@@ -338,27 +338,3 @@ pub fn not_found(what: &str, name: &str, suggestions: Vec<String>) -> QueryError
         )
     }
 }
-
-/// Quotes text as one FTS5 string, so syntax characters in it are taken literally.
-pub fn fts_quote(text: &str) -> String {
-    format!("\"{}\"", text.replace('"', "\"\""))
-}
-
-/// The FTS5 query that selects, from a trigram index without positions (`detail = none`), the
-/// rows whose text may contain every one of `texts`: each distinct trigram (3 characters) of
-/// each text, quoted, joined by AND. An empty string when no text has 3 characters. It gives
-/// candidates only: a row holding the trigrams out of order matches too, so callers check the
-/// text itself (`instr(acpdb_fold(column), acpdb_fold(?))`, see [`crate::db::register_query_functions`]).
-pub fn trigram_query<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
-    let mut trigrams: Vec<String> = Vec::new();
-    for text in texts {
-        let chars: Vec<char> = text.chars().collect();
-        for window in chars.windows(3) {
-            let trigram = fts_quote(&window.iter().collect::<String>());
-            if !trigrams.contains(&trigram) {
-                trigrams.push(trigram);
-            }
-        }
-    }
-    trigrams.join(" AND ")
-}

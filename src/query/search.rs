@@ -29,7 +29,7 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use super::cursor::{page_info, Page};
-use super::names::{fts_quote, trigram_query};
+use super::fts_text::{fts_quote, trigram_query};
 use super::{QueryError, QueryResult};
 
 /// Longest pattern accepted, in characters.

@@ -20,7 +20,7 @@ use std::collections::HashSet;
 
 use rusqlite::{params, Connection};
 
-use super::names::fts_quote;
+use super::fts_text::fts_quote;
 use super::QueryResult;
 
 /// Most names read from one prefix range.
