@@ -132,7 +132,7 @@ pub enum Event {
     },
     /// One `graph.forward` or `graph.reverse` list whose items are all names, with the hash of
     /// its key (`cache::names`); other lists come as [`Event::Entry`]. In a full import, a list
-    /// of [`LIST_PART`] names or more comes in parts: [`Event::GraphListPart`]s, then this
+    /// of [`LIST_PART`](super::reader::LIST_PART) names or more comes in parts: [`Event::GraphListPart`]s, then this
     /// event with the last names and the digest of the whole entry, or, when an item turns out
     /// not to be a name, an [`Event::Entry`] with the whole list, which replaces the parts.
     GraphList {
@@ -142,14 +142,14 @@ pub enum Event {
         names: NameList,
         digest: i64,
     },
-    /// The next [`LIST_PART`] names of a call-graph list being read (see [`Event::GraphList`]).
+    /// The next [`LIST_PART`](super::reader::LIST_PART) names of a call-graph list being read (see [`Event::GraphList`]).
     GraphListPart {
         section: Section,
         key: String,
         key_hash: u128,
         names: NameList,
     },
-    /// An entry whose digest the database already holds (see [`read_document_with`]): not
+    /// An entry whose digest the database already holds (see [`read_document_with`](super::reader::read_document_with)): not
     /// parsed, only the id of the row that holds it.
     Unchanged { section: Section, id: u32 },
     /// One element of a streamed array section.

@@ -16,7 +16,7 @@ use rusqlite::vtab::{
 };
 use rusqlite::{ffi, Connection};
 
-use super::graph::SortedEdges;
+use super::edges::SortedEdges;
 
 /// Name of the virtual table.
 const TABLE: &CStr = c"acpdb_call_edges";

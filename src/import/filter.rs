@@ -1,7 +1,7 @@
 //! The project config's rules applied to the cache as it is imported (`.acp.config.json`,
 //! see `crate::config`): excluded paths never reach the database.
 //!
-//! Every event of the reader passes [`Loader::filter`] before it is written, in a full and a
+//! Every event of the reader passes [`Filter::apply`] before it is written, in a full and a
 //! delta import alike: entries keyed by an excluded path (`files`, `source_files`,
 //! `constraints.by_file`), symbols of excluded files, hacks in excluded files and variables
 //! naming excluded files or symbols are dropped; inside kept entries the items naming an
@@ -34,56 +34,117 @@ use crate::cache::paths::{canonical_path, split_qualified_name};
 use crate::config::{Exclusion, PathRules, CONFIG_FILE};
 use crate::db;
 
-use super::loader::{Loader, Sink};
+use super::tables::Tables;
 
 /// The temporary table of the names of excluded symbols (never in the database file).
 const EXCLUDED_NAMES: &str =
     "CREATE TEMP TABLE IF NOT EXISTS excluded_names(name TEXT PRIMARY KEY) WITHOUT ROWID";
 
-/// Why a delta gives up: the new cache has something the config excludes (a full import then
-/// runs, and says this).
-#[derive(Debug, thiserror::Error)]
-#[error("the cache has entries that {CONFIG_FILE} excludes")]
-pub(super) struct DeltaMeetsExcluded;
+/// The config's rules as the reader's events meet them, and what they left out.
+pub(super) struct Filter {
+    rules: PathRules,
+    /// Whether a call-graph list that names an excluded symbol counts as left out (a delta
+    /// then gives up), rather than being kept whole for the full import to scrub at its end.
+    lists_checked: bool,
+    /// Entries and items the rules dropped.
+    pub(super) dropped: u64,
+}
 
-impl Loader<'_> {
+/// The rules with the project root the paths they judge are canonical under.
+struct Rules<'a> {
+    rules: &'a PathRules,
+    root: Option<&'a str>,
+}
+
+impl Rules<'_> {
     /// Whether the canonical form of the path `raw` is excluded.
     fn path_excluded(&self, raw: &str) -> bool {
-        self.rules.excludes(&self.canonical(raw))
+        self.rules.excludes(&canonical_path(raw, self.root))
     }
 
     /// Whether `name` is a qualified name whose path part is excluded ([`name_excluded`]).
     fn name_excluded(&self, name: &str) -> bool {
-        name_excluded(&self.rules, self.root.as_deref(), name)
+        name_excluded(self.rules, self.root, name)
+    }
+
+    /// A path or a qualified name (`provenance` targets are either).
+    fn target_excluded(&self, target: &str) -> bool {
+        self.path_excluded(target) || self.name_excluded(target)
+    }
+
+    /// Whether a variable names an excluded file or symbol (its `value` for `file` and
+    /// `symbol` variables, or its `source` file).
+    fn variable_excluded(&self, value: &Value) -> bool {
+        let text = |k: &str| value.get(k).and_then(Value::as_str);
+        let by_value = match (text("type"), text("value")) {
+            (Some("file"), Some(path)) => self.path_excluded(path),
+            (Some("symbol"), Some(name)) => self.name_excluded(name),
+            _ => false,
+        };
+        by_value || text("source").is_some_and(|s| self.path_excluded(s))
+    }
+}
+
+impl Filter {
+    /// The filter of a full import (`lists_checked` false) or of a delta (true).
+    pub(super) fn new(rules: PathRules, lists_checked: bool) -> Filter {
+        Filter {
+            rules,
+            lists_checked,
+            dropped: 0,
+        }
     }
 
     /// Applies the config's rules to one event: `None` when it is dropped, else the event with
     /// the items naming excluded paths removed.
-    pub(super) fn filter(&mut self, kind: DocumentKind, event: Event) -> Result<Option<Event>> {
+    pub(super) fn apply(
+        &mut self,
+        tables: &Tables<'_>,
+        kind: DocumentKind,
+        event: Event,
+    ) -> Result<Option<Event>> {
         if self.rules.keeps_everything() {
             return Ok(Some(event));
         }
-        let before = self.dropped;
-        let out = self.filter_event(kind, event)?;
-        if self.dropped != before && matches!(self.sink, Sink::Delta(_)) {
-            return Err(DeltaMeetsExcluded.into());
-        }
-        Ok(out)
+        let mut pass = Pass {
+            r: Rules {
+                rules: &self.rules,
+                root: tables.root.as_deref(),
+            },
+            lists_checked: self.lists_checked,
+            dropped: &mut self.dropped,
+        };
+        pass.event(tables.conn, kind, event)
     }
+}
 
-    fn filter_event(&mut self, kind: DocumentKind, event: Event) -> Result<Option<Event>> {
+/// One event's pass through the rules.
+struct Pass<'a> {
+    r: Rules<'a>,
+    lists_checked: bool,
+    dropped: &'a mut u64,
+}
+
+impl Pass<'_> {
+    fn event(
+        &mut self,
+        conn: &Connection,
+        kind: DocumentKind,
+        event: Event,
+    ) -> Result<Option<Event>> {
+        let r = &self.r;
         Ok(match event {
             Event::File {
                 key,
                 mut record,
                 digest,
             } => {
-                if self.path_excluded(&key) {
-                    self.dropped += 1;
+                if r.path_excluded(&key) {
+                    *self.dropped += 1;
                     return Ok(None);
                 }
-                self.drop_from_cell(&mut record.cells[FILE_IMPORTED_BY_CELL], |l, s| {
-                    l.path_excluded(s)
+                *self.dropped += drop_from_cell(&mut record.cells[FILE_IMPORTED_BY_CELL], |s| {
+                    r.path_excluded(s)
                 });
                 Some(Event::File {
                     key,
@@ -98,18 +159,19 @@ impl Loader<'_> {
             } => {
                 let cells = &record.cells;
                 let excluded = match cells[SYMBOL_FILE_CELL].as_str() {
-                    Some(file) => self.path_excluded(file),
+                    Some(file) => r.path_excluded(file),
                     None => cells[SYMBOL_QUALIFIED_NAME_CELL]
                         .as_str()
-                        .is_some_and(|q| self.name_excluded(q)),
+                        .is_some_and(|q| r.name_excluded(q)),
                 };
                 if excluded {
-                    self.dropped += 1;
-                    self.excluded_symbol(&key, &record.cells)?;
+                    *self.dropped += 1;
+                    excluded_symbol(conn, &key, &record.cells)?;
                     return Ok(None);
                 }
                 for column in [SYMBOL_CALLS_CELL, SYMBOL_CALLED_BY_CELL] {
-                    self.drop_from_cell(&mut record.cells[column], |l, s| l.name_excluded(s));
+                    *self.dropped +=
+                        drop_from_cell(&mut record.cells[column], |s| r.name_excluded(s));
                 }
                 Some(Event::Symbol {
                     key,
@@ -124,14 +186,15 @@ impl Loader<'_> {
                 digest,
             } => {
                 let keep = match section {
-                    Section::SourceFiles | Section::ByFile => !self.path_excluded(&key),
+                    Section::SourceFiles | Section::ByFile => !r.path_excluded(&key),
                     Section::Domains => {
-                        self.drop_items(value.get_mut("files"), |l, s| l.path_excluded(s));
-                        self.drop_items(value.get_mut("symbols"), |l, s| l.name_excluded(s));
+                        *self.dropped += drop_items(value.get_mut("files"), |s| r.path_excluded(s));
+                        *self.dropped +=
+                            drop_items(value.get_mut("symbols"), |s| r.name_excluded(s));
                         true
                     }
                     Section::ByLockLevel => {
-                        self.drop_items(Some(&mut value), |l, s| l.path_excluded(s));
+                        *self.dropped += drop_items(Some(&mut value), |s| r.path_excluded(s));
                         true
                     }
                     Section::GraphForward | Section::GraphReverse => {
@@ -139,11 +202,11 @@ impl Loader<'_> {
                         self.check_graph_list(&key, names.filter_map(Value::as_str));
                         true
                     }
-                    Section::Variables => !self.variable_excluded(&value),
+                    Section::Variables => !r.variable_excluded(&value),
                     Section::Files | Section::Symbols => true,
                 };
                 if !keep {
-                    self.dropped += 1;
+                    *self.dropped += 1;
                     return Ok(None);
                 }
                 Some(Event::Entry {
@@ -164,8 +227,8 @@ impl Loader<'_> {
                 value,
             } => {
                 let file = value.get("file").and_then(Value::as_str);
-                if file.is_some_and(|f| self.path_excluded(f)) {
-                    self.dropped += 1;
+                if file.is_some_and(|f| r.path_excluded(f)) {
+                    *self.dropped += 1;
                     return Ok(None);
                 }
                 Some(Event::Item {
@@ -187,9 +250,9 @@ impl Loader<'_> {
                                     !item
                                         .get("target")
                                         .and_then(Value::as_str)
-                                        .is_some_and(|t| self.target_excluded(t))
+                                        .is_some_and(|t| r.target_excluded(t))
                                 });
-                                self.dropped += (before - items.len()) as u64;
+                                *self.dropped += (before - items.len()) as u64;
                             }
                         }
                     }
@@ -205,11 +268,11 @@ impl Loader<'_> {
                                     if let Value::Array(items) = list {
                                         let before = items.len();
                                         items.retain(|v| {
-                                            !v.as_str().is_some_and(|s| self.path_excluded(s))
+                                            !v.as_str().is_some_and(|s| r.path_excluded(s))
                                         });
                                         dropped = before - items.len();
                                     }
-                                    self.dropped += dropped as u64;
+                                    *self.dropped += dropped as u64;
                                 }
                             }
                         }
@@ -229,72 +292,52 @@ impl Loader<'_> {
     /// A call-graph list, kept whole: a full import scrubs excluded names at its end; a delta
     /// only counts a list that names one (and then gives up for a full import).
     fn check_graph_list<'n>(&mut self, key: &str, mut names: impl Iterator<Item = &'n str>) {
-        if matches!(self.sink, Sink::Delta(_))
-            && (self.name_excluded(key) || names.any(|name| self.name_excluded(name)))
-        {
-            self.dropped += 1;
+        let r = &self.r;
+        if self.lists_checked && (r.name_excluded(key) || names.any(|name| r.name_excluded(name))) {
+            *self.dropped += 1;
         }
     }
+}
 
-    /// A path or a qualified name (`provenance` targets are either).
-    fn target_excluded(&self, target: &str) -> bool {
-        self.path_excluded(target) || self.name_excluded(target)
+/// Removes the string items `drop` says go from a JSON list held in a cell; returns how many
+/// went.
+fn drop_from_cell(cell: &mut Cell, drop: impl Fn(&str) -> bool) -> u64 {
+    let Some(text) = cell.as_str() else {
+        return 0;
+    };
+    let Ok(mut list) = serde_json::from_str::<Value>(text) else {
+        return 0;
+    };
+    let gone = drop_items(Some(&mut list), drop);
+    if gone > 0 {
+        *cell = Cell::Text(list.to_string());
     }
+    gone
+}
 
-    /// Whether a variable names an excluded file or symbol (its `value` for `file` and
-    /// `symbol` variables, or its `source` file).
-    fn variable_excluded(&self, value: &Value) -> bool {
-        let text = |k: &str| value.get(k).and_then(Value::as_str);
-        let by_value = match (text("type"), text("value")) {
-            (Some("file"), Some(path)) => self.path_excluded(path),
-            (Some("symbol"), Some(name)) => self.name_excluded(name),
-            _ => false,
-        };
-        by_value || text("source").is_some_and(|s| self.path_excluded(s))
-    }
+/// Removes the string items `drop` says go from a JSON list; returns how many went.
+fn drop_items(list: Option<&mut Value>, drop: impl Fn(&str) -> bool) -> u64 {
+    let Some(Value::Array(items)) = list else {
+        return 0;
+    };
+    let before = items.len();
+    items.retain(|v| !v.as_str().is_some_and(&drop));
+    (before - items.len()) as u64
+}
 
-    /// Removes the string items `drop` says go from a JSON list held in a cell.
-    fn drop_from_cell(&mut self, cell: &mut Cell, drop: impl Fn(&Self, &str) -> bool) {
-        let Some(text) = cell.as_str() else {
-            return;
-        };
-        let Ok(mut list) = serde_json::from_str::<Value>(text) else {
-            return;
-        };
-        if self.drop_items(Some(&mut list), drop) > 0 {
-            *cell = Cell::Text(list.to_string());
+/// Remembers the names of an excluded symbol, for [`scrub_excluded_names`] (a delta gives up at
+/// the first thing left out, so it never reads them).
+fn excluded_symbol(conn: &Connection, key: &str, cells: &[Cell]) -> Result<()> {
+    conn.execute_batch(EXCLUDED_NAMES)?;
+    let mut insert =
+        conn.prepare_cached("INSERT OR IGNORE INTO temp.excluded_names(name) VALUES (?1)")?;
+    insert.execute([key])?;
+    for cell in [&cells[SYMBOL_NAME_CELL], &cells[SYMBOL_QUALIFIED_NAME_CELL]] {
+        if let Some(name) = cell.as_str() {
+            insert.execute([name])?;
         }
     }
-
-    /// Removes the string items `drop` says go from a JSON list; returns how many went.
-    fn drop_items(&mut self, list: Option<&mut Value>, drop: impl Fn(&Self, &str) -> bool) -> u64 {
-        let Some(Value::Array(items)) = list else {
-            return 0;
-        };
-        let before = items.len();
-        items.retain(|v| !v.as_str().is_some_and(|s| drop(self, s)));
-        let gone = (before - items.len()) as u64;
-        self.dropped += gone;
-        gone
-    }
-
-    /// Remembers the names of an excluded symbol, for [`scrub_excluded_names`].
-    fn excluded_symbol(&mut self, key: &str, cells: &[Cell]) -> Result<()> {
-        if matches!(self.sink, Sink::Delta(_)) {
-            return Ok(());
-        }
-        self.conn.execute_batch(EXCLUDED_NAMES)?;
-        let mut insert = self
-            .conn
-            .prepare_cached("INSERT OR IGNORE INTO temp.excluded_names(name) VALUES (?1)")?;
-        insert.execute([key])?;
-        for cell in [&cells[SYMBOL_NAME_CELL], &cells[SYMBOL_QUALIFIED_NAME_CELL]] {
-            if let Some(name) = cell.as_str() {
-                insert.execute([name])?;
-            }
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// Whether `name` is a qualified name (`path:member`) whose path part is excluded. A part that

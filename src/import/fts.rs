@@ -29,6 +29,13 @@ use std::thread::JoinHandle;
 use anyhow::{anyhow, Context, Result};
 use rusqlite::{params, Connection, OptionalExtension, Statement};
 
+use crate::cache::fields::{
+    SYMBOL_NAME_CELL, SYMBOL_PURPOSE_CELL, SYMBOL_QUALIFIED_NAME_CELL, SYMBOL_SIGNATURE_CELL,
+    SYMBOL_SUMMARY_CELL,
+};
+
+use super::scratch;
+
 /// Definitions of the tables: the index schema's migrations V16 to V18, run here on the
 /// builder's file.
 const FTS_SQL: [&str; 3] = [
@@ -93,6 +100,19 @@ const BATCHES_GIVEN_BACK: usize = 64;
 /// and the `file_path` its qualified name's terms are computed with ([`qualified_name_terms`]).
 const SYMBOL_COLUMNS: usize = 6;
 
+/// The columns of `symbols_fts`, in the order of [`SYMBOL_FTS_CELLS`].
+pub(super) const SYMBOL_FTS_COLUMNS: &str = "name, qualified_name, signature, purpose, summary";
+
+/// Indexes into a symbol record's cells (`cache::fields::SYMBOL_FIELDS`) of the columns of
+/// `symbols_fts`: name, qualified_name, signature, purpose, summary.
+pub(super) const SYMBOL_FTS_CELLS: [usize; 5] = [
+    SYMBOL_NAME_CELL,
+    SYMBOL_QUALIFIED_NAME_CELL,
+    SYMBOL_SIGNATURE_CELL,
+    SYMBOL_PURPOSE_CELL,
+    SYMBOL_SUMMARY_CELL,
+];
+
 /// What `symbols_qname_trigram` indexes for a symbol, as the view `symbols_qname_terms` of
 /// migration V18 says: when the qualified name is the file path, a colon and the simple name,
 /// the two characters on each side of that colon (the path and the name have indexes of their
@@ -122,8 +142,8 @@ pub(super) fn qualified_name_terms<'a>(
     Some(Cow::Borrowed(qualified))
 }
 
-/// The indexed columns of a file, as `files` stores them.
-const FILE_COLUMNS: &str = "path, module, summary, purpose";
+/// The indexed columns of a file, as `files` stores them and `files_fts` indexes them.
+pub(super) const FILE_FTS_COLUMNS: &str = "path, module, summary, purpose";
 
 /// Rows for the builder, their texts in one buffer so that a batch is a few allocations, made on
 /// the loading thread (and handed back to it for reuse, or, when spooled, rebuilt and freed by
@@ -291,7 +311,7 @@ impl FtsBuilder {
         spill_dir: &Path,
         memory_budget: usize,
     ) -> Result<FtsBuilder> {
-        let conn = super::open_temp_database(&path, like)
+        let conn = scratch::open_temp_database(&path, like)
             .with_context(|| format!("cannot create {}", path.display()))?;
         conn.execute_batch(
             "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;
@@ -303,7 +323,7 @@ impl FtsBuilder {
         for (table, _) in TABLES {
             conn.execute_batch(&merge_settings(table))?;
         }
-        let spool = Arc::new(super::spill_file(spill_dir, "the full-text indexes")?);
+        let spool = Arc::new(scratch::spill_file(spill_dir, "the full-text indexes")?);
         let in_memory = Arc::new(AtomicUsize::new(0));
         let (messages, received) = channel::<Message>();
         let (give_back, returned) = sync_channel::<Batch>(BATCHES_GIVEN_BACK);
@@ -350,8 +370,9 @@ impl FtsBuilder {
     /// while the caller goes on.
     pub(super) fn end_input(&mut self, conn: &Connection) -> Result<()> {
         self.send()?;
-        let mut rows =
-            conn.prepare(&format!("SELECT id, {FILE_COLUMNS} FROM files ORDER BY id"))?;
+        let mut rows = conn.prepare(&format!(
+            "SELECT id, {FILE_FTS_COLUMNS} FROM files ORDER BY id"
+        ))?;
         let mut rows = rows.query([])?;
         self.batch.files = true;
         while let Some(row) = rows.next()? {
@@ -387,7 +408,7 @@ impl FtsBuilder {
         } else {
             let encoded = self.batch.encode();
             let start = self.spooled;
-            super::write_all_at(&self.spool, &encoded, start)
+            scratch::write_all_at(&self.spool, &encoded, start)
                 .context("writing to the full-text spool file")?;
             self.spooled += encoded.len() as u64;
             self.batch = std::mem::take(&mut self.batch).emptied();
@@ -514,7 +535,7 @@ impl Input {
             }
             Message::Spooled(range) => {
                 let mut bytes = vec![0; (range.end - range.start) as usize];
-                super::read_exact_at(&self.spool, &mut bytes, range.start)
+                scratch::read_exact_at(&self.spool, &mut bytes, range.start)
                     .context("reading the full-text spool file")
                     .and_then(|()| Batch::decode(&bytes))
                     .map(|batch| (batch, false))
@@ -537,16 +558,15 @@ fn build(conn: Connection, input: Input) -> Result<()> {
     conn.execute_batch("BEGIN")?;
     {
         let mut inserts = Inserts {
-            symbol_words: conn.prepare(
-                "INSERT INTO symbols_fts(rowid, name, qualified_name, signature, purpose, summary)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?,
+            symbol_words: conn.prepare(&format!(
+                "INSERT INTO symbols_fts(rowid, {SYMBOL_FTS_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+            ))?,
             symbol_names: conn
                 .prepare("INSERT INTO symbols_name_trigram(rowid, name) VALUES (?1, ?2)")?,
             symbol_qualified_names: conn
                 .prepare("INSERT INTO symbols_qname_trigram(rowid, terms) VALUES (?1, ?2)")?,
             file_words: conn.prepare(&format!(
-                "INSERT INTO files_fts(rowid, {FILE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"
+                "INSERT INTO files_fts(rowid, {FILE_FTS_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"
             ))?,
             file_paths: conn.prepare("INSERT INTO files_trigram(rowid, path) VALUES (?1, ?2)")?,
         };

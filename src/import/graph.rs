@@ -9,24 +9,19 @@
 //! anonymous temporary file whenever it fills, and the sorted runs are merged at the end, so
 //! the edge list never has to fit in memory.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use rusqlite::functions::FunctionFlags;
 use rusqlite::{params, Connection, Statement};
 
 use super::edge_feed::{self, EdgeRows};
+use super::edges::{EdgeLog, FileRun};
 use super::hashes::NodeIds;
-use super::loader::RESOLVED_SYMBOL;
+use super::scratch;
 use crate::cache::names::name_hash;
-
-/// Edges held in memory per direction before a sorted run is written to disk (4 MiB each).
-const EDGE_BUFFER: usize = 1 << 19;
 
 /// Ids of call-graph nodes by name, and the edges between them.
 pub(super) struct CallGraph<'c> {
@@ -52,7 +47,7 @@ impl<'c> CallGraph<'c> {
             insert_node: conn.prepare("INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)")?,
             reverse_lens: BufWriter::with_capacity(
                 1 << 16,
-                super::spill_file(spill_dir, "the call graph's list lengths")?,
+                scratch::spill_file(spill_dir, "the call graph's list lengths")?,
             ),
             lists: ListBits::default(),
             forward: EdgeLog::new(spill_dir),
@@ -260,172 +255,34 @@ impl LinkedGraph {
     }
 }
 
-/// Packed edges: a bounded buffer, and sorted runs one after the other in a temporary file.
-struct EdgeLog {
-    dir: PathBuf,
-    buffer: Vec<u64>,
-    /// The runs' file, made when the buffer first fills.
-    file: Option<File>,
-    /// Edges in each run, in file order.
-    runs: Vec<u64>,
-}
+/// The symbol a call-graph node `n` resolves to: by exact key, then by qualified name (the
+/// first such symbol in id order), then by a simple name that only one symbol has; NULL
+/// otherwise. Names are compared exactly, read through the case-insensitive name indexes. The
+/// one definition of resolution, for a full import (`graph.rs`) and a delta alike.
+///
+/// Each step reads a bounded number of index entries, found or not. The name is compared as
+/// `+n.name`, without the column's text affinity: a comparison with text affinity may not use
+/// the index on the expression `coalesce(qualified_name, key)` (which has none), and SQLite
+/// then walked the symbols in id order for each name that no qualified name matches. A simple
+/// name resolves when its first symbol has no second, however many symbols share it.
+pub(super) const RESOLVED_SYMBOL: &str = "coalesce(
+    (SELECT s.id FROM symbols s WHERE s.key = n.name),
+    (SELECT min(s.id) FROM symbols s WHERE coalesce(s.qualified_name, s.key) = +n.name COLLATE NOCASE
+                                        AND s.qualified_name = n.name),
+    (SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM symbols t WHERE t.name = n.name COLLATE NOCASE
+                                                          AND t.name = n.name AND t.id <> s.id)
+                 THEN s.id END
+     FROM symbols s WHERE s.name = n.name COLLATE NOCASE AND s.name = n.name LIMIT 1))";
 
-impl EdgeLog {
-    fn new(dir: &Path) -> EdgeLog {
-        EdgeLog {
-            dir: dir.to_path_buf(),
-            buffer: Vec::new(),
-            file: None,
-            runs: Vec::new(),
-        }
+/// Resolves the call-graph nodes of these names again (those that exist).
+pub(super) fn resolve_graph_nodes_named(conn: &Connection, names: &[String]) -> Result<()> {
+    let mut resolve = conn.prepare(&format!(
+        "UPDATE graph_nodes AS n SET symbol_id = {RESOLVED_SYMBOL} WHERE n.name = ?1"
+    ))?;
+    for name in names {
+        resolve.execute([name])?;
     }
-
-    fn push(&mut self, edge: u64) -> Result<()> {
-        self.buffer.push(edge);
-        if self.buffer.len() >= EDGE_BUFFER {
-            self.spill()?;
-        }
-        Ok(())
-    }
-
-    /// Sorts the buffer and appends it to the file as a run.
-    fn spill(&mut self) -> Result<()> {
-        self.buffer.sort_unstable();
-        let file = match &mut self.file {
-            Some(file) => file,
-            None => self
-                .file
-                .insert(super::spill_file(&self.dir, "the call graph")?),
-        };
-        let mut writer = BufWriter::with_capacity(1 << 16, file);
-        for edge in &self.buffer {
-            writer.write_all(&edge.to_le_bytes())?;
-        }
-        writer.flush()?;
-        self.runs.push(self.buffer.len() as u64);
-        self.buffer.clear();
-        Ok(())
-    }
-
-    /// All edges in ascending order (duplicates kept).
-    fn into_sorted(mut self) -> Result<SortedEdges> {
-        self.buffer.sort_unstable();
-        let file = self.file.map(Arc::new);
-        let mut runs = Vec::with_capacity(self.runs.len() + 1);
-        let mut start = 0;
-        for &edges in &self.runs {
-            let file = file.clone().expect("runs were written to the file");
-            runs.push(Run::File(FileRun {
-                file,
-                next: start,
-                end: start + edges * PACKED_BYTES,
-                block: Vec::new(),
-                at: 0,
-            }));
-            start += edges * PACKED_BYTES;
-        }
-        runs.push(Run::Memory(self.buffer.into_iter()));
-        let mut heads = BinaryHeap::new();
-        for (i, run) in runs.iter_mut().enumerate() {
-            if let Some(edge) = run.next()? {
-                heads.push(Reverse((edge, i)));
-            }
-        }
-        Ok(SortedEdges { runs, heads })
-    }
-}
-
-/// Bytes of a packed number (an edge, a reverse list's length) in a temporary file.
-const PACKED_BYTES: u64 = std::mem::size_of::<u64>() as u64;
-
-/// One sorted run of edges.
-enum Run {
-    Memory(std::vec::IntoIter<u64>),
-    File(FileRun),
-}
-
-/// Packed numbers in a temporary file, from `next` to `end`, read a block at a time: a run of
-/// edges in the runs' file, read from its own place in it (one file for all runs, however
-/// many: no descriptor per run), or a whole file of them.
-struct FileRun {
-    file: Arc<File>,
-    /// Where the next block starts in the file, and where the run ends.
-    next: u64,
-    end: u64,
-    /// The block read, and the index of its next edge's first byte.
-    block: Vec<u8>,
-    at: usize,
-}
-
-impl Run {
-    fn next(&mut self) -> Result<Option<u64>> {
-        match self {
-            Run::Memory(edges) => Ok(edges.next()),
-            Run::File(run) => run.next(),
-        }
-    }
-}
-
-impl FileRun {
-    /// Bytes read at a time.
-    const BLOCK: u64 = 1 << 16;
-
-    /// Every number written to `file`.
-    fn whole(file: File) -> Result<FileRun> {
-        let end = file.metadata()?.len();
-        Ok(FileRun {
-            file: Arc::new(file),
-            next: 0,
-            end,
-            block: Vec::new(),
-            at: 0,
-        })
-    }
-
-    fn next(&mut self) -> Result<Option<u64>> {
-        if self.at == self.block.len() {
-            if self.next == self.end {
-                return Ok(None);
-            }
-            let len = (self.end - self.next).min(Self::BLOCK);
-            self.block.resize(len as usize, 0);
-            super::read_exact_at(&self.file, &mut self.block, self.next)
-                .context("reading back the call graph")?;
-            self.next += len;
-            self.at = 0;
-        }
-        let bytes = &self.block[self.at..self.at + PACKED_BYTES as usize];
-        self.at += PACKED_BYTES as usize;
-        Ok(Some(u64::from_le_bytes(
-            bytes.try_into().expect("eight bytes"),
-        )))
-    }
-}
-
-/// A k-way merge of sorted runs.
-pub(super) struct SortedEdges {
-    runs: Vec<Run>,
-    heads: BinaryHeap<Reverse<(u64, usize)>>,
-}
-
-impl SortedEdges {
-    /// The smallest edge not yet taken.
-    pub(super) fn peek(&self) -> Option<u64> {
-        self.heads.peek().map(|Reverse((edge, _))| *edge)
-    }
-
-    /// Takes every occurrence of `edge` (the current smallest) and returns how many there were.
-    pub(super) fn take_all(&mut self, edge: u64) -> Result<u64> {
-        let mut n = 0;
-        while self.peek() == Some(edge) {
-            let Reverse((_, i)) = self.heads.pop().expect("peeked");
-            n += 1;
-            if let Some(next) = self.runs[i].next()? {
-                self.heads.push(Reverse((next, i)));
-            }
-        }
-        Ok(n)
-    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -447,26 +304,5 @@ mod tests {
         assert!(!bits.claim(33, true));
         assert!(!bits.claim(100, false));
         assert!(bits.claim(100, true));
-    }
-
-    #[test]
-    fn runs_merge_in_order_with_duplicates() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut log = EdgeLog::new(dir.path());
-        // More than two buffers' worth, in descending order, each edge twice.
-        let total = EDGE_BUFFER as u64 + 1000;
-        for edge in (0..total).rev() {
-            log.push(edge * 7).unwrap();
-            log.push(edge * 7).unwrap();
-        }
-        assert!(log.runs.len() > 1, "the buffer spilled less than twice");
-        let mut sorted = log.into_sorted().unwrap();
-        let mut expected = 0;
-        while let Some(edge) = sorted.peek() {
-            assert_eq!(edge, expected * 7);
-            assert_eq!(sorted.take_all(edge).unwrap(), 2);
-            expected += 1;
-        }
-        assert_eq!(expected, total);
     }
 }

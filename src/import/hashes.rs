@@ -12,6 +12,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use super::scratch;
+
 /// A hasher for keys that are hashes already: a `u64` is its own hash.
 #[derive(Default, Clone, Copy)]
 pub(super) struct Prehashed(u64);
@@ -90,7 +92,7 @@ const TAIL_ROOM: usize = 64;
 impl NodeIds {
     /// An empty table whose hashes file is created in `spill_dir`.
     pub(super) fn new(spill_dir: &Path) -> Result<NodeIds> {
-        let file = super::spill_file(spill_dir, "the call graph's names")?;
+        let file = scratch::spill_file(spill_dir, "the call graph's names")?;
         Ok(NodeIds {
             slots: Vec::new(),
             homes: 0,
@@ -170,7 +172,7 @@ impl NodeIds {
         while id < self.len {
             let want = chunk.len().min((self.len - id) as usize * HASH_BYTES);
             let offset = u64::from(id) * HASH_BYTES as u64;
-            super::read_exact_at(self.hashes.get_ref(), &mut chunk[..want], offset)
+            scratch::read_exact_at(self.hashes.get_ref(), &mut chunk[..want], offset)
                 .context("reading back the call graph's names")?;
             for bytes in chunk[..want].chunks_exact(HASH_BYTES) {
                 id += 1;

@@ -10,7 +10,6 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,33 +17,45 @@ use anyhow::{Context, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::cache::digest::KnownEntries;
-use crate::cache::event::{DocumentKind, Event};
+use crate::cache::event::DocumentKind;
 use crate::cache::paths::canonical_path;
-use crate::cache::reader::{self, InFlight, Limits, ReadOutcome};
+use crate::cache::reader::{Limits, ReadOutcome};
 use crate::cache::scanner::{Progress, ReadError};
 use crate::config::{self, PathRules};
 use crate::db;
 use crate::freshness::mtime_text;
 use crate::project::Project;
-use fts::FtsBuilder;
 
 mod delta;
 mod edge_feed;
+mod edges;
 mod filter;
 pub mod floor;
 mod fts;
+mod full;
 mod graph;
 mod hashes;
 mod loader;
 mod lock;
+mod pipeline;
 mod progress;
+mod rows;
+mod scratch;
+mod tables;
 
-use delta::Delta;
 pub use delta::DeltaCounts;
+use delta::{Delta, DeltaMeetsExcluded};
+use filter::Filter;
+use fts::FtsBuilder;
+use full::FullWriter;
 use graph::CallGraph;
-use loader::{Loader, Sink};
+use loader::{EntryWriter, Loader};
+use pipeline::{Reading, DELTA_READ_AHEAD, READ_AHEAD};
+use progress::size_text;
 pub use progress::{percent_read, progress_text};
 use progress::{Phase, Reporter};
+use scratch::{open_temp_copy, open_temp_database, DELTA_PRAGMAS, INDEXING_PRAGMAS, WRITE_PRAGMAS};
+use tables::Tables;
 
 /// Options of `acpdb import`.
 #[derive(Debug, Clone, clap::Args)]
@@ -155,99 +166,6 @@ impl ImportSummary {
     }
 }
 
-/// An anonymous temporary file in `dir` (next to the database being built) for the import's
-/// data that does not stay in memory; `what` names that data in the error.
-pub(super) fn spill_file(dir: &Path, what: &str) -> Result<fs::File> {
-    tempfile::tempfile_in(dir).with_context(|| {
-        format!(
-            "cannot create a temporary file in {} for {what}",
-            dir.display()
-        )
-    })
-}
-
-/// Reads `buf.len()` bytes of `file` at `offset`, leaving the file's position alone (a spill
-/// file read and written at explicit offsets needs no shared position).
-#[cfg(unix)]
-pub(super) fn read_exact_at(file: &fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-}
-
-/// Writes all of `buf` into `file` at `offset`.
-#[cfg(unix)]
-pub(super) fn write_all_at(file: &fs::File, buf: &[u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
-}
-
-#[cfg(windows)]
-pub(super) fn read_exact_at(
-    file: &fs::File,
-    mut buf: &mut [u8],
-    mut offset: u64,
-) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            n => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
-}
-
-#[cfg(windows)]
-pub(super) fn write_all_at(
-    file: &fs::File,
-    mut buf: &[u8],
-    mut offset: u64,
-) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match std::os::windows::fs::FileExt::seek_write(file, buf, offset)? {
-            0 => return Err(std::io::ErrorKind::WriteZero.into()),
-            n => {
-                buf = &buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Creates the temporary database `path` an import writes in place of the database `like`
-/// (removing a file a failed import left there) and opens it ([`open_temp_copy`]). The file
-/// is never more readable than `like` ([`crate::replace::create_temp`]), so a database a user
-/// restricted stays so while it is rebuilt.
-pub(super) fn open_temp_database(path: &Path, like: &Path) -> Result<Connection> {
-    let _ = fs::remove_file(path);
-    crate::replace::create_temp(path, like)?;
-    open_temp_copy(path)
-}
-
-/// Opens the temporary database `path`, registered as one this process holds locks on
-/// ([`crate::sqlite_locks`]): a file an agent names in a journal attempt while the server
-/// re-imports is then refused instead of read, which would close a descriptor of the file and
-/// drop the import's exclusive lock.
-pub(super) fn open_temp_copy(path: &Path) -> Result<Connection> {
-    let conn = Connection::open(path)?;
-    crate::sqlite_locks::register(path);
-    Ok(conn)
-}
-
-/// A size in the summary's units, decimal as the rate's MB/s (kB = 10^3 bytes, MB = 10^6,
-/// GB = 10^9), with one decimal: `40.2 kB`, `887.1 MB`, `9.0 GB`.
-pub(super) fn size_text(bytes: u64) -> String {
-    const UNITS: [(f64, &str); 3] = [(1e9, "GB"), (1e6, "MB"), (1e3, "kB")];
-    let value = bytes as f64;
-    UNITS
-        .iter()
-        .find(|(scale, _)| value >= *scale)
-        .map_or(format!("{bytes} bytes"), |(scale, unit)| {
-            format!("{:.1} {unit}", value / scale)
-        })
-}
-
 /// Runs `acpdb import` and prints the summary line on stderr (and, before it, a progress bar
 /// on a terminal or progress lines otherwise).
 pub fn run(project: &Project, args: &ImportArgs) -> Result<ImportSummary> {
@@ -309,8 +227,8 @@ pub fn import_with_progress(
                 if err.chain().any(|e| e.is::<ReadError>()) {
                     return result;
                 }
-                if err.chain().any(|e| e.is::<filter::DeltaMeetsExcluded>()) {
-                    full_because = Some(filter::DeltaMeetsExcluded.to_string());
+                if err.chain().any(|e| e.is::<DeltaMeetsExcluded>()) {
+                    full_because = Some(DeltaMeetsExcluded.to_string());
                 } else {
                     tracing::warn!("delta import failed ({err:#}); importing the whole cache");
                     full_because = Some(format!("the delta import failed: {err:#}"));
@@ -422,27 +340,6 @@ struct Source<'a> {
     config_state: &'a str,
 }
 
-/// Connection settings while an import writes its temporary file (nothing reads it, and a
-/// failed or killed import deletes it, so it needs no journal). Foreign keys are not enforced:
-/// the importer assigns every id itself, and checking each edge's two nodes cost a random read
-/// per reference (tests run `PRAGMA foreign_key_check` on the result instead). A delta also
-/// removes rows before the rows that referred to them are brought up to date. A full import
-/// appends to every table, for which an 8 MiB page cache is as fast as 64 MiB.
-const WRITE_PRAGMAS: &str =
-    "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;
-     PRAGMA cache_size = -8192; PRAGMA temp_store = FILE; PRAGMA threads = 2;
-     PRAGMA foreign_keys = OFF;";
-
-/// Connection settings of a delta import, on top of [`WRITE_PRAGMAS`]: it updates rows
-/// anywhere in the database, so it keeps a larger page cache.
-const DELTA_PRAGMAS: &str = "PRAGMA cache_size = -65536;";
-
-/// Connection settings while an import builds its indexes: with a 4 MiB page cache, SQLite's
-/// sorter cuts each index into many small runs, sorted on its two threads and merged, which
-/// at 1M symbols builds the indexes in 5.7 s instead of 8.5 s with 32 MiB (and 12.4 s with
-/// 128 MiB), in less memory.
-const INDEXING_PRAGMAS: &str = "PRAGMA cache_size = -4096;";
-
 /// When a full import checks that the keys of `files`, `symbols` and `source_files` are unique.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum KeyCheck {
@@ -511,22 +408,30 @@ impl Source<'_> {
         conn.execute_batch("BEGIN")?;
         let spill_dir = tmp.parent().unwrap_or(Path::new("."));
         let fts = FtsBuilder::start(&project.db, spill_dir)?;
-        let sink = Sink::Full {
-            graph: Box::new(CallGraph::new(&conn, spill_dir)?),
-            fts,
+        let (read, mut dropped, root, counts, fts, graph) = {
+            let writer = FullWriter::new(CallGraph::new(&conn, spill_dir)?, fts);
+            let mut tables = Tables::new(&conn)?;
+            if check == KeyCheck::AfterLoad {
+                tables.seen_keys = None;
+            }
+            let mut loader = Loader {
+                tables,
+                filter: Filter::new(self.rules.clone(), false),
+                writer,
+            };
+            let cache = self.start_reading(None, progress, READ_AHEAD)?;
+            let read = self.read(&mut loader, &reporter, cache)?;
+            reporter.phase(Phase::Linking);
+            tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
+            let Loader {
+                mut tables,
+                filter,
+                writer,
+            } = loader;
+            let root = tables.root.clone();
+            let (fts, graph) = writer.finish(&mut tables)?;
+            (read, filter.dropped, root, tables.counts, fts, graph)
         };
-        let mut loader = Loader::new(&conn, sink)?;
-        loader.rules = self.rules.clone();
-        if check == KeyCheck::AfterLoad {
-            loader.seen_keys = None;
-        }
-        let cache = self.start_reading(None, progress, READ_AHEAD)?;
-        let read = self.read(&mut loader, &reporter, cache)?;
-        reporter.phase(Phase::Linking);
-        tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
-        let mut dropped = loader.dropped;
-        let root = loader.root.clone();
-        let (counts, fts, graph) = loader.finish()?;
         tracing::debug!(
             "built the call graph at {:.2} s",
             started.elapsed().as_secs_f64()
@@ -622,18 +527,26 @@ impl Source<'_> {
         conn.execute_batch(DELTA_PRAGMAS)?;
         register_functions(&conn)?;
         conn.execute_batch("BEGIN")?;
-        let delta = Delta::start(&conn, known)?;
-        let root = delta.root.clone();
-        let mut loader = Loader::new(&conn, Sink::Delta(Box::new(delta)))?;
-        loader.root = root;
-        loader.rules = self.rules.clone();
-        let read = self.read(&mut loader, &reporter, cache)?;
-        tracing::debug!(
-            "compared entries in {:.2} s",
-            started.elapsed().as_secs_f64()
-        );
-        reporter.phase(Phase::Linking);
-        let counts = loader.finish_delta()?;
+        let (read, counts) = {
+            let delta = Delta::start(&conn, known)?;
+            let mut tables = Tables::new(&conn)?;
+            tables.root = delta.root.clone();
+            let mut loader = Loader {
+                tables,
+                filter: Filter::new(self.rules.clone(), true),
+                writer: delta,
+            };
+            let read = self.read(&mut loader, &reporter, cache)?;
+            tracing::debug!(
+                "compared entries in {:.2} s",
+                started.elapsed().as_secs_f64()
+            );
+            reporter.phase(Phase::Linking);
+            let Loader {
+                mut tables, writer, ..
+            } = loader;
+            (read, writer.finish(&mut tables)?)
+        };
         tracing::debug!(
             "brought derived rows up to date at {:.2} s",
             started.elapsed().as_secs_f64()
@@ -673,7 +586,8 @@ impl Source<'_> {
     /// The progress reporter of this import.
     fn reporter(&self, progress: &Arc<Progress>) -> Result<Reporter> {
         Reporter::start(
-            self.args,
+            self.args.no_progress,
+            self.args.progress_interval,
             self.cache_path,
             self.cache_meta.len(),
             progress,
@@ -705,7 +619,12 @@ impl Source<'_> {
     }
 
     /// Writes the cache being read into `loader`, then reads the vars file into it.
-    fn read(&self, loader: &mut Loader<'_>, reporter: &Reporter, cache: Reading) -> Result<Read> {
+    fn read<'c, W: EntryWriter<'c>>(
+        &self,
+        loader: &mut Loader<'c, W>,
+        reporter: &Reporter,
+        cache: Reading,
+    ) -> Result<Read> {
         let cache = cache.finish(loader, Some(reporter))?;
         let mut vars = None;
         if let Some(vars_path) = &self.project.vars {
@@ -767,119 +686,6 @@ fn file_size(path: &Path) -> Result<u64> {
         .len())
 }
 
-/// A document being read on a thread of its own.
-struct Reading {
-    path: PathBuf,
-    kind: DocumentKind,
-    rx: std::sync::mpsc::Receiver<Vec<Event>>,
-    /// Written events, back to the reading thread to free.
-    spent: std::sync::mpsc::SyncSender<Vec<Event>>,
-    /// Batches written, for the reader's bound on the bytes ahead (not in a delta's reading
-    /// of the cache).
-    written: Option<Arc<InFlight>>,
-    thread: std::thread::JoinHandle<Result<ReadOutcome, ReadError>>,
-}
-
-/// Batches of events the reader may be ahead of the writer in a full import.
-const READ_AHEAD: usize = 16;
-
-/// Batches a delta's reader may be ahead while the database is being copied: unchanged
-/// entries are small events, so this holds a few hundred thousand of them.
-const DELTA_READ_AHEAD: usize = 128;
-
-impl Reading {
-    /// Starts reading `path`, sending at most `ahead` batches before they are consumed.
-    fn start(
-        path: &Path,
-        kind: DocumentKind,
-        limits: Limits,
-        known: Option<Arc<KnownEntries>>,
-        progress: Arc<Progress>,
-        ahead: usize,
-    ) -> Result<Reading> {
-        let (tx, rx) = sync_channel::<Vec<Event>>(ahead);
-        let (spent, returned) = sync_channel::<Vec<Event>>(ahead);
-        // A delta's reader sends mostly unchanged entries, small events for many bytes: only
-        // the channel's length bounds it.
-        let written = known.is_none().then(|| Arc::new(InFlight::default()));
-        let owned_path = path.to_path_buf();
-        let counted = written.clone();
-        let thread = std::thread::Builder::new()
-            .name("acpdb-reader".into())
-            .spawn(move || {
-                let channels = reader::Channels {
-                    events: tx,
-                    spent: Some(returned),
-                    written: counted,
-                };
-                reader::read_document_with(&owned_path, kind, limits, known, progress, channels)
-            })?;
-        Ok(Reading {
-            path: path.to_path_buf(),
-            kind,
-            rx,
-            spent,
-            written,
-            thread,
-        })
-    }
-
-    /// Writes every event into `loader` as it arrives, until the document ends.
-    fn finish(self, loader: &mut Loader<'_>, reporter: Option<&Reporter>) -> Result<ReadOutcome> {
-        let Reading {
-            path,
-            kind,
-            rx,
-            spent,
-            written,
-            thread,
-        } = self;
-        let mut write_error = None;
-        for batch in rx.iter() {
-            let mut done = Vec::new();
-            for event in batch {
-                match loader.event(kind, event) {
-                    Ok(Some(event)) => done.push(event),
-                    Ok(None) => {}
-                    Err(err) => {
-                        write_error = Some(err);
-                        break;
-                    }
-                }
-            }
-            // The reading thread frees what it allocated (freeing another thread's memory
-            // contends for its allocator's lock); if it has enough to free, this one does.
-            if !done.is_empty() {
-                let _ = spent.try_send(done);
-            }
-            if write_error.is_some() {
-                break;
-            }
-            if let Some(written) = &written {
-                written.wrote_batch();
-            }
-            if let Some(reporter) = reporter {
-                reporter.tick();
-            }
-        }
-        if let Some(written) = &written {
-            written.stopped();
-        }
-        drop(rx);
-        let read_result = thread
-            .join()
-            .map_err(|_| anyhow::anyhow!("the reader thread panicked"))?;
-        if let Some(err) = write_error {
-            return Err(err);
-        }
-        let outcome = read_result?;
-        if kind == DocumentKind::Cache {
-            loader.check_cache_shape(&path)?;
-        }
-        Ok(outcome)
-    }
-}
-
 /// Registers SQL helper functions used during import.
 fn register_functions(conn: &Connection) -> Result<()> {
     use rusqlite::functions::FunctionFlags;
@@ -894,46 +700,4 @@ fn register_functions(conn: &Connection) -> Result<()> {
         },
     )?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{open_temp_database, size_text};
-
-    #[test]
-    fn sizes_are_shown_in_the_largest_unit_they_reach() {
-        assert_eq!(size_text(0), "0 bytes");
-        assert_eq!(size_text(999), "999 bytes");
-        assert_eq!(size_text(40_249), "40.2 kB");
-        assert_eq!(size_text(887_149_000), "887.1 MB");
-        assert_eq!(size_text(9_012_000_000), "9.0 GB");
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn an_imports_temporary_database_is_registered_and_as_private_as_the_database() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("acp.db");
-        std::fs::write(&db, b"").unwrap();
-        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let tmp = dir.path().join(".acp.db.7.tmp");
-        let conn = open_temp_database(&tmp, &db).unwrap();
-        conn.execute_batch("PRAGMA journal_mode = DELETE; BEGIN; CREATE TABLE t(x);")
-            .unwrap();
-        let mode = std::fs::metadata(&tmp).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        let journal = dir.path().join(".acp.db.7.tmp-journal");
-        for file in [&tmp, &journal] {
-            let meta = std::fs::metadata(file).unwrap();
-            assert!(
-                crate::sqlite_locks::is_registered(&meta),
-                "{}",
-                file.display()
-            );
-        }
-        assert!(!crate::sqlite_locks::is_registered(
-            &std::fs::metadata(&db).unwrap()
-        ));
-    }
 }

@@ -13,8 +13,6 @@ use anyhow::{Context, Result};
 
 use crate::cache::scanner::Progress;
 
-use super::ImportArgs;
-
 /// How far reading a cache of `total` bytes has come, in percent.
 pub fn percent_read(read: u64, total: u64) -> f64 {
     if total == 0 {
@@ -29,7 +27,7 @@ pub fn progress_text(read: u64, total: u64, elapsed: Duration) -> String {
     format!(
         "{:.0}% of {} read, {:.1} s elapsed",
         percent_read(read, total),
-        super::size_text(total),
+        size_text(total),
         elapsed.as_secs_f64()
     )
 }
@@ -90,14 +88,17 @@ pub(super) enum Reporter {
 }
 
 impl Reporter {
+    /// Starts reporting on an import of `cache` (`total` bytes): nothing with `quiet`, a bar on a
+    /// terminal, otherwise a line every `interval` seconds.
     pub(super) fn start(
-        args: &ImportArgs,
+        quiet: bool,
+        interval: f64,
         cache: &Path,
         total: u64,
         progress: &Arc<Progress>,
         started: Instant,
     ) -> Result<Reporter> {
-        if args.no_progress {
+        if quiet {
             return Ok(Reporter::Quiet);
         }
         if std::io::stderr().is_terminal() {
@@ -120,20 +121,16 @@ impl Reporter {
                 total,
             });
         }
-        let interval = Duration::try_from_secs_f64(args.progress_interval)
+        let interval = Duration::try_from_secs_f64(interval)
             .ok()
             .filter(|i| !i.is_zero())
             .with_context(|| {
                 format!(
                     "--progress-interval must be a positive number of seconds, got {}",
-                    args.progress_interval
+                    interval
                 )
             })?;
-        eprintln!(
-            "import: reading {} ({})",
-            cache.display(),
-            super::size_text(total)
-        );
+        eprintln!("import: reading {} ({})", cache.display(), size_text(total));
         let phase = Arc::new(Mutex::new(Phase::Reading.name()));
         let (stop, stopped) = mpsc::channel::<()>();
         let (shown, progress) = (Arc::clone(&phase), Arc::clone(progress));
@@ -192,5 +189,32 @@ impl Drop for Reporter {
                 }
             }
         }
+    }
+}
+
+/// A size in the summary's units, decimal as the rate's MB/s (kB = 10^3 bytes, MB = 10^6,
+/// GB = 10^9), with one decimal: `40.2 kB`, `887.1 MB`, `9.0 GB`.
+pub(super) fn size_text(bytes: u64) -> String {
+    const UNITS: [(f64, &str); 3] = [(1e9, "GB"), (1e6, "MB"), (1e3, "kB")];
+    let value = bytes as f64;
+    UNITS
+        .iter()
+        .find(|(scale, _)| value >= *scale)
+        .map_or(format!("{bytes} bytes"), |(scale, unit)| {
+            format!("{:.1} {unit}", value / scale)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_text;
+
+    #[test]
+    fn sizes_are_shown_in_the_largest_unit_they_reach() {
+        assert_eq!(size_text(0), "0 bytes");
+        assert_eq!(size_text(999), "999 bytes");
+        assert_eq!(size_text(40_249), "40.2 kB");
+        assert_eq!(size_text(887_149_000), "887.1 MB");
+        assert_eq!(size_text(9_012_000_000), "9.0 GB");
     }
 }

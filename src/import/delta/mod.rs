@@ -21,7 +21,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, Statement};
 use serde_json::Value;
@@ -31,11 +31,14 @@ use crate::cache::event::Section;
 use crate::cache::fields::{Cell, SYMBOL_NAME_CELL, SYMBOL_QUALIFIED_NAME_CELL};
 use crate::db;
 
-use super::fts::{self, qualified_name_terms};
-use super::loader::{
-    cell_value, entry_values, file_columns, list_items, resolve_graph_nodes_named, sql_params,
-    symbol_calls, symbol_columns, Loader, Sink, DUPLICATE_KEY, SYMBOL_FTS_CELLS,
+use super::fts::{qualified_name_terms, FILE_FTS_COLUMNS, SYMBOL_FTS_CELLS, SYMBOL_FTS_COLUMNS};
+use super::rows::{
+    cell_value, entry_values, file_columns, sql_params, symbol_calls, symbol_columns,
 };
+use super::tables::DUPLICATE_KEY;
+
+mod compare;
+mod derive;
 
 /// Tables of the sections a delta rewrites whole (cleared before the new cache is read).
 /// `domain_files` rows that come from `domains` go with them; those from files are kept.
@@ -59,6 +62,12 @@ const REWRITTEN_TABLES: &[&str] = &[
 /// to the rewritten sections and are cleared with them.
 const COMPARED_WARNING_PREFIXES: &[&str] =
     &["files[", "symbols[", "graph.forward[", "graph.reverse["];
+
+/// Why a delta gives up: the new cache has something the config excludes (a full import then
+/// runs, and says this).
+#[derive(Debug, thiserror::Error)]
+#[error("the cache has entries that {} excludes", crate::config::CONFIG_FILE)]
+pub(super) struct DeltaMeetsExcluded;
 
 /// What a delta changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -274,8 +283,8 @@ fn lookup(
     Ok(found.unwrap_or(Stored::Absent))
 }
 
-/// A call-graph list of the new cache.
-struct List<'a> {
+/// A call-graph list of the new cache, with its node ids.
+struct NewList<'a> {
     section: Section,
     key: &'a str,
     key_id: u32,
@@ -430,14 +439,10 @@ impl<'c> Delta<'c> {
             update_symbol: conn.prepare(&update_symbol)?,
             list_by_node: conn
                 .prepare("SELECT id, items FROM graph_lists WHERE node_id = ?1 AND reverse = ?2")?,
-            symbols_fts: fts_statements(
-                conn,
-                "symbols_fts",
-                "name, qualified_name, signature, purpose, summary",
-            )?,
+            symbols_fts: fts_statements(conn, "symbols_fts", SYMBOL_FTS_COLUMNS)?,
             symbols_name_trigram: fts_statements(conn, "symbols_name_trigram", "name")?,
             symbols_qname_trigram: fts_statements(conn, "symbols_qname_trigram", "terms")?,
-            files_fts: fts_statements(conn, "files_fts", "path, module, summary, purpose")?,
+            files_fts: fts_statements(conn, "files_fts", FILE_FTS_COLUMNS)?,
             files_trigram: fts_statements(conn, "files_trigram", "path")?,
             node_by_name: conn.prepare("SELECT id FROM graph_nodes WHERE name = ?1")?,
             node_ids: HashMap::new(),
@@ -619,6 +624,17 @@ impl<'c> Delta<'c> {
         }
     }
 
+    /// Removes the warnings of an entry that changed (they are raised again if still due).
+    pub(super) fn clear_warnings(&mut self, json_path: &str) -> Result<()> {
+        if self.entry_warnings {
+            self.conn.execute(
+                "DELETE FROM import_warnings WHERE path = ?1 OR (substr(path, 1, length(?1) + 1) IN (?1 || '.', ?1 || '['))",
+                [json_path],
+            )?;
+        }
+        Ok(())
+    }
+
     /// Deletes (`op` 0) or inserts (1) a file's full-text rows, given its stored row.
     fn fts_file(&mut self, op: usize, row: &StoredRow) -> Result<()> {
         // Values: key, path, then FILE_FIELDS' columns: path_field, lines, language, module,
@@ -628,533 +644,6 @@ impl<'c> Delta<'c> {
         let id = ValueRef::Integer(row.id);
         self.files_fts[op].execute(sql_params([id, path, module, summary, purpose]))?;
         self.files_trigram[op].execute(sql_params([id, path]))?;
-        Ok(())
-    }
-}
-
-impl<'c> Loader<'c> {
-    fn delta(&mut self) -> &mut Delta<'c> {
-        match &mut self.sink {
-            Sink::Delta(delta) => delta,
-            Sink::Full { .. } => unreachable!("called only in a delta import"),
-        }
-    }
-
-    /// An entry whose digest the database holds: only marked as seen (a second time, it is a
-    /// duplicate key).
-    pub(super) fn unchanged(&mut self, section: Section, id: u32) -> Result<()> {
-        let delta = self.delta();
-        if !delta.seen_mut(section).insert(i64::from(id)) {
-            let key: String = self.conn.query_row(
-                match section {
-                    Section::Files => "SELECT key FROM files WHERE id = ?1",
-                    Section::Symbols => "SELECT key FROM symbols WHERE id = ?1",
-                    _ => "SELECT n.name FROM graph_lists l JOIN graph_nodes n ON n.id = l.node_id WHERE l.id = ?1",
-                },
-                [id],
-                |r| r.get(0),
-            )?;
-            return self.warn(format!("{}[{key:?}]", section.path()), DUPLICATE_KEY);
-        }
-        delta.counts.count(section, Change::Unchanged);
-        Ok(())
-    }
-
-    /// Removes the warnings of an entry that changed (they are raised again if still due).
-    fn clear_warnings(&mut self, json_path: &str) -> Result<()> {
-        if self.delta().entry_warnings {
-            self.conn.execute(
-                "DELETE FROM import_warnings WHERE path = ?1 OR (substr(path, 1, length(?1) + 1) IN (?1 || '.', ?1 || '['))",
-                [json_path],
-            )?;
-        }
-        Ok(())
-    }
-
-    /// Writes a file or symbol entry if it is new or differs from its stored row. Returns
-    /// `None` when there is nothing more to do (unchanged, or a duplicate key), else the row id
-    /// and, for a changed entry, its stored row before the update.
-    fn write_entry(
-        &mut self,
-        section: Section,
-        key: &str,
-        path: Option<&str>,
-        cells: &[Cell],
-        extra: &str,
-        digest: i64,
-    ) -> Result<Option<(i64, Option<StoredRow>)>> {
-        let files = section == Section::Files;
-        let json_path = || format!("{}[{key:?}]", section.path());
-        let delta = self.delta();
-        let (by_key, columns) = if files {
-            (&mut delta.file_by_key, delta.file_columns)
-        } else {
-            (&mut delta.symbol_by_key, delta.symbol_columns)
-        };
-        let stored = lookup(by_key, columns, key, path, cells, extra, digest)?;
-        let id = match &stored {
-            Stored::Same(id, _) => *id,
-            Stored::Differs(row) => row.id,
-            Stored::Absent => {
-                let insert = if files {
-                    &mut self.insert_file
-                } else {
-                    &mut self.insert_symbol
-                };
-                insert.execute(sql_params(entry_values(key, path, cells, extra, digest)))?;
-                let id = self.conn.last_insert_rowid();
-                let delta = self.delta();
-                delta.seen_mut(section).insert(id);
-                delta.counts.count(section, Change::Added);
-                return Ok(Some((id, None)));
-            }
-        };
-        if !self.delta().seen_mut(section).insert(id) {
-            self.warn(json_path(), DUPLICATE_KEY)?;
-            return Ok(None);
-        }
-        match stored {
-            Stored::Same(_, redigested) => {
-                if redigested {
-                    let table = if files { "files" } else { "symbols" };
-                    self.conn.execute(
-                        &format!("UPDATE {table} SET digest = ?2 WHERE id = ?1"),
-                        params![id, digest],
-                    )?;
-                }
-                self.delta().counts.count(section, Change::Unchanged);
-                Ok(None)
-            }
-            Stored::Differs(row) => {
-                self.clear_warnings(&json_path())?;
-                let delta = self.delta();
-                delta.counts.count(section, Change::Changed);
-                let update = if files {
-                    &mut delta.update_file
-                } else {
-                    &mut delta.update_symbol
-                };
-                let values =
-                    entry_values(key, path, cells, extra, digest).chain([ValueRef::Integer(id)]);
-                update.execute(sql_params(values))?;
-                Ok(Some((id, Some(row))))
-            }
-            Stored::Absent => unreachable!("inserted above"),
-        }
-    }
-
-    pub(super) fn delta_file(
-        &mut self,
-        key: &str,
-        path: String,
-        cells: &[Cell],
-        extra: &str,
-        digest: i64,
-    ) -> Result<()> {
-        let Some((id, old)) =
-            self.write_entry(Section::Files, key, Some(&path), cells, extra, digest)?
-        else {
-            return Ok(());
-        };
-        let delta = self.delta();
-        if let Some(old) = old {
-            delta.fts_file(0, &old)?;
-            if let Some(old_path) = old.text(1) {
-                delta.paths.insert(old_path.to_string());
-            }
-            delta.files_to_clear.push(id);
-        }
-        self.check_file(key, cells)?;
-        let delta = self.delta();
-        let columns = delta.file_columns;
-        let row = delta
-            .file_by_id
-            .query_row([id], |r| StoredRow::read(r, columns))?;
-        delta.fts_file(1, &row)?;
-        delta.paths.insert(path);
-        delta.files_to_derive.push(id);
-        Ok(())
-    }
-
-    pub(super) fn delta_symbol(
-        &mut self,
-        key: &str,
-        file_path: Option<String>,
-        cells: &[Cell],
-        extra: &str,
-        digest: i64,
-    ) -> Result<()> {
-        let path = file_path.as_deref();
-        let Some((id, old)) =
-            self.write_entry(Section::Symbols, key, path, cells, extra, digest)?
-        else {
-            return Ok(());
-        };
-        if let Some(old) = old {
-            self.delta().unlink_symbol(&old)?;
-        }
-        self.check_symbol(key, cells)?;
-        let delta = self.delta();
-        delta.fts_symbol(1, id, cells, path)?;
-        delta.symbol_edges(key, cells, 1)?;
-        delta.symbol_names(key, cells);
-        Ok(())
-    }
-
-    pub(super) fn delta_graph_list(
-        &mut self,
-        section: Section,
-        key: &str,
-        value: &Value,
-        digest: i64,
-    ) -> Result<()> {
-        let reverse = section == Section::GraphReverse;
-        let json_path = || format!("{}[{key:?}]", section.path());
-        let delta = self.delta();
-        let key_id = delta.node(key)?;
-        let mut ids = std::mem::take(&mut delta.ids);
-        ids.clear();
-        let items = match value {
-            Value::Array(items) => {
-                for name in items.iter().filter_map(Value::as_str) {
-                    ids.push(delta.node(name)?);
-                }
-                list_items(items, &ids)
-            }
-            other => SqlValue::Text(other.to_string()),
-        };
-        // The stored list, read into memory only when it differs.
-        let stored: Option<(i64, Option<SqlValue>)> = delta
-            .list_by_node
-            .query_row(params![key_id, reverse], |r| {
-                let same = r.get_ref(1)? == ValueRef::from(&items);
-                Ok((r.get(0)?, if same { None } else { Some(r.get(1)?) }))
-            })
-            .optional()?;
-        let list = List {
-            section,
-            key,
-            key_id,
-            value,
-            items,
-            ids: &ids,
-            digest,
-        };
-        let result = self.apply_list(list, stored, json_path);
-        self.delta().ids = ids;
-        result
-    }
-
-    /// Writes a call-graph list that is new or differs from the stored one (`stored`: its row
-    /// id and, when it differs, its items).
-    fn apply_list(
-        &mut self,
-        list: List<'_>,
-        stored: Option<(i64, Option<SqlValue>)>,
-        json_path: impl Fn() -> String,
-    ) -> Result<()> {
-        let List {
-            section,
-            key,
-            key_id,
-            value,
-            items,
-            ids,
-            digest,
-        } = list;
-        let reverse = section == Section::GraphReverse;
-        let delta = self.delta();
-        match stored {
-            Some((id, old)) => {
-                if !delta.seen_lists.insert(id) {
-                    return self.warn(json_path(), DUPLICATE_KEY);
-                }
-                let Some(old) = old else {
-                    // Written differently, same names: only the digest changes.
-                    self.conn.execute(
-                        "UPDATE graph_lists SET digest = ?2 WHERE id = ?1",
-                        params![id, digest],
-                    )?;
-                    return Ok(());
-                };
-                let (old_ids, _) = delta.stored_list(&old)?;
-                delta.list_edges(key_id, reverse, &old_ids, -1);
-                self.clear_warnings(&json_path())?;
-                self.conn.execute(
-                    "UPDATE graph_lists SET items = ?2, digest = ?3 WHERE id = ?1",
-                    params![id, items, digest],
-                )?;
-            }
-            None => {
-                self.insert_graph_list
-                    .execute(params![key_id, reverse, items, digest])?;
-                let id = self.conn.last_insert_rowid();
-                self.delta().seen_lists.insert(id);
-            }
-        }
-        let delta = self.delta();
-        delta.counts.lists_changed += 1;
-        delta.list_edges(key_id, reverse, ids, 1);
-        if reverse {
-            let len = value.as_array().map_or(0, Vec::len);
-            delta.reverse_len.insert(key_id, len as i64);
-        }
-        if !value.is_array() {
-            self.warn_list_not_names(section, key)?;
-        }
-        Ok(())
-    }
-
-    /// Removes what the new cache no longer has, brings every derived table up to date and
-    /// returns what changed.
-    pub(super) fn finish_delta(mut self) -> Result<DeltaCounts> {
-        let root = project_root(self.conn)?;
-        if root != self.delta().root {
-            bail!("the project root changed, so every stored path must be computed again");
-        }
-        self.remove_unseen()?;
-        let conn = self.conn;
-
-        // Inline annotations of changed files, then of added and changed files.
-        let cleared: HashSet<i64> = self.delta().files_to_clear.drain(..).collect();
-        if !cleared.is_empty() {
-            let mut stmt = conn.prepare("SELECT DISTINCT file_id FROM inline_annotations")?;
-            let present: Vec<i64> = stmt
-                .query_map([], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
-            let mut clear = conn.prepare("DELETE FROM inline_annotations WHERE file_id = ?1")?;
-            for id in present.into_iter().filter(|id| cleared.contains(id)) {
-                clear.execute([id])?;
-            }
-        }
-        let derive = std::mem::take(&mut self.delta().files_to_derive);
-        {
-            let mut stmt =
-                conn.prepare("SELECT key, path, inline_json FROM files WHERE id = ?1")?;
-            for id in derive {
-                let (key, path, inline): (String, String, Option<String>) =
-                    stmt.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-                // Domain memberships are recomputed per path below.
-                self.file_rows(id, &key, &path, None, inline.as_deref())?;
-            }
-        }
-
-        let Sink::Delta(mut delta) = self.sink else {
-            unreachable!("called only in a delta import")
-        };
-        {
-            let mut clear =
-                conn.prepare("DELETE FROM domain_files WHERE path = ?1 AND source = 'file'")?;
-            let mut fill = conn.prepare(
-                "INSERT OR IGNORE INTO domain_files(domain, path, source)
-                 SELECT j.value, f.path, 'file' FROM files f, json_each(f.domains_json) j
-                 WHERE f.path = ?1 AND json_type(f.domains_json) = 'array' AND j.type = 'text'",
-            )?;
-            for path in &delta.paths {
-                clear.execute([path])?;
-                fill.execute([path])?;
-            }
-        }
-        let step = std::time::Instant::now();
-        delta.apply_edges()?;
-        tracing::debug!(
-            "applied edge changes in {:.2} s",
-            step.elapsed().as_secs_f64()
-        );
-        delta.remove_unreferenced_nodes()?;
-        fts::update_symbol_files(conn, delta.symbol_paths.drain())?;
-        tracing::debug!(
-            "removed unreferenced nodes at {:.2} s",
-            step.elapsed().as_secs_f64()
-        );
-        let names: Vec<String> = delta.names.drain().collect();
-        resolve_graph_nodes_named(conn, &names)?;
-        tracing::debug!(
-            "resolved {} names at {:.2} s",
-            names.len(),
-            step.elapsed().as_secs_f64()
-        );
-        Ok(std::mem::take(&mut delta.counts))
-    }
-
-    /// Removes the files, symbols and lists the new cache did not have.
-    fn remove_unseen(&mut self) -> Result<()> {
-        let conn = self.conn;
-        // Every stored row has a digest, so the known entries not seen are the rows to remove.
-        let unseen = |delta: &Delta<'_>, sections: &[Section]| -> Vec<i64> {
-            delta
-                .known
-                .entries()
-                .filter(|(section, _)| sections.contains(section))
-                .map(|(section, id)| (section, i64::from(id)))
-                .filter(|(section, id)| !delta.seen(*section).contains(*id))
-                .map(|(_, id)| id)
-                .collect()
-        };
-        let files = unseen(self.delta(), &[Section::Files]);
-        let file_columns = self.delta().file_columns;
-        for id in files {
-            let delta = self.delta();
-            let row = delta
-                .file_by_id
-                .query_row([id], |r| StoredRow::read(r, file_columns))?;
-            delta.fts_file(0, &row)?;
-            if let Some(path) = row.text(1) {
-                delta.paths.insert(path.to_string());
-            }
-            delta.files_to_clear.push(id);
-            delta.counts.files_removed += 1;
-            conn.execute("DELETE FROM files WHERE id = ?1", [id])?;
-            let key = row.text(0).unwrap_or_default().to_string();
-            self.clear_warnings(&format!("files[{key:?}]"))?;
-        }
-        let symbols = unseen(self.delta(), &[Section::Symbols]);
-        let symbol_columns = self.delta().symbol_columns;
-        for id in symbols {
-            let delta = self.delta();
-            let row = delta
-                .symbol_by_id
-                .query_row([id], |r| StoredRow::read(r, symbol_columns))?;
-            delta.unlink_symbol(&row)?;
-            delta.counts.symbols_removed += 1;
-            conn.execute("DELETE FROM symbols WHERE id = ?1", [id])?;
-            let key = row.text(0).unwrap_or_default().to_string();
-            self.clear_warnings(&format!("symbols[{key:?}]"))?;
-        }
-        let lists = unseen(
-            self.delta(),
-            &[Section::GraphForward, Section::GraphReverse],
-        );
-        for id in lists {
-            let (node_id, reverse, items, name): (u32, bool, SqlValue, String) = conn.query_row(
-                "SELECT l.node_id, l.reverse, l.items, n.name FROM graph_lists l
-                 JOIN graph_nodes n ON n.id = l.node_id WHERE l.id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )?;
-            let delta = self.delta();
-            let (ids, _) = delta.stored_list(&items)?;
-            delta.list_edges(node_id, reverse, &ids, -1);
-            delta.touched_nodes.insert(node_id);
-            delta.counts.lists_changed += 1;
-            if reverse {
-                delta.reverse_len.insert(node_id, 0);
-            }
-            conn.execute("DELETE FROM graph_lists WHERE id = ?1", [id])?;
-            let section = if reverse {
-                "graph.reverse"
-            } else {
-                "graph.forward"
-            };
-            self.clear_warnings(&format!("{section}[{name:?}]"))?;
-        }
-        Ok(())
-    }
-}
-
-impl Delta<'_> {
-    /// Applies the edge changes to `call_edges` and the nodes' counts.
-    fn apply_edges(&mut self) -> Result<()> {
-        let mut changes: Vec<(u64, (i64, i64))> = self
-            .edge_changes
-            .drain()
-            .filter(|(_, (f, r))| *f != 0 || *r != 0)
-            .collect();
-        changes.sort_unstable();
-        let conn = self.conn;
-        let mut read = conn.prepare(
-            "SELECT forward_count, reverse_count FROM call_edges WHERE caller_id = ?1 AND callee_id = ?2",
-        )?;
-        let mut insert = conn.prepare(
-            "INSERT INTO call_edges(caller_id, callee_id, count, forward_count, reverse_count)
-             VALUES (?1, ?2, max(?3, ?4), ?3, ?4)",
-        )?;
-        let mut update = conn.prepare(
-            "UPDATE call_edges SET count = max(?3, ?4), forward_count = ?3, reverse_count = ?4
-             WHERE caller_id = ?1 AND callee_id = ?2",
-        )?;
-        let mut delete =
-            conn.prepare("DELETE FROM call_edges WHERE caller_id = ?1 AND callee_id = ?2")?;
-        // Changes of (callers, callees) per node.
-        let mut degree: HashMap<u32, (i64, i64)> = HashMap::new();
-        for (edge, (forward, reverse)) in changes {
-            let (caller, callee) = ((edge >> 32) as u32, (edge & 0xffff_ffff) as u32);
-            let old: Option<(i64, i64)> = read
-                .query_row(params![caller, callee], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
-            let (old_forward, old_reverse) = old.unwrap_or((0, 0));
-            let (new_forward, new_reverse) = (old_forward + forward, old_reverse + reverse);
-            if new_forward < 0 || new_reverse < 0 {
-                bail!("the stored call graph does not match its lists");
-            }
-            let gone = new_forward == 0 && new_reverse == 0;
-            if gone {
-                delete.execute(params![caller, callee])?;
-            } else if old.is_some() {
-                update.execute(params![caller, callee, new_forward, new_reverse])?;
-            } else {
-                insert.execute(params![caller, callee, new_forward, new_reverse])?;
-            }
-            let step = match (old.is_some(), gone) {
-                (false, false) => 1,
-                (true, true) => -1,
-                _ => 0,
-            };
-            if step != 0 {
-                degree.entry(callee).or_default().0 += step;
-                degree.entry(caller).or_default().1 += step;
-                if step > 0 {
-                    self.counts.edges_added += 1;
-                } else {
-                    self.counts.edges_removed += 1;
-                }
-            }
-        }
-        let mut update = conn.prepare(
-            "UPDATE graph_nodes SET callers = callers + ?2, callees = callees + ?3 WHERE id = ?1",
-        )?;
-        for (node, (callers, callees)) in degree {
-            if callers != 0 || callees != 0 {
-                update.execute(params![node, callers, callees])?;
-            }
-            if callers < 0 || callees < 0 {
-                // Lost an edge: perhaps no longer referenced at all.
-                self.touched_nodes.insert(node);
-            }
-        }
-        let mut update = conn.prepare("UPDATE graph_nodes SET reverse_len = ?2 WHERE id = ?1")?;
-        for (node, len) in self.reverse_len.drain() {
-            update.execute(params![node, len])?;
-        }
-        Ok(())
-    }
-
-    /// Removes nodes a full import would not have created: no edge, no list, and not the own
-    /// name of a symbol with a `calls` or `called_by` list.
-    fn remove_unreferenced_nodes(&mut self) -> Result<()> {
-        let conn = self.conn;
-        let mut node = conn.prepare(
-            "SELECT name FROM graph_nodes n WHERE id = ?1 AND callers = 0 AND callees = 0
-               AND NOT EXISTS (SELECT 1 FROM graph_lists l WHERE l.node_id = n.id)",
-        )?;
-        let mut own_name = conn.prepare(
-            "SELECT 1 FROM symbols WHERE coalesce(qualified_name, key) = ?1 COLLATE NOCASE
-               AND coalesce(qualified_name, key) = ?1
-               AND (json_type(calls_json) = 'array' OR json_type(called_by_json) = 'array')
-             LIMIT 1",
-        )?;
-        let mut delete = conn.prepare("DELETE FROM graph_nodes WHERE id = ?1")?;
-        for id in self.touched_nodes.drain() {
-            let Some(name) = node.query_row([id], |r| r.get::<_, String>(0)).optional()? else {
-                continue;
-            };
-            if own_name.exists([&name])? {
-                continue;
-            }
-            delete.execute([id])?;
-            self.names.remove(&name);
-            self.node_ids.remove(&name);
-        }
         Ok(())
     }
 }

@@ -1,0 +1,283 @@
+//! The delta's comparison of entries: each file, symbol and call-graph list of the new cache
+//! is looked up by key and compared with its stored row, exactly (every column and `extra`);
+//! only an entry that is new or differs is written (a row updated in place, keeping its id, or
+//! inserted), with its full-text rows replaced and its call edges counted in and out. What
+//! depends on many entries is brought up to date at the end (`derive.rs`).
+
+use anyhow::Result;
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use rusqlite::{params, OptionalExtension};
+use serde_json::Value;
+
+use crate::cache::event::Section;
+use crate::cache::fields::Record;
+use crate::cache::names::NameList;
+
+use super::{lookup, Change, Delta, DeltaMeetsExcluded, NewList, Stored, StoredRow};
+use crate::import::loader::{Entry, EntryWriter, Items, List, ListKey};
+use crate::import::rows::{entry_values, list_items, sql_params};
+use crate::import::tables::{Tables, DUPLICATE_KEY};
+
+impl<'c> EntryWriter<'c> for Delta<'c> {
+    fn file(&mut self, tables: &mut Tables<'c>, entry: Entry<'_>) -> Result<()> {
+        let Some((id, old)) = self.write_entry(tables, Section::Files, &entry)? else {
+            return Ok(());
+        };
+        let (key, cells) = (entry.key, &entry.record.cells);
+        let delta = &mut *self;
+        if let Some(old) = old {
+            delta.fts_file(0, &old)?;
+            if let Some(old_path) = old.text(1) {
+                delta.paths.insert(old_path.to_string());
+            }
+            delta.files_to_clear.push(id);
+        }
+        tables.check_file(key, cells)?;
+        let delta = &mut *self;
+        let columns = delta.file_columns;
+        let row = delta
+            .file_by_id
+            .query_row([id], |r| StoredRow::read(r, columns))?;
+        delta.fts_file(1, &row)?;
+        delta.paths.insert(entry.path.unwrap_or_default());
+        delta.files_to_derive.push(id);
+        Ok(())
+    }
+
+    fn symbol(&mut self, tables: &mut Tables<'c>, entry: Entry<'_>) -> Result<()> {
+        let Some((id, old)) = self.write_entry(tables, Section::Symbols, &entry)? else {
+            return Ok(());
+        };
+        let (key, path, cells) = (entry.key, entry.path.as_deref(), &entry.record.cells);
+        if let Some(old) = old {
+            self.unlink_symbol(&old)?;
+        }
+        tables.check_symbol(key, cells)?;
+        let delta = &mut *self;
+        delta.fts_symbol(1, id, cells, path)?;
+        delta.symbol_edges(key, cells, 1)?;
+        delta.symbol_names(key, cells);
+        Ok(())
+    }
+
+    /// A list, compared whole (a list of names the reader hashed as its JSON value).
+    fn graph_list(&mut self, tables: &mut Tables<'c>, list: List<'_>) -> Result<()> {
+        let List {
+            key: ListKey { section, key, .. },
+            items,
+            digest,
+        } = list;
+        let names_value;
+        let value = match items {
+            Items::Value(value) => value,
+            Items::Names(names) => {
+                names_value = names.to_value();
+                &names_value
+            }
+        };
+        let reverse = section == Section::GraphReverse;
+        let json_path = || format!("{}[{key:?}]", section.path());
+        let delta = &mut *self;
+        let key_id = delta.node(key)?;
+        let mut ids = std::mem::take(&mut delta.ids);
+        ids.clear();
+        let items = match value {
+            Value::Array(items) => {
+                for name in items.iter().filter_map(Value::as_str) {
+                    ids.push(delta.node(name)?);
+                }
+                list_items(items, &ids)
+            }
+            other => SqlValue::Text(other.to_string()),
+        };
+        // The stored list, read into memory only when it differs.
+        let stored: Option<(i64, Option<SqlValue>)> = delta
+            .list_by_node
+            .query_row(params![key_id, reverse], |r| {
+                let same = r.get_ref(1)? == ValueRef::from(&items);
+                Ok((r.get(0)?, if same { None } else { Some(r.get(1)?) }))
+            })
+            .optional()?;
+        let list = NewList {
+            section,
+            key,
+            key_id,
+            value,
+            items,
+            ids: &ids,
+            digest,
+        };
+        let result = self.apply_list(tables, list, stored, json_path);
+        self.ids = ids;
+        result
+    }
+
+    fn graph_part(&mut self, _: &mut Tables<'c>, _: ListKey, _: &NameList) -> Result<()> {
+        anyhow::bail!("a delta import reads call-graph lists whole")
+    }
+
+    /// An entry whose digest the database holds: only marked as seen (a second time, it is a
+    /// duplicate key).
+    fn unchanged(&mut self, tables: &mut Tables<'c>, section: Section, id: u32) -> Result<()> {
+        let delta = &mut *self;
+        if !delta.seen_mut(section).insert(i64::from(id)) {
+            let key: String = self.conn.query_row(
+                match section {
+                    Section::Files => "SELECT key FROM files WHERE id = ?1",
+                    Section::Symbols => "SELECT key FROM symbols WHERE id = ?1",
+                    _ => "SELECT n.name FROM graph_lists l JOIN graph_nodes n ON n.id = l.node_id WHERE l.id = ?1",
+                },
+                [id],
+                |r| r.get(0),
+            )?;
+            return tables.warn(format!("{}[{key:?}]", section.path()), DUPLICATE_KEY);
+        }
+        delta.counts.count(section, Change::Unchanged);
+        Ok(())
+    }
+
+    /// Gives up: a full import then runs, and the rules agree with it.
+    fn excluded(&mut self) -> Result<()> {
+        Err(DeltaMeetsExcluded.into())
+    }
+}
+
+impl Delta<'_> {
+    /// Writes a file or symbol entry if it is new or differs from its stored row. Returns
+    /// `None` when there is nothing more to do (unchanged, or a duplicate key), else the row id
+    /// and, for a changed entry, its stored row before the update.
+    fn write_entry(
+        &mut self,
+        tables: &mut Tables<'_>,
+        section: Section,
+        entry: &Entry<'_>,
+    ) -> Result<Option<(i64, Option<StoredRow>)>> {
+        let Entry {
+            key,
+            record: Record { cells, extra },
+            digest,
+            ..
+        } = *entry;
+        let path = entry.path.as_deref();
+        let files = section == Section::Files;
+        let json_path = || format!("{}[{key:?}]", section.path());
+        let delta = &mut *self;
+        let (by_key, columns) = if files {
+            (&mut delta.file_by_key, delta.file_columns)
+        } else {
+            (&mut delta.symbol_by_key, delta.symbol_columns)
+        };
+        let stored = lookup(by_key, columns, key, path, cells, extra, digest)?;
+        let id = match &stored {
+            Stored::Same(id, _) => *id,
+            Stored::Differs(row) => row.id,
+            Stored::Absent => {
+                let insert = if files {
+                    &mut tables.insert_file
+                } else {
+                    &mut tables.insert_symbol
+                };
+                insert.execute(sql_params(entry_values(key, path, cells, extra, digest)))?;
+                let id = self.conn.last_insert_rowid();
+                let delta = &mut *self;
+                delta.seen_mut(section).insert(id);
+                delta.counts.count(section, Change::Added);
+                return Ok(Some((id, None)));
+            }
+        };
+        if !self.seen_mut(section).insert(id) {
+            tables.warn(json_path(), DUPLICATE_KEY)?;
+            return Ok(None);
+        }
+        match stored {
+            Stored::Same(_, redigested) => {
+                if redigested {
+                    let table = if files { "files" } else { "symbols" };
+                    self.conn.execute(
+                        &format!("UPDATE {table} SET digest = ?2 WHERE id = ?1"),
+                        params![id, digest],
+                    )?;
+                }
+                self.counts.count(section, Change::Unchanged);
+                Ok(None)
+            }
+            Stored::Differs(row) => {
+                self.clear_warnings(&json_path())?;
+                let delta = &mut *self;
+                delta.counts.count(section, Change::Changed);
+                let update = if files {
+                    &mut delta.update_file
+                } else {
+                    &mut delta.update_symbol
+                };
+                let values =
+                    entry_values(key, path, cells, extra, digest).chain([ValueRef::Integer(id)]);
+                update.execute(sql_params(values))?;
+                Ok(Some((id, Some(row))))
+            }
+            Stored::Absent => unreachable!("inserted above"),
+        }
+    }
+
+    /// Writes a call-graph list that is new or differs from the stored one (`stored`: its row
+    /// id and, when it differs, its items).
+    fn apply_list(
+        &mut self,
+        tables: &mut Tables<'_>,
+        list: NewList<'_>,
+        stored: Option<(i64, Option<SqlValue>)>,
+        json_path: impl Fn() -> String,
+    ) -> Result<()> {
+        let NewList {
+            section,
+            key,
+            key_id,
+            value,
+            items,
+            ids,
+            digest,
+        } = list;
+        let reverse = section == Section::GraphReverse;
+        let delta = &mut *self;
+        match stored {
+            Some((id, old)) => {
+                if !delta.seen_lists.insert(id) {
+                    return tables.warn(json_path(), DUPLICATE_KEY);
+                }
+                let Some(old) = old else {
+                    // Written differently, same names: only the digest changes.
+                    self.conn.execute(
+                        "UPDATE graph_lists SET digest = ?2 WHERE id = ?1",
+                        params![id, digest],
+                    )?;
+                    return Ok(());
+                };
+                let (old_ids, _) = delta.stored_list(&old)?;
+                delta.list_edges(key_id, reverse, &old_ids, -1);
+                self.clear_warnings(&json_path())?;
+                self.conn.execute(
+                    "UPDATE graph_lists SET items = ?2, digest = ?3 WHERE id = ?1",
+                    params![id, items, digest],
+                )?;
+            }
+            None => {
+                tables
+                    .insert_graph_list
+                    .execute(params![key_id, reverse, items, digest])?;
+                let id = self.conn.last_insert_rowid();
+                self.seen_lists.insert(id);
+            }
+        }
+        let delta = &mut *self;
+        delta.counts.lists_changed += 1;
+        delta.list_edges(key_id, reverse, ids, 1);
+        if reverse {
+            let len = value.as_array().map_or(0, Vec::len);
+            delta.reverse_len.insert(key_id, len as i64);
+        }
+        if !value.is_array() {
+            tables.warn_list_not_names(section, key)?;
+        }
+        Ok(())
+    }
+}

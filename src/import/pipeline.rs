@@ -1,0 +1,134 @@
+//! The import's two threads: the reader (`cache::reader`, on a thread of its own) sends
+//! batches of events over a bounded channel; the writing thread hands each event to the
+//! [`Loader`] and the written ones back to the reader to be freed.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use crate::cache::digest::KnownEntries;
+use crate::cache::event::{DocumentKind, Event};
+use crate::cache::reader::{self, InFlight, Limits, ReadOutcome};
+use crate::cache::scanner::{Progress, ReadError};
+
+use super::loader::{EntryWriter, Loader};
+use super::progress::Reporter;
+
+/// A document being read on a thread of its own.
+pub(super) struct Reading {
+    path: PathBuf,
+    kind: DocumentKind,
+    rx: std::sync::mpsc::Receiver<Vec<Event>>,
+    /// Written events, back to the reading thread to free.
+    spent: std::sync::mpsc::SyncSender<Vec<Event>>,
+    /// Batches written, for the reader's bound on the bytes ahead (not in a delta's reading
+    /// of the cache).
+    written: Option<Arc<InFlight>>,
+    thread: std::thread::JoinHandle<Result<ReadOutcome, ReadError>>,
+}
+
+/// Batches of events the reader may be ahead of the writer in a full import.
+pub(super) const READ_AHEAD: usize = 16;
+
+/// Batches a delta's reader may be ahead while the database is being copied: unchanged
+/// entries are small events, so this holds a few hundred thousand of them.
+pub(super) const DELTA_READ_AHEAD: usize = 128;
+
+impl Reading {
+    /// Starts reading `path`, sending at most `ahead` batches before they are consumed.
+    pub(super) fn start(
+        path: &Path,
+        kind: DocumentKind,
+        limits: Limits,
+        known: Option<Arc<KnownEntries>>,
+        progress: Arc<Progress>,
+        ahead: usize,
+    ) -> Result<Reading> {
+        let (tx, rx) = sync_channel::<Vec<Event>>(ahead);
+        let (spent, returned) = sync_channel::<Vec<Event>>(ahead);
+        // A delta's reader sends mostly unchanged entries, small events for many bytes: only
+        // the channel's length bounds it.
+        let written = known.is_none().then(|| Arc::new(InFlight::default()));
+        let owned_path = path.to_path_buf();
+        let counted = written.clone();
+        let thread = std::thread::Builder::new()
+            .name("acpdb-reader".into())
+            .spawn(move || {
+                let channels = reader::Channels {
+                    events: tx,
+                    spent: Some(returned),
+                    written: counted,
+                };
+                reader::read_document_with(&owned_path, kind, limits, known, progress, channels)
+            })?;
+        Ok(Reading {
+            path: path.to_path_buf(),
+            kind,
+            rx,
+            spent,
+            written,
+            thread,
+        })
+    }
+
+    /// Writes every event into `loader` as it arrives, until the document ends.
+    pub(super) fn finish<'c, W: EntryWriter<'c>>(
+        self,
+        loader: &mut Loader<'c, W>,
+        reporter: Option<&Reporter>,
+    ) -> Result<ReadOutcome> {
+        let Reading {
+            path,
+            kind,
+            rx,
+            spent,
+            written,
+            thread,
+        } = self;
+        let mut write_error = None;
+        for batch in rx.iter() {
+            let mut done = Vec::new();
+            for event in batch {
+                match loader.event(kind, event) {
+                    Ok(Some(event)) => done.push(event),
+                    Ok(None) => {}
+                    Err(err) => {
+                        write_error = Some(err);
+                        break;
+                    }
+                }
+            }
+            // The reading thread frees what it allocated (freeing another thread's memory
+            // contends for its allocator's lock); if it has enough to free, this one does.
+            if !done.is_empty() {
+                let _ = spent.try_send(done);
+            }
+            if write_error.is_some() {
+                break;
+            }
+            if let Some(written) = &written {
+                written.wrote_batch();
+            }
+            if let Some(reporter) = reporter {
+                reporter.tick();
+            }
+        }
+        if let Some(written) = &written {
+            written.stopped();
+        }
+        drop(rx);
+        let read_result = thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the reader thread panicked"))?;
+        if let Some(err) = write_error {
+            return Err(err);
+        }
+        let outcome = read_result?;
+        if kind == DocumentKind::Cache {
+            loader.tables.check_cache_shape(&path)?;
+        }
+        Ok(outcome)
+    }
+}
