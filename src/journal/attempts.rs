@@ -17,8 +17,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::action::{stamp, JournalError};
 use super::files;
-use super::{md5, stamp, JournalError};
+use super::md5;
 
 /// The JSON Schema (draft-07) of the attempts file.
 pub const ATTEMPTS_SCHEMA: &str = include_str!("../../fixtures/schemas/attempts.schema.json");

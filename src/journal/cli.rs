@@ -6,7 +6,9 @@ use std::io::{self, Write as _};
 
 use anyhow::Result;
 
-use super::{DebugData, DebugRequest, HackData, HackRequest, Journal};
+use super::debug::{DebugData, DebugRequest};
+use super::hack::{HackData, HackRequest};
+use super::store::Journal;
 use std::sync::Arc;
 
 use super::index::{DatabaseIndex, IndexConnection};

@@ -10,10 +10,10 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::action::{limited, optional, required, stamp, JournalError};
 use super::attempts::{self, HistoryEntry, Status};
-use super::{
-    files, limited, md5, optional, required, stamp, Journal, JournalError, Response, Written,
-};
+use super::store::{Journal, Response, Written};
+use super::{files, md5};
 use crate::schemas::Schema;
 
 /// Files larger than this are hashed but not snapshotted (acp-cli's limit).

@@ -8,8 +8,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, Read};
 use std::path::Path;
 
+use super::action::{JournalError, FILE_LIMIT};
 use super::md5::Md5;
-use super::{JournalError, FILE_LIMIT};
 use crate::sqlite_locks::GuardedFile;
 
 /// Why a file could not be read.

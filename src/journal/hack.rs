@@ -8,7 +8,10 @@ use rusqlite::{params, Transaction};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{optional, paths, required, stamp, Journal, JournalError, Response};
+use super::action::{optional, required, stamp, JournalError};
+use super::index::CacheHack;
+use super::paths;
+use super::store::{Journal, Response};
 use crate::config::PathRules;
 use crate::schemas::Schema;
 use std::sync::Arc;
@@ -43,25 +46,6 @@ pub struct HackData {
     pub expired_only: Option<bool>,
     /// Hack id, e.g. `hack-001` (required for 'revert').
     pub id: Option<String>,
-}
-
-/// A hack the indexer recorded from an `@acp:hack` annotation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheHack {
-    /// Id as in the cache (`./src/legacy/export.ts:12`) or `<file key>:<line>`.
-    pub id: String,
-    /// File key as in the cache; compared after normalisation.
-    pub file: String,
-    /// Line of the annotation.
-    pub line: Option<u32>,
-    /// Why the hack exists.
-    pub reason: String,
-    /// Tracking ticket.
-    pub ticket: Option<String>,
-    /// Expiry date.
-    pub expires: Option<NaiveDate>,
-    /// When the indexer recorded it (RFC 3339).
-    pub created_at: String,
 }
 
 /// An `acp_hack` answer: the fields of its action's answer after `"action"`.

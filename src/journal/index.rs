@@ -8,7 +8,42 @@ use chrono::NaiveDate;
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
-use super::{CacheHack, ProjectIndex};
+/// What the journal may ask of the imported code index, without depending on its schema.
+pub trait ProjectIndex: Send + Sync {
+    /// Whether the canonical root-relative `path` is a file of the index.
+    fn is_indexed(&self, path: &str) -> bool;
+
+    /// The hacks the indexer found (`constraints.hacks` and inline `@acp:hack` annotations);
+    /// `acp_hack` lists them read-only next to its own markers.
+    fn cache_hacks(&self) -> anyhow::Result<Vec<CacheHack>> {
+        Ok(Vec::new())
+    }
+}
+
+impl<F: Fn(&str) -> bool + Send + Sync> ProjectIndex for F {
+    fn is_indexed(&self, path: &str) -> bool {
+        self(path)
+    }
+}
+
+/// A hack the indexer recorded from an `@acp:hack` annotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheHack {
+    /// Id as in the cache (`./src/legacy/export.ts:12`) or `<file key>:<line>`.
+    pub id: String,
+    /// File key as in the cache; compared after normalisation.
+    pub file: String,
+    /// Line of the annotation.
+    pub line: Option<u32>,
+    /// Why the hack exists.
+    pub reason: String,
+    /// Tracking ticket.
+    pub ticket: Option<String>,
+    /// Expiry date.
+    pub expires: Option<NaiveDate>,
+    /// When the indexer recorded it (RFC 3339).
+    pub created_at: String,
+}
 
 /// A connection to the index, however the caller holds it (pooled or owned).
 pub type IndexConnection = Box<dyn Deref<Target = Connection>>;

@@ -13,8 +13,8 @@
 use std::fs::{self, File};
 use std::path::{Component, Path, PathBuf};
 
+use super::action::JournalError;
 use super::files::{self, FileError};
-use super::JournalError;
 use crate::config::{PathRules, CONFIG_FILE};
 use crate::sqlite_locks::GuardedFile;
 
