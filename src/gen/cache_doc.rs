@@ -1,6 +1,14 @@
 //! The cache document, section by section in acp-cli's field order.
 
-use super::*;
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use super::json::*;
+use super::model::*;
+use super::rng::*;
+use super::text::*;
+use super::vocabulary::*;
+use crate::cache::{lock_level_rank, LOCK_LEVELS};
 
 pub(super) fn write_cache<W: Write>(
     plan: &Plan,

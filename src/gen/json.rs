@@ -1,6 +1,6 @@
 //! Streaming compact JSON.
 
-use super::*;
+use std::io::{self, BufWriter, Write};
 
 /// A `Write` adapter counting the bytes that pass through it.
 pub(super) struct Counting<W> {

@@ -25,21 +25,16 @@
 //! Names, paths and texts are rebuilt from indices whenever they are written; the only data kept
 //! per symbol are the in-degree counters and the inverted edge list needed for `graph.reverse`.
 
-use std::collections::HashSet;
-use std::fmt::Write as _;
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
+use std::io::{self, Write};
 
 use anyhow::{Context, Result};
-use chrono::{DateTime, SecondsFormat};
-
-use crate::cache::{lock_level_rank, LOCK_LEVELS};
 
 mod cache_doc;
 mod json;
 mod model;
 pub(crate) mod rng;
+mod spec;
 mod text;
 mod vars_doc;
 mod vocabulary;
@@ -47,90 +42,8 @@ mod vocabulary;
 use cache_doc::*;
 use json::*;
 use model::*;
-use rng::*;
-use text::*;
+pub use spec::{GenArgs, GenSpec};
 use vars_doc::*;
-use vocabulary::*;
-
-/// Options of `acpdb gen-fixture`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct GenArgs {
-    /// Number of source files.
-    #[arg(long, default_value_t = 1000)]
-    pub files: u32,
-    /// Average number of symbols per file (the total is exactly files × this).
-    #[arg(long, default_value_t = 10)]
-    pub symbols_per_file: u32,
-    /// Average number of call-graph edges per symbol.
-    #[arg(long, default_value_t = 5.0)]
-    pub edges_per_symbol: f64,
-    /// Seed of the pseudo-random generator.
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// Revision of the cache: revision N > 0 is revision 0 after an edit of
-    /// `--changed-percent` of the files (their summaries, their symbols' summaries and callees,
-    /// so the call graph changes with them), as `acp index` would write it after that edit.
-    #[arg(long, default_value_t = 0)]
-    pub revision: u32,
-    /// Share of the files a revision after 0 changes, in percent.
-    #[arg(long, default_value_t = 1.0)]
-    pub changed_percent: f64,
-    /// Share of the call graph's distinct names that resolve to no symbol, in percent, as in
-    /// real code: library calls and builtins (simple names, some of them called from
-    /// everywhere) and symbols since removed (qualified names).
-    #[arg(long, default_value_t = 15.0)]
-    pub unresolved_percent: f64,
-    /// Project directory; `.acp/acp.cache.json` and `.acp/acp.vars.json` are written below it.
-    #[arg(long)]
-    pub out: PathBuf,
-}
-
-/// Size and seed of a synthetic cache.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GenSpec {
-    /// Number of source files.
-    pub files: u32,
-    /// Average number of symbols per file; the cache holds exactly `files * symbols_per_file`.
-    pub symbols_per_file: u32,
-    /// Average number of call edges per symbol.
-    pub edges_per_symbol: f64,
-    /// Seed of the pseudo-random generator.
-    pub seed: u64,
-    /// Revision (0: the base cache; see `GenArgs::revision`).
-    pub revision: u32,
-    /// Share of the files a revision after 0 changes, in percent.
-    pub changed_percent: f64,
-    /// Share of the call graph's distinct names that resolve to no symbol, in percent.
-    pub unresolved_percent: f64,
-}
-
-impl Default for GenSpec {
-    fn default() -> Self {
-        Self {
-            files: 1000,
-            symbols_per_file: 10,
-            edges_per_symbol: 5.0,
-            seed: 42,
-            revision: 0,
-            changed_percent: 1.0,
-            unresolved_percent: 15.0,
-        }
-    }
-}
-
-impl From<&GenArgs> for GenSpec {
-    fn from(args: &GenArgs) -> Self {
-        Self {
-            files: args.files,
-            symbols_per_file: args.symbols_per_file,
-            edges_per_symbol: args.edges_per_symbol,
-            seed: args.seed,
-            revision: args.revision,
-            changed_percent: args.changed_percent,
-            unresolved_percent: args.unresolved_percent,
-        }
-    }
-}
 
 /// What [`generate`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,11 @@
 //! The model: files and symbols derived from indices.
 
-use super::*;
+use std::io;
+
+use super::rng::*;
+use super::spec::*;
+use super::vocabulary::*;
+use crate::cache::LOCK_LEVELS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Lang {
@@ -704,41 +709,6 @@ impl Plan {
             .collect();
         marks.sort_by_key(|m| m.line);
         marks
-    }
-
-    /// Appends the call-graph name of node `i`: the qualified name of symbol `i`, or for
-    /// `i >= symbols` a name that resolves to no symbol: a builtin, a symbol since removed
-    /// (the qualified name of a symbol with [`REMOVED_SUFFIX`]) or a library call
-    /// (`noun.verbAdjective`, distinct for each `i`).
-    pub(super) fn push_qualified(&self, buf: &mut String, i: u32) {
-        if i >= self.symbols {
-            let k = (i - self.symbols) as usize;
-            if let Some(builtin) = BUILTINS.get(k) {
-                buf.push_str(builtin);
-            } else if k.is_multiple_of(4) {
-                self.push_qualified(buf, (k as u64 * 7919 % u64::from(self.symbols)) as u32);
-                buf.push_str(REMOVED_SUFFIX);
-            } else {
-                let (nouns, verbs, adjectives) = (NOUNS.len(), VERBS.len(), ADJECTIVES.len());
-                buf.push_str(NOUNS[k % nouns]);
-                buf.push('.');
-                buf.push_str(VERBS[k / nouns % verbs].0);
-                let round = k / (nouns * verbs);
-                if round > 0 {
-                    push_capitalized(buf, ADJECTIVES[(round - 1) % adjectives]);
-                    let again = (round - 1) / adjectives;
-                    if again > 0 {
-                        let _ = write!(buf, "{again}");
-                    }
-                }
-            }
-            return;
-        }
-        let file = self.file(self.file_of(i));
-        let sym = self.symbol(&file, i);
-        push_path(buf, &file);
-        buf.push(':');
-        push_name(buf, &file, &sym);
     }
 }
 

@@ -1,6 +1,12 @@
 //! Text: identifiers, paths, signatures and descriptions.
 
-use super::*;
+use std::fmt::Write as _;
+
+use chrono::{DateTime, SecondsFormat};
+
+use super::model::*;
+use super::rng::*;
+use super::vocabulary::*;
 
 #[derive(Clone, Copy)]
 pub(super) enum Case {
@@ -401,4 +407,41 @@ pub(super) fn var_name(prefix: &str, text: &str) -> String {
         }
     }));
     name
+}
+
+impl Plan {
+    /// Appends the call-graph name of node `i`: the qualified name of symbol `i`, or for
+    /// `i >= symbols` a name that resolves to no symbol: a builtin, a symbol since removed
+    /// (the qualified name of a symbol with [`REMOVED_SUFFIX`]) or a library call
+    /// (`noun.verbAdjective`, distinct for each `i`).
+    pub(super) fn push_qualified(&self, buf: &mut String, i: u32) {
+        if i >= self.symbols {
+            let k = (i - self.symbols) as usize;
+            if let Some(builtin) = BUILTINS.get(k) {
+                buf.push_str(builtin);
+            } else if k.is_multiple_of(4) {
+                self.push_qualified(buf, (k as u64 * 7919 % u64::from(self.symbols)) as u32);
+                buf.push_str(REMOVED_SUFFIX);
+            } else {
+                let (nouns, verbs, adjectives) = (NOUNS.len(), VERBS.len(), ADJECTIVES.len());
+                buf.push_str(NOUNS[k % nouns]);
+                buf.push('.');
+                buf.push_str(VERBS[k / nouns % verbs].0);
+                let round = k / (nouns * verbs);
+                if round > 0 {
+                    push_capitalized(buf, ADJECTIVES[(round - 1) % adjectives]);
+                    let again = (round - 1) / adjectives;
+                    if again > 0 {
+                        let _ = write!(buf, "{again}");
+                    }
+                }
+            }
+            return;
+        }
+        let file = self.file(self.file_of(i));
+        let sym = self.symbol(&file, i);
+        push_path(buf, &file);
+        buf.push(':');
+        push_name(buf, &file, &sym);
+    }
 }

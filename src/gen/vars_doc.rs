@@ -1,6 +1,14 @@
 //! The vars file.
 
-use super::*;
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use super::json::*;
+use super::model::*;
+use super::rng::*;
+use super::text::*;
+use super::vocabulary::*;
 
 /// Writes the vars document; returns the number of variables.
 pub(super) fn write_vars<W: Write>(
