@@ -18,10 +18,10 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 
+use super::replay::{Replayed, Stop};
 use super::report::{peak_rss_kb, Outcome, Recorder};
 use super::stdio::{answered, call_params, outcome};
 use super::workload::Workload;
-use super::{Replayed, Stop};
 
 /// Consecutive failed connections after which a client gives up.
 const MAX_CONSECUTIVE_FAILURES: u32 = 100;

@@ -7,8 +7,8 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::Value;
 
+use super::replay::Target;
 use super::report::Outcome;
-use super::Target;
 use crate::db;
 use crate::query::QueryError;
 use crate::tools;

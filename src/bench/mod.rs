@@ -11,20 +11,21 @@
 
 pub mod http;
 pub mod inprocess;
+pub mod replay;
 pub mod report;
 pub mod stdio;
 pub mod workload;
 
 use std::io::{self, Write as _};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Result};
-use serde_json::Value;
 
 use crate::db;
 use crate::project::Project;
-use report::{Outcome, Recorder, Report, Startup};
+use replay::{replay, Stop};
+use report::{Recorder, Report, Startup};
 use workload::{MixOptions, Workload};
 
 /// Measured passes when neither `--iterations` nor `--duration` is given.
@@ -84,89 +85,6 @@ pub struct BenchArgs {
     /// Server command for --stdio (implies --stdio), e.g. `-- acp-mcp -C DIR`.
     #[arg(last = true, value_name = "SERVER")]
     pub server: Vec<String>,
-}
-
-/// A server under test, answering one call at a time.
-pub trait Target {
-    /// Calls `tool`; `Err` only when the server cannot be reached any more.
-    fn call(&mut self, tool: &str, arguments: &Value) -> Result<Outcome>;
-}
-
-/// When the measured passes end.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Stop {
-    /// After this many passes.
-    Passes(u32),
-    /// After the call that crosses this much wall-clock time.
-    Time(Duration),
-}
-
-/// Counts of a replay.
-#[derive(Debug, Clone, Copy)]
-pub struct Replayed {
-    /// Measured passes started.
-    pub passes: u32,
-    /// Measured calls.
-    pub calls: usize,
-    /// Wall-clock time of the measured passes.
-    pub elapsed: Duration,
-}
-
-/// Replays `workload` against `target`: `warmup` unmeasured passes, then measured ones until
-/// `stop`. Calls to tools the target does not know are skipped after the first.
-pub fn replay(
-    target: &mut dyn Target,
-    workload: &Workload,
-    warmup: u32,
-    stop: Stop,
-    recorder: &mut Recorder,
-) -> Result<Replayed> {
-    let groups: Vec<String> = workload.calls.iter().map(|c| c.group()).collect();
-    let mut pass = |recorder: &mut Recorder, measured: bool, deadline: Option<Instant>| {
-        let mut calls = 0;
-        for (call, group) in workload.calls.iter().zip(&groups) {
-            if recorder.is_unsupported(&call.tool) {
-                continue;
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                break;
-            }
-            let started = Instant::now();
-            let outcome = call.judge(target.call(&call.tool, &call.arguments)?);
-            let latency = started.elapsed();
-            if outcome != Outcome::Unsupported {
-                calls += 1;
-            }
-            recorder.record(group, &call.tool, latency, outcome, measured);
-        }
-        Ok::<usize, anyhow::Error>(calls)
-    };
-    for _ in 0..warmup {
-        pass(recorder, false, None)?;
-    }
-    let started = Instant::now();
-    let deadline = match stop {
-        Stop::Time(limit) => Some(started + limit),
-        Stop::Passes(_) => None,
-    };
-    let mut replayed = Replayed {
-        passes: 0,
-        calls: 0,
-        elapsed: Duration::ZERO,
-    };
-    loop {
-        let more = match stop {
-            Stop::Passes(n) => replayed.passes < n,
-            Stop::Time(_) => deadline.is_some_and(|d| Instant::now() < d),
-        };
-        if !more {
-            break;
-        }
-        replayed.calls += pass(recorder, true, deadline)?;
-        replayed.passes += 1;
-    }
-    replayed.elapsed = started.elapsed();
-    Ok(replayed)
 }
 
 /// Runs `acpdb bench` and prints the report on stdout.

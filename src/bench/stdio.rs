@@ -17,9 +17,9 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
+use super::replay::Target;
 use super::report::{peak_rss_kb, Outcome};
 use super::workload::Call;
-use super::Target;
 use crate::mcp::errors::INDEX_BUILDING;
 
 /// Bytes of the server's stderr kept for error messages.
