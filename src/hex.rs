@@ -1,5 +1,5 @@
 //! Lower-case hexadecimal, the one encoding of bytes as text (digests, cursors, blob
-//! literals), and its decoding; a leaf every module may use.
+//! literals), and its decoding; a leaf, used by the modules the code map lets use it.
 
 use std::fmt::Write as _;
 

@@ -12,10 +12,11 @@
 --   * `extra` is a JSON object with every field of the entry that no column models (unknown
 --     fields, alternative spellings, values of an unexpected type), verbatim.
 --   * Export = modelled columns + `extra`, so every entry round-trips losslessly.
---   * `digest` (files, symbols, graph_lists) fingerprints the entry as written in the cache: the
---     first 8 bytes, as a signed integer, of SHA-256(section code, key length (u64, LE), key,
---     raw JSON bytes), see src/cache/digest.rs. A delta import skips entries whose digest the
---     database holds.
+--   * `digest` (files, symbols, graph_lists) fingerprints the entry as written in the cache: a
+--     64-bit fixed-seed foldhash, as a signed integer, of the section code, the key and the
+--     entry's raw JSON bytes, see src/cache/digest.rs (stable for one build of acpdb; another
+--     build rebuilds the database). A delta import skips entries whose digest the database
+--     holds.
 
 -- Import bookkeeping: acpdb version, source cache path/size/mtime/sha256, import time.
 CREATE TABLE meta (
