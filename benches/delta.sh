@@ -3,7 +3,7 @@
 #
 # Usage:
 #   benches/delta.sh [--files N] [--changed PERCENT] [--unresolved PERCENT] [--dir DIR]
-#                    [--duration S]
+#                    [--duration S] [--binary PATH]
 #
 # Generates a cache of N files (10 symbols each, 4.5 call edges per symbol, --unresolved percent
 # of the call graph's names resolving to no symbol, default 15, as in real code; default 100000
@@ -12,10 +12,12 @@
 # with the release build:
 #   1. a full import of the base cache (`/usr/bin/time -v`: seconds, peak RSS, database size);
 #   2. a delta import of the revision onto that database (same measures);
-#   3. `acpdb serve` under the default benchmark mix for S seconds (default 60) while idle, and
-#      again while it applies the same delta itself after the revision lands in the middle of the
-#      run: p50/p99 of the point tools in both runs.
-# Needs jq. Writes everything below DIR (default: a new temporary directory).
+#   3. `acpdb serve` under the default benchmark mix for S seconds (default 60; 0 skips this
+#      step) while idle, and again while it applies the same delta itself after the revision
+#      lands in the middle of the run: p50/p99 of the point tools in both runs.
+# --binary runs another build instead of the release build of this checkout (to compare two
+# builds on the same caches). Needs jq. Writes everything below DIR (default: a new temporary
+# directory); caches already generated there are reused.
 set -euo pipefail
 
 files=100000
@@ -23,6 +25,7 @@ changed=1
 unresolved=15
 dir=""
 duration=60
+binary=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --files) files="$2"; shift 2 ;;
@@ -30,13 +33,18 @@ while [[ $# -gt 0 ]]; do
         --unresolved) unresolved="$2"; shift 2 ;;
         --dir) dir="$2"; shift 2 ;;
         --duration) duration="$2"; shift 2 ;;
-        *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
+        --binary) binary="$2"; shift 2 ;;
+        *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
     esac
 done
 command -v jq >/dev/null || { echo "delta.sh: jq is required" >&2; exit 1; }
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-(cd "$repo" && cargo build --release --quiet)
-acpdb="$repo/target/release/acpdb"
+if [[ -n "$binary" ]]; then
+    acpdb="$binary"
+else
+    (cd "$repo" && cargo build --release --quiet)
+    acpdb="$repo/target/release/acpdb"
+fi
 dir="${dir:-$(mktemp -d)}"
 project="$dir/project"
 gen=(gen-fixture --files "$files" --symbols-per-file 10 --edges-per-symbol 4.5
@@ -53,8 +61,11 @@ measure() { # label, then the command; prints "label: seconds s, peak RSS MB"
 size_mb() { echo $(( $(stat -c %s "$1") / 1000000 )); }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$acpdb" "${gen[@]}" --out "$dir/rev1" --revision 1 --changed-percent "$changed" 2>/dev/null
-"$acpdb" "${gen[@]}" --out "$project" 2>/dev/null
+[[ -f "$dir/rev1/.acp/acp.cache.json" ]] ||
+    "$acpdb" "${gen[@]}" --out "$dir/rev1" --revision 1 --changed-percent "$changed" 2>/dev/null
+[[ -f "$dir/base.cache.json" ]] || "$acpdb" "${gen[@]}" --out "$project" 2>/dev/null
+[[ -f "$dir/base.cache.json" ]] && cp "$dir/base.cache.json" "$project/.acp/acp.cache.json"
+rm -f "$project/.acp/acp.db"
 measure full "$acpdb" import -C "$project" --full --no-progress
 cp "$project/.acp/acp.db" "$dir/base.db"
 cp "$project/.acp/acp.cache.json" "$dir/base.cache.json"
@@ -65,6 +76,11 @@ measure delta "$acpdb" import -C "$project" --no-progress
 delta_mb=$(size_mb "$project/.acp/acp.db")
 echo "database: ${base_mb} MB after the full import, ${delta_mb} MB after the delta"
 echo "delta time / full import time: $(jq -n "$delta_secs / $full_secs * 100 | . * 10 | round / 10")%"
+
+if [[ "$duration" == 0 ]]; then
+    echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    exit 0
+fi
 
 # Serving: idle, then during the server's own delta import of the same revision.
 cp "$dir/base.db" "$project/.acp/acp.db"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prints the growth and comparison tables of docs/benchmarks.md from the reports that
-# `benches/compare.sh --out FILE` wrote at several scales.
+# Prints the growth and comparison tables (docs/benchmarks.md, "Queries over stdio") from the
+# reports that `benches/compare.sh --out FILE` wrote at several scales.
 #
 # Usage:
 #   benches/growth.sh LABEL=FILE [LABEL=FILE ...]

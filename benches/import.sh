@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Import benchmark: the figures of the import targets in docs/benchmarks.md (seconds, MB/s of
+# Import benchmark: the figures of docs/benchmarks.md, "Import" (seconds, MB/s of
 # JSON, CPU, peak RSS, database size against the JSON, the phases, and the growth between
 # sizes).
 #
