@@ -118,11 +118,9 @@ pub type ReadPool = r2d2::Pool<r2d2_sqlite::SqliteConnectionManager>;
 
 /// Builds a read-only connection pool over the index database.
 ///
-/// Each connection keeps its shared lock between statements (`locking_mode = EXCLUSIVE`, which
-/// for a read-only connection never goes beyond a shared lock), so a statement costs no lock
-/// calls, no probe for a hot journal and no re-validation of the page cache. This is safe
-/// because nothing writes the served file in place: an import builds a new file and renames it
-/// over the old one, and the server then opens a new pool on it.
+/// The index database is in WAL mode: a read transaction takes a read mark in the `-shm` file
+/// and keeps the snapshot it started with while a delta writes the file in place; a connection
+/// keeps its page cache between transactions as long as nothing was written.
 ///
 /// Every connection is opened when the pool is built and kept (none is closed when idle or
 /// old), and each must be on the same import as the first one (the same cursor secret): a
@@ -141,7 +139,7 @@ pub fn read_pools<const N: usize>(path: &Path, sizes: [u32; N]) -> Result<[ReadP
             path.display()
         );
     }
-    // The pools hold a shared lock on the file for as long as they are open.
+    // The pools hold locks on the file and its `-shm` for as long as they are open.
     crate::sqlite_locks::register(path);
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let expected = Connection::open_with_flags(path, flags)
@@ -160,7 +158,6 @@ pub fn read_pools<const N: usize>(path: &Path, sizes: [u32; N]) -> Result<[ReadP
                 }
                 c.busy_timeout(Duration::from_secs(5))?;
                 c.pragma_update(None, "query_only", true)?;
-                c.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
                 c.pragma_update(None, "cache_size", -16_000)?;
                 c.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
                 c.pragma_update(None, "mmap_size", 0)?;

@@ -12,8 +12,6 @@
 //!   which, dropped, keeps it open while its file is a registered database or companion
 //!   ([`is_registered`]), until [`release_replaced`] finds the file replaced: locks on a file
 //!   no longer at its path protect nothing;
-//! * a database copied while it is served is read through such a descriptor, reused by later
-//!   copies of the file ([`copy_kept_open`]);
 //! * code that opens a file a client named (the journal's snapshots of the files an attempt
 //!   touches) refuses a registered one.
 
@@ -97,38 +95,6 @@ impl Drop for GuardedFile {
                     .push(file);
             }
         }
-    }
-}
-
-/// Copies the SQLite database at `from` into the new, empty file `to` through a
-/// [`GuardedFile`], so that the connections of this process that read it keep their locks; a
-/// descriptor kept of that file by an earlier copy is used again instead of another one.
-pub fn copy_kept_open(from: &Path, to: &mut File) -> std::io::Result<u64> {
-    use std::io::{Seek, SeekFrom};
-    let source = match take_kept(&fs::metadata(from)?) {
-        Some(file) => GuardedFile::new(file),
-        None => GuardedFile::new(File::open(from)?),
-    };
-    let mut reader = &*source;
-    reader.seek(SeekFrom::Start(0))?;
-    std::io::copy(&mut reader, to)
-}
-
-/// Takes out of the kept descriptors one of the file `meta` describes, if one is kept.
-fn take_kept(meta: &fs::Metadata) -> Option<File> {
-    #[cfg(unix)]
-    {
-        let wanted = file_id(meta);
-        let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
-        let at = kept
-            .iter()
-            .position(|file| file.metadata().is_ok_and(|meta| file_id(&meta) == wanted))?;
-        Some(kept.swap_remove(at))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        None
     }
 }
 
@@ -250,36 +216,38 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_copy_leaves_sqlites_locks_on_the_file_until_it_is_replaced() {
+    fn a_guarded_read_leaves_sqlites_locks_on_the_file_until_it_is_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
         let reader = locked_database(&path);
         // As the read pools do.
         register(&path);
         let probe = File::open(&path).unwrap();
-        let copied = probe.metadata().unwrap();
+        let database = probe.metadata().unwrap();
         assert!(shared_lock_held(&probe));
-
-        // Read through the probe: opening and closing the file again would drop the lock.
-        let original = {
-            use std::io::Read;
-            let mut bytes = Vec::new();
-            (&probe).read_to_end(&mut bytes).unwrap();
-            bytes
-        };
-        let copy = dir.path().join("copy");
         for _ in 0..2 {
-            copy_kept_open(&path, &mut File::create(&copy).unwrap()).unwrap();
-            assert!(shared_lock_held(&probe), "the copy dropped SQLite's lock");
-            assert_eq!(fs::read(&copy).unwrap(), original);
+            use std::io::Read;
+            let mut guarded = GuardedFile::new(File::open(&path).unwrap());
+            guarded.read_to_end(&mut Vec::new()).unwrap();
+            drop(guarded);
+            assert!(
+                shared_lock_held(&probe),
+                "closing a descriptor dropped SQLite's lock"
+            );
         }
-        assert_eq!(kept(&copied), 1, "one descriptor kept, reused");
+        assert_eq!(kept(&database), 2, "the descriptors are kept open");
         release_replaced();
-        assert_eq!(kept(&copied), 1, "the file is still there");
+        assert_eq!(kept(&database), 2, "the file is still there");
 
-        fs::rename(&copy, &path).unwrap();
+        let new = dir.path().join("new");
+        fs::write(&new, "x").unwrap();
+        fs::rename(&new, &path).unwrap();
         release_replaced();
-        assert_eq!(kept(&copied), 0, "the replaced file's descriptor is closed");
+        assert_eq!(
+            kept(&database),
+            0,
+            "the replaced file's descriptors are closed"
+        );
         drop(reader);
     }
 }

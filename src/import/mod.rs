@@ -1,9 +1,10 @@
 //! `acpdb import`: streams an ACP cache (and its vars file) into a fresh SQLite database and
 //! swaps it in atomically.
 //!
-//! Invariants: the importer is the only writer of the index tables; it builds into a temporary
-//! file next to the target and renames it over the target only after everything committed, so a
-//! reader never sees a half-import and a failure leaves the previous database as it was. Memory
+//! Invariants: the importer is the only writer of the index tables; a full import builds into a
+//! temporary file next to the target and renames it over the target only after everything
+//! committed, and a delta writes in place in one transaction (WAL mode), so a reader never sees
+//! a half-import and a failure leaves the previous database as it was. Memory
 //! is bounded by the largest entry (a call-graph list comes in parts; its node ids are kept
 //! until it ends), a fixed call-graph edge buffer (sorted runs spill to temporary files) and a
 //! fixed-size record per call-graph node name (see `graph.rs`).
@@ -44,17 +45,17 @@ mod scratch;
 mod tables;
 
 pub use delta::DeltaCounts;
-use delta::{Delta, DeltaMeetsExcluded};
+use delta::{Delta, DeltaMeetsExcluded, TooManyChanges};
 use filter::Filter;
 use fts::FtsBuilder;
 use full::FullWriter;
 use graph::CallGraph;
 use loader::{EntryWriter, Loader};
-use pipeline::{Reading, DELTA_READ_AHEAD, READ_AHEAD};
-use progress::size_text;
+use pipeline::{Reading, READ_AHEAD};
+use progress::{bytes_written, size_text, written_since};
 pub use progress::{percent_read, progress_text};
 use progress::{Phase, Reporter};
-use scratch::{open_temp_copy, open_temp_database, DELTA_PRAGMAS, INDEXING_PRAGMAS, WRITE_PRAGMAS};
+use scratch::{open_temp_database, DELTA_PRAGMAS, INDEXING_PRAGMAS, WRITE_PRAGMAS};
 use tables::Tables;
 
 /// Options of `acpdb import`.
@@ -113,6 +114,8 @@ pub struct ImportSummary {
     pub bytes: u64,
     /// Size of the database written, in bytes.
     pub db_bytes: u64,
+    /// Bytes the process wrote to storage during the import (Linux; `None` elsewhere).
+    pub written: Option<u64>,
     /// Wall-clock time of the whole import.
     pub elapsed: Duration,
     /// What a delta import changed (`None` for a full import).
@@ -128,7 +131,7 @@ impl ImportSummary {
         let secs = self.elapsed.as_secs_f64().max(1e-6);
         if let Some(delta) = &self.delta {
             return format!(
-                "delta: {} in {:.2} s (unchanged {} files and {} symbols skipped; {} read at {:.1} MB/s) into {} ({}, {:.2}x the JSON)",
+                "delta: {} in {:.2} s (unchanged {} files and {} symbols skipped; {} read at {:.1} MB/s) into {} ({}, {:.2}x the JSON{})",
                 delta.changes(),
                 secs,
                 delta.files_unchanged,
@@ -137,7 +140,8 @@ impl ImportSummary {
                 mb / secs,
                 self.db.display(),
                 size_text(self.db_bytes),
-                self.db_bytes as f64 / self.bytes.max(1) as f64
+                self.db_bytes as f64 / self.bytes.max(1) as f64,
+                self.written_text()
             );
         }
         let because = self
@@ -146,7 +150,7 @@ impl ImportSummary {
             .map(|why| format!("full import ({why}): "))
             .unwrap_or_default();
         format!(
-            "{because}imported {} files, {} symbols, {} call edges, {} domains ({} warnings{}) from {} in {:.2} s ({:.1} MB/s) into {} ({}, {:.2}x the JSON)",
+            "{because}imported {} files, {} symbols, {} call edges, {} domains ({} warnings{}) from {} in {:.2} s ({:.1} MB/s) into {} ({}, {:.2}x the JSON{})",
             self.files,
             self.symbols,
             self.edges,
@@ -161,8 +165,16 @@ impl ImportSummary {
             mb / secs,
             self.db.display(),
             size_text(self.db_bytes),
-            self.db_bytes as f64 / self.bytes.max(1) as f64
+            self.db_bytes as f64 / self.bytes.max(1) as f64,
+            self.written_text()
         )
+    }
+
+    /// `; 45.2 MB written`, when the bytes written are known.
+    fn written_text(&self) -> String {
+        self.written
+            .map(|bytes| format!("; {} written", size_text(bytes)))
+            .unwrap_or_default()
     }
 }
 
@@ -182,15 +194,16 @@ pub fn import(project: &Project, args: &ImportArgs) -> Result<ImportSummary> {
 /// Like [`import`], reporting the bytes of the cache read so far through `progress`.
 ///
 /// When a database of this schema, built from the same cache path, is already there (and
-/// `--full` is not given), only what changed is written (see `delta.rs`): into a copy of the
-/// database, swapped in like a full import's. Otherwise, or when the delta fails, the database
-/// is rebuilt from the whole cache, and the summary says why.
+/// `--full` is not given), only what changed is written (see `delta/`), in place, in one
+/// transaction. Otherwise, or when the delta fails, the database is rebuilt from the whole
+/// cache into a new file renamed over it, and the summary says why.
 pub fn import_with_progress(
     project: &Project,
     args: &ImportArgs,
     progress: Arc<Progress>,
 ) -> Result<ImportSummary> {
     let started = Instant::now();
+    let written_before = bytes_written();
     let cache_path = project.require_cache()?.to_path_buf();
     if let Some(dir) = project.db.parent() {
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -227,8 +240,12 @@ pub fn import_with_progress(
                 if err.chain().any(|e| e.is::<ReadError>()) {
                     return result;
                 }
-                if err.chain().any(|e| e.is::<DeltaMeetsExcluded>()) {
-                    full_because = Some(DeltaMeetsExcluded.to_string());
+                if let Some(why) = err.chain().find_map(|e| {
+                    e.downcast_ref::<DeltaMeetsExcluded>()
+                        .map(ToString::to_string)
+                        .or_else(|| e.downcast_ref::<TooManyChanges>().map(ToString::to_string))
+                }) {
+                    full_because = Some(why);
                 } else {
                     tracing::warn!("delta import failed ({err:#}); importing the whole cache");
                     full_because = Some(format!("the delta import failed: {err:#}"));
@@ -257,14 +274,25 @@ pub fn import_with_progress(
         });
     }
     match result {
+        Ok(mut summary) if summary.delta.is_some() => {
+            summary.elapsed = started.elapsed();
+            summary.written = written_since(written_before);
+            Ok(summary)
+        }
         Ok(mut summary) => {
-            crate::replace::replace(&tmp, &project.db).with_context(|| {
+            let placed = if has_companions(&project.db) {
+                copy_into_place(&tmp, &project.db)
+            } else {
+                crate::replace::replace(&tmp, &project.db).map_err(Into::into)
+            };
+            placed.with_context(|| {
                 format!(
                     "cannot move the new database into place at {}",
                     project.db.display()
                 )
             })?;
             summary.elapsed = started.elapsed();
+            summary.written = written_since(written_before);
             Ok(summary)
         }
         Err(err) => {
@@ -471,7 +499,9 @@ impl Source<'_> {
         );
         drop(reporter);
         let bytes = self.write_meta(&conn, &read, dropped)?;
-        conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE; PRAGMA journal_mode = DELETE;")?;
+        // WAL mode, for the deltas written in place and the readers that keep their snapshot
+        // meanwhile; one file once the connection closes.
+        conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE; PRAGMA journal_mode = WAL;")?;
         drop(conn);
 
         let warnings = counts.warnings;
@@ -490,43 +520,30 @@ impl Source<'_> {
             excluded: dropped,
             bytes,
             db_bytes: file_size(tmp)?,
+            written: None,
             elapsed: started.elapsed(),
             delta: None,
             full_because: None,
         })
     }
 
-    /// Writes only what changed into a copy of the current database.
+    /// Writes only what changed into the served database, in place: one write transaction in
+    /// WAL mode, so that readers keep the snapshot they started with and see the new state whole
+    /// once it commits, and a kill at any moment leaves the old state or the new one.
     fn delta(&self, progress: Arc<Progress>) -> Result<ImportSummary> {
-        let (project, tmp, started) = (self.project, self.tmp, self.started);
-        // The reader starts at once with the digests of the current database and reads ahead
-        // while the database is copied.
-        let known = Arc::new(delta::known_entries(&db::open_read_only(&project.db)?)?);
+        let (project, started) = (self.project, self.started);
+        let conn = open_in_place(&project.db)?;
+        let known = Arc::new(delta::known_entries(&conn)?);
         tracing::debug!(
             "read {} entry digests at {:.2} s",
             known.len(),
             started.elapsed().as_secs_f64()
         );
         let reporter = self.reporter(&progress)?;
-        let cache = self.start_reading(Some(known.clone()), progress, DELTA_READ_AHEAD)?;
-        let _ = fs::remove_file(tmp);
-        crate::replace::create_temp(tmp, &project.db)
-            .and_then(|mut copy| crate::sqlite_locks::copy_kept_open(&project.db, &mut copy))
-            .with_context(|| {
-                format!("cannot copy {} to {}", project.db.display(), tmp.display())
-            })?;
-        tracing::debug!(
-            "copied the database at {:.2} s",
-            started.elapsed().as_secs_f64()
-        );
-        let _writeback = crate::replace::Writeback::start(tmp);
-        let conn = open_temp_copy(tmp).with_context(|| format!("cannot open {}", tmp.display()))?;
+        let cache = self.start_reading(Some(known.clone()), progress, READ_AHEAD)?;
         // Rows are removed before the rows that referred to them are brought up to date (node
         // resolution, inline annotations); the end state is consistent, as a test checks.
-        conn.execute_batch(WRITE_PRAGMAS)?;
-        conn.execute_batch(DELTA_PRAGMAS)?;
-        register_functions(&conn)?;
-        conn.execute_batch("BEGIN")?;
+        conn.execute_batch("BEGIN IMMEDIATE")?;
         let (read, counts) = {
             let delta = Delta::start(&conn, known)?;
             let mut tables = Tables::new(&conn)?;
@@ -572,13 +589,15 @@ impl Source<'_> {
             excluded: 0,
             bytes,
             db_bytes: 0,
+            written: None,
             elapsed: started.elapsed(),
             delta: Some(counts),
             full_because: None,
         };
+        checkpoint(&conn);
         drop(conn);
         Ok(ImportSummary {
-            db_bytes: file_size(tmp)?,
+            db_bytes: file_size(&project.db)?,
             ..summary
         })
     }
@@ -684,6 +703,77 @@ fn file_size(path: &Path) -> Result<u64> {
     Ok(fs::metadata(path)
         .with_context(|| format!("cannot read {}", path.display()))?
         .len())
+}
+
+/// Opens the served database for a delta written in place: registered with `sqlite_locks` (the
+/// server's pools share its locks), in WAL mode (as a full import leaves it; a database of an
+/// older build is switched once readers are between two transactions), with the delta's
+/// settings.
+fn open_in_place(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    crate::sqlite_locks::register(path);
+    conn.busy_timeout(IN_PLACE_BUSY_TIMEOUT)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    anyhow::ensure!(
+        mode.eq_ignore_ascii_case("wal"),
+        "{} cannot be switched to WAL mode (it stays in {mode} mode)",
+        path.display()
+    );
+    conn.execute_batch(DELTA_PRAGMAS)?;
+    register_functions(&conn)?;
+    Ok(conn)
+}
+
+/// How long a delta waits for the readers of the served database to let it switch modes or
+/// begin writing.
+const IN_PLACE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// After a delta committed: copies its pages into the database file as far as readers allow
+/// (the rest goes at the next checkpoint, at the latest when the last connection closes). Not
+/// needed for the committed state to hold, so a failure is only logged.
+fn checkpoint(conn: &Connection) {
+    let checkpoint = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+    });
+    match checkpoint {
+        Ok((wal_pages, copied)) => {
+            tracing::debug!("checkpoint: {copied} of {wal_pages} WAL pages copied")
+        }
+        Err(err) => tracing::warn!("the delta committed, but its checkpoint failed: {err}"),
+    }
+}
+
+/// Whether SQLite keeps `-wal` or `-shm` files next to the database at `path`: someone has it
+/// open in WAL mode (or a process that had it open was killed).
+fn has_companions(path: &Path) -> bool {
+    ["-wal", "-shm"].iter().any(|suffix| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        Path::new(&name).exists()
+    })
+}
+
+/// Puts a full import's database `tmp` in place of the database at `db`, which someone has open
+/// ([`has_companions`]): its pages are copied in one transaction, which readers see whole once
+/// it commits (renaming a new file over it would leave the old database's `-wal` and `-shm`
+/// files next to the new one, and SQLite would read the new file through them).
+fn copy_into_place(tmp: &Path, db: &Path) -> Result<()> {
+    let source = Connection::open_with_flags(tmp, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let mut target = open_in_place(db)?;
+    {
+        use rusqlite::backup::{Backup, StepResult};
+        let backup = Backup::new(&source, &mut target)?;
+        let deadline = Instant::now() + IN_PLACE_BUSY_TIMEOUT;
+        // Every page in one step: one transaction.
+        while let StepResult::Busy | StepResult::Locked | StepResult::More = backup.step(-1)? {
+            anyhow::ensure!(Instant::now() < deadline, "{} stays busy", db.display());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    checkpoint(&target);
+    drop(target);
+    drop(source);
+    fs::remove_file(tmp).with_context(|| format!("cannot remove {}", tmp.display()))
 }
 
 /// Registers SQL helper functions used during import.

@@ -29,12 +29,8 @@ pub(super) struct Reading {
     thread: std::thread::JoinHandle<Result<ReadOutcome, ReadError>>,
 }
 
-/// Batches of events the reader may be ahead of the writer in a full import.
+/// Batches of events the reader may be ahead of the writer.
 pub(super) const READ_AHEAD: usize = 16;
-
-/// Batches a delta's reader may be ahead while the database is being copied: unchanged
-/// entries are small events, so this holds a few hundred thousand of them.
-pub(super) const DELTA_READ_AHEAD: usize = 128;
 
 impl Reading {
     /// Starts reading `path`, sending at most `ahead` batches before they are consumed.

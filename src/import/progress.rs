@@ -205,6 +205,23 @@ pub(super) fn size_text(bytes: u64) -> String {
         })
 }
 
+/// Bytes this process has written to storage so far, counted when pages are dirtied (Linux:
+/// `write_bytes` less `cancelled_write_bytes` of `/proc/self/io`, so that temporary files
+/// deleted before they reach the disk do not count); `None` elsewhere.
+pub(super) fn bytes_written() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        io.lines()
+            .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+    };
+    Some(field("write_bytes:")?.saturating_sub(field("cancelled_write_bytes:")?))
+}
+
+/// Bytes written since `before` ([`bytes_written`]), when both are known.
+pub(super) fn written_since(before: Option<u64>) -> Option<u64> {
+    Some(bytes_written()?.saturating_sub(before?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::size_text;

@@ -69,21 +69,16 @@ pub(super) fn write_all_at(
     Ok(())
 }
 
-/// Creates the temporary database `path` an import writes in place of the database `like`
-/// (removing a file a failed import left there) and opens it ([`open_temp_copy`]). The file
-/// is never more readable than `like` ([`crate::replace::create_temp`]), so a database a user
-/// restricted stays so while it is rebuilt.
-pub(super) fn open_temp_database(path: &Path, like: &Path) -> Result<Connection> {
-    let _ = fs::remove_file(path);
-    crate::replace::create_temp(path, like)?;
-    open_temp_copy(path)
-}
-
-/// Opens the temporary database `path`, registered as one this process holds locks on
+/// Creates the temporary database `path` a full import writes in place of the database `like`
+/// (removing a file a failed import left there) and opens it. The file is never more readable
+/// than `like` ([`crate::replace::create_temp`]), so a database a user restricted stays so
+/// while it is rebuilt. It is registered as one this process holds locks on
 /// ([`crate::sqlite_locks`]): a file an agent names in a journal attempt while the server
 /// re-imports is then refused instead of read, which would close a descriptor of the file and
 /// drop the import's exclusive lock.
-pub(super) fn open_temp_copy(path: &Path) -> Result<Connection> {
+pub(super) fn open_temp_database(path: &Path, like: &Path) -> Result<Connection> {
+    let _ = fs::remove_file(path);
+    crate::replace::create_temp(path, like)?;
     let conn = Connection::open(path)?;
     crate::sqlite_locks::register(path);
     Ok(conn)
@@ -92,17 +87,20 @@ pub(super) fn open_temp_copy(path: &Path) -> Result<Connection> {
 /// Connection settings while an import writes its temporary file (nothing reads it, and a
 /// failed or killed import deletes it, so it needs no journal). Foreign keys are not enforced:
 /// the importer assigns every id itself, and checking each edge's two nodes cost a random read
-/// per reference (tests run `PRAGMA foreign_key_check` on the result instead). A delta also
-/// removes rows before the rows that referred to them are brought up to date. A full import
+/// per reference (tests run `PRAGMA foreign_key_check` on the result instead). A full import
 /// appends to every table, for which an 8 MiB page cache is as fast as 64 MiB.
 pub(super) const WRITE_PRAGMAS: &str =
     "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;
      PRAGMA cache_size = -8192; PRAGMA temp_store = FILE; PRAGMA threads = 2;
      PRAGMA foreign_keys = OFF;";
 
-/// Connection settings of a delta import, on top of [`WRITE_PRAGMAS`]: it updates rows
-/// anywhere in the database, so it keeps a larger page cache.
-pub(super) const DELTA_PRAGMAS: &str = "PRAGMA cache_size = -65536;";
+/// Connection settings of a delta import, written in place on the served database in WAL mode:
+/// `synchronous = NORMAL` keeps every commit whole after a crash (the last one may be lost, the
+/// database is never a mix); foreign keys are not enforced, as in a full import (a delta removes
+/// rows before the rows that referred to them are brought up to date); it updates rows anywhere
+/// in the database, so it keeps a larger page cache.
+pub(super) const DELTA_PRAGMAS: &str = "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;
+     PRAGMA cache_size = -65536;";
 
 /// Connection settings while an import builds its indexes: with a 4 MiB page cache, SQLite's
 /// sorter cuts each index into many small runs, sorted on its two threads and merged, which

@@ -259,8 +259,9 @@ impl IndexState {
         self.options.read_only
     }
 
-    /// In read-only mode: when the database file was replaced (a new file renamed over it),
-    /// answers from the new file from now on; calls already running finish on the old one.
+    /// In read-only mode: when the database was replaced (a new file renamed over it, or a
+    /// delta written into it), answers from it as it is now; calls already running finish on
+    /// what they started with.
     pub fn poll_database(&self) {
         if self.database_replaced() {
             tracing::info!(
@@ -305,8 +306,8 @@ impl IndexState {
         }
     }
 
-    /// Whether the database file is another one than the file last opened (an import by
-    /// another process renamed a new file over it).
+    /// Whether the database is another one than the one last opened: an import by another
+    /// process renamed a new file over it, or wrote a delta into it.
     fn database_replaced(&self) -> bool {
         let now = file_id(&self.db_path());
         now.is_some() && *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) != now
@@ -545,8 +546,13 @@ impl IndexState {
     }
 }
 
-/// A file's identity: device, inode, size and modification time.
-type FileId = (u64, u64, u64, Option<std::time::SystemTime>);
+/// A database's identity: the device, inode, size and modification time of its file, and the
+/// size and modification time of its `-wal` file, which a delta written in place changes
+/// before the database file itself (at the checkpoint).
+type FileId = (u64, u64, u64, Option<std::time::SystemTime>, Option<WalId>);
+
+/// The size and modification time of a `-wal` file.
+type WalId = (u64, Option<std::time::SystemTime>);
 
 fn file_id(path: &std::path::Path) -> Option<FileId> {
     let meta = std::fs::metadata(path).ok()?;
@@ -557,7 +563,12 @@ fn file_id(path: &std::path::Path) -> Option<FileId> {
     };
     #[cfg(not(unix))]
     let (dev, ino) = (0, 0);
-    Some((dev, ino, meta.len(), meta.modified().ok()))
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = std::fs::metadata(std::path::PathBuf::from(wal))
+        .ok()
+        .map(|wal| (wal.len(), wal.modified().ok()));
+    Some((dev, ino, meta.len(), meta.modified().ok(), wal))
 }
 
 fn signature(project: &Project) -> Signature {

@@ -467,9 +467,27 @@ fn the_summary_says_what_changed_and_full_rebuilds() {
     assert!(line.starts_with(&expected), "{line}");
 }
 
+/// Sets the summary of the first `n` symbols of the project's cache to `text`.
+fn set_summaries(project: &TempProject, n: usize, text: &str) {
+    let mut cache: Value =
+        serde_json::from_slice(&fs::read(project.cache_path()).unwrap()).unwrap();
+    for symbol in cache["symbols"]
+        .as_object_mut()
+        .unwrap()
+        .values_mut()
+        .take(n)
+    {
+        symbol["summary"] = json!(text);
+    }
+    write_json(&project.cache_path(), &cache);
+}
+
 #[test]
-fn a_reader_keeps_its_snapshot_until_the_delta_is_swapped_in() {
+fn a_reader_keeps_its_snapshot_until_the_delta_commits() {
     let project = TempProject::generated(20);
+    // The first delta switches the database to WAL mode, for good.
+    set_summaries(&project, 1, "before the delta");
+    assert!(import_in_process(project.root(), false).delta.is_some());
     let reader = acpdb::db::open_read_only(&project.db()).unwrap();
     reader.execute_batch("BEGIN").unwrap();
     let count = |conn: &Connection| -> i64 {
@@ -481,24 +499,94 @@ fn a_reader_keeps_its_snapshot_until_the_delta_is_swapped_in() {
         .unwrap()
     };
     assert_eq!(count(&reader), 0);
-    let mut cache: Value =
-        serde_json::from_slice(&fs::read(project.cache_path()).unwrap()).unwrap();
-    for symbol in cache["symbols"]
-        .as_object_mut()
-        .unwrap()
-        .values_mut()
-        .take(5)
-    {
-        symbol["summary"] = json!("during the delta");
-    }
-    write_json(&project.cache_path(), &cache);
+    set_summaries(&project, 5, "during the delta");
     let summary = import_in_process(project.root(), false);
     assert_eq!(summary.delta.map(|d| d.symbols_changed), Some(5));
     // The open reader still sees the old state, whole; a new one sees the new state.
     assert_eq!(count(&reader), 0);
     reader.execute_batch("COMMIT").unwrap();
+    assert_eq!(count(&reader), 5);
     let fresh = acpdb::db::open_read_only(&project.db()).unwrap();
     assert_eq!(count(&fresh), 5);
+}
+
+/// The bytes a summary line says were written (`…; 786.4 kB written)`).
+fn written(line: &str) -> u64 {
+    let text = line
+        .trim_end()
+        .rsplit("; ")
+        .next()
+        .and_then(|tail| tail.strip_suffix(" written)"))
+        .unwrap_or_else(|| panic!("no bytes written in {line}"));
+    let (number, unit) = text.split_once(' ').unwrap();
+    let scale = match unit {
+        "bytes" => 1.0,
+        "kB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        other => panic!("unit {other} in {line}"),
+    };
+    (number.parse::<f64>().unwrap() * scale) as u64
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_delta_writes_in_place_and_only_what_changed() {
+    let project = TempProject::generated(300);
+    let file = |path: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        let meta = fs::metadata(path).unwrap();
+        (meta.ino(), meta.len())
+    };
+    let (inode, size) = file(&project.db());
+    // The first delta also switches the database to WAL mode and splits the pages of the
+    // indexes a full import packed; the second writes what changed.
+    for (round, text) in ["an edit", "another edit"].into_iter().enumerate() {
+        set_summaries(&project, 5, text);
+        let out = project.run(&["import", "--no-progress"]);
+        let line = stderr(&out);
+        assert!(line.starts_with("delta: ~5 symbols in "), "{line}");
+        assert_eq!(
+            file(&project.db()).0,
+            inode,
+            "the database file was replaced"
+        );
+        // A copy of the database would write at least its size.
+        let written = written(&line);
+        assert!(
+            round == 0 || written < size / 2,
+            "a delta of 5 symbols wrote {written} bytes of a {size}-byte database: {line}"
+        );
+    }
+    let conn = Connection::open(project.db()).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let changed: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM symbols WHERE summary = 'another edit'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(changed, 5);
+    // A full import over a database in WAL mode copies its pages in, in one transaction.
+    let out = project.run(&["import", "--no-progress", "--full"]);
+    assert!(
+        stderr(&out).starts_with("imported 300 files"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        file(&project.db()).0,
+        inode,
+        "the database file was replaced"
+    );
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
 }
 
 /// A cache as text, with duplicate keys, lists of unknown names and lists that are not lists.

@@ -331,7 +331,7 @@ fn invalid_samples_are_rejected_or_warned_never_crash() {
 fn assert_bad_input(bad: &[u8], extra_args: &[&str], expected: &[&str]) {
     let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
     project.import();
-    let before = fs::read(project.db()).unwrap();
+    let before = project.export();
     fs::write(project.cache_path(), bad).unwrap();
     let mut args = vec!["import"];
     args.extend_from_slice(extra_args);
@@ -345,11 +345,7 @@ fn assert_bad_input(bad: &[u8], extra_args: &[&str], expected: &[&str]) {
     for needle in expected {
         assert!(err.contains(needle), "error lacks {needle:?}: {err}");
     }
-    assert_eq!(
-        fs::read(project.db()).unwrap(),
-        before,
-        "previous database changed"
-    );
+    assert_eq!(project.export(), before, "previous database changed");
     let leftovers: Vec<_> = fs::read_dir(project.root().join(".acp"))
         .unwrap()
         .filter_map(|e| e.ok())
@@ -362,7 +358,7 @@ fn assert_bad_input(bad: &[u8], extra_args: &[&str], expected: &[&str]) {
 fn a_cache_that_is_no_regular_file_is_refused_at_once_and_named() {
     let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
     project.import();
-    let before = fs::read(project.db()).unwrap();
+    let before = project.export();
     // Nobody ever writes to these FIFOs: opening one the usual way would never return.
     let pipe = project.root().join("pipe.json");
     mkfifo(&pipe);
@@ -393,11 +389,7 @@ fn a_cache_that_is_no_regular_file_is_refused_at_once_and_named() {
         err.contains("acp.cache.json: is a directory, not a regular file"),
         "{err}"
     );
-    assert_eq!(
-        fs::read(project.db()).unwrap(),
-        before,
-        "previous database changed"
-    );
+    assert_eq!(project.export(), before, "previous database changed");
 }
 
 #[cfg(unix)]
@@ -529,7 +521,7 @@ fn killed_import_leaves_previous_database() {
     // ones (whose last phase also indexes the files on the full-text thread).
     let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
     project.import();
-    let before = fs::read(project.db()).unwrap();
+    let before = project.export();
     // A bigger cache so that every phase of the import lasts long enough to be killed in.
     project.generate(3000);
     for args in [&["import"][..], &["import", "--full"]] {
@@ -538,11 +530,12 @@ fn killed_import_leaves_previous_database() {
             return;
         }
     }
-    // The next import cleans up what the killed ones left and succeeds. Like the first killed
-    // ones, it is a delta on the previous database (same cache path, same schema).
+    // The next import cleans up what the killed ones left and succeeds: a full import, as every
+    // entry changed (a delta gives up for one after its first entries).
     let out = project.import();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.lines().last().unwrap().starts_with("delta: "), "{err}");
+    let last = err.lines().last().unwrap();
+    assert!(last.contains("imported 3000 files, 30000 symbols"), "{err}");
     let leftovers: Vec<_> = fs::read_dir(project.root().join(".acp"))
         .unwrap()
         .filter_map(|e| e.ok())
@@ -553,9 +546,9 @@ fn killed_import_leaves_previous_database() {
 }
 
 /// Runs `acpdb <args>` once per phase and kills it as soon as it reports that phase, checking
-/// each time that the database is still `before`. False when an import finished before its
-/// phase was seen (its database is then checked to be complete).
-fn kill_in_every_phase(project: &TempProject, before: &[u8], args: &[&str]) -> bool {
+/// each time that the database is whole and still exports as `before`. False when an import
+/// finished before its phase was seen (its database is then checked to be complete).
+fn kill_in_every_phase(project: &TempProject, before: &Value, args: &[&str]) -> bool {
     use std::io::BufRead;
 
     let phases = [
@@ -583,16 +576,17 @@ fn kill_in_every_phase(project: &TempProject, before: &[u8], args: &[&str]) -> b
         }
         child.wait().unwrap();
         let conn = db(project);
-        if fs::read(project.db()).unwrap() != before {
-            // The import finished before the phase was seen: the new database must be complete.
-            assert_eq!(count(&conn, "SELECT count(*) FROM symbols"), 30_000);
+        let integrity: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(integrity, "ok", "{args:?} killed in {phase}");
+        let symbols = count(&conn, "SELECT count(*) FROM symbols");
+        if symbols == 30_000 {
+            // The import finished before the phase was seen: the new database is complete.
             return false;
         }
-        assert_eq!(
-            count(&conn, "SELECT count(*) FROM symbols"),
-            4,
-            "{args:?} killed in {phase}"
-        );
+        assert_eq!(symbols, 4, "{args:?} killed in {phase}");
+        assert_eq!(&project.export(), before, "{args:?} killed in {phase}");
     }
     assert_eq!(killed_in, phases, "{args:?} was not killed in every phase");
     true

@@ -20,6 +20,7 @@ use crate::import::tables::{Tables, DUPLICATE_KEY};
 
 impl<'c> EntryWriter<'c> for Delta<'c> {
     fn file(&mut self, tables: &mut Tables<'c>, entry: Entry<'_>) -> Result<()> {
+        self.read_one()?;
         let Some((id, old)) = self.write_entry(tables, Section::Files, &entry)? else {
             return Ok(());
         };
@@ -45,6 +46,7 @@ impl<'c> EntryWriter<'c> for Delta<'c> {
     }
 
     fn symbol(&mut self, tables: &mut Tables<'c>, entry: Entry<'_>) -> Result<()> {
+        self.read_one()?;
         let Some((id, old)) = self.write_entry(tables, Section::Symbols, &entry)? else {
             return Ok(());
         };
@@ -62,6 +64,7 @@ impl<'c> EntryWriter<'c> for Delta<'c> {
 
     /// A list, compared whole (a list of names the reader hashed as its JSON value).
     fn graph_list(&mut self, tables: &mut Tables<'c>, list: List<'_>) -> Result<()> {
+        self.read_one()?;
         let List {
             key: ListKey { section, key, .. },
             items,
@@ -119,6 +122,7 @@ impl<'c> EntryWriter<'c> for Delta<'c> {
     /// An entry whose digest the database holds: only marked as seen (a second time, it is a
     /// duplicate key).
     fn unchanged(&mut self, tables: &mut Tables<'c>, section: Section, id: u32) -> Result<()> {
+        self.read_one()?;
         let delta = &mut *self;
         if !delta.seen_mut(section).insert(i64::from(id)) {
             let key: String = self.conn.query_row(

@@ -1,5 +1,5 @@
-//! Delta import: a new cache applied to a copy of the previous database by writing only what
-//! changed.
+//! Delta import: a new cache applied to the served database, in place and in one transaction,
+//! by writing only what changed.
 //!
 //! Files, symbols and call-graph lists (the bulk of a cache) are compared with their stored rows
 //! one by one, exactly (every column and `extra`), and only entries that differ are written:
@@ -68,6 +68,24 @@ const COMPARED_WARNING_PREFIXES: &[&str] =
 #[derive(Debug, thiserror::Error)]
 #[error("the cache has entries that {} excludes", crate::config::CONFIG_FILE)]
 pub(super) struct DeltaMeetsExcluded;
+
+/// Why a delta gives up part way: so many of the entries read so far changed that writing them
+/// one by one would take longer than a full import (a full import then runs, and says this).
+#[derive(Debug, thiserror::Error)]
+#[error("{changed} of the first {read} entries changed, more than the {MAX_CHANGED_PERCENT} % a delta is faster for")]
+pub(super) struct TooManyChanges {
+    changed: u64,
+    read: u64,
+}
+
+/// The share of changed entries, in percent of those read, past which a delta gives up for a
+/// full import ([`TooManyChanges`]): where a delta's time meets a full import's on the curve of
+/// `benches/delta.sh --changed` (docs/benchmarks.md, "Delta import").
+pub(super) const MAX_CHANGED_PERCENT: u64 = 5;
+
+/// Entries a delta reads before it judges the share of changed ones: a few edited files at the
+/// start of a small cache say nothing of the rest.
+const JUDGED_AFTER: u64 = 20_000;
 
 /// What a delta changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -348,6 +366,8 @@ pub(super) struct Delta<'c> {
     /// The project root the stored canonical paths were computed with.
     pub(super) root: Option<String>,
     pub(super) counts: DeltaCounts,
+    /// File, symbol and call-graph list entries read so far.
+    entries_read: u64,
 }
 
 /// The two statements of an external-content FTS5 table: delete a row by its old values, and
@@ -389,7 +409,7 @@ fn update_sql(table: &str, columns: &str) -> (String, usize) {
 }
 
 impl<'c> Delta<'c> {
-    /// Prepares a delta on `conn` (a copy of the previous database), clears the sections that are
+    /// Prepares a delta on `conn` (the served database, in a write transaction), clears the sections that are
     /// rewritten whole and loads the node names.
     pub(super) fn start(conn: &'c Connection, known: Arc<KnownEntries>) -> Result<Delta<'c>> {
         let files = file_columns();
@@ -464,7 +484,25 @@ impl<'c> Delta<'c> {
             entry_warnings,
             root,
             counts: DeltaCounts::default(),
+            entries_read: 0,
         })
+    }
+
+    /// Counts one more entry read, and gives up ([`TooManyChanges`]) once the share of changed
+    /// ones among those read passes [`MAX_CHANGED_PERCENT`].
+    fn read_one(&mut self) -> Result<()> {
+        self.entries_read += 1;
+        let read = self.entries_read;
+        if read < JUDGED_AFTER || !read.is_multiple_of(1024) {
+            return Ok(());
+        }
+        let c = &self.counts;
+        let changed =
+            c.files_added + c.files_changed + c.symbols_added + c.symbols_changed + c.lists_changed;
+        if changed * 100 > read * MAX_CHANGED_PERCENT {
+            return Err(TooManyChanges { changed, read }.into());
+        }
+        Ok(())
     }
 
     /// The rows of `section` the new cache has shown so far.
