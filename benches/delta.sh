@@ -65,7 +65,7 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     "$acpdb" "${gen[@]}" --out "$dir/rev1" --revision 1 --changed-percent "$changed" 2>/dev/null
 [[ -f "$dir/base.cache.json" ]] || "$acpdb" "${gen[@]}" --out "$project" 2>/dev/null
 [[ -f "$dir/base.cache.json" ]] && cp "$dir/base.cache.json" "$project/.acp/acp.cache.json"
-rm -f "$project/.acp/acp.db"
+rm -f "$project/.acp/acp.db" "$project/.acp/acp.db-wal" "$project/.acp/acp.db-shm"
 measure full "$acpdb" import -C "$project" --full --no-progress
 cp "$project/.acp/acp.db" "$dir/base.db"
 cp "$project/.acp/acp.cache.json" "$dir/base.cache.json"

@@ -280,7 +280,7 @@ pub fn import_with_progress(
             Ok(summary)
         }
         Ok(mut summary) => {
-            let placed = if has_companions(&project.db) {
+            let placed = if in_use(&project.db) {
                 copy_into_place(&tmp, &project.db)
             } else {
                 crate::replace::replace(&tmp, &project.db).map_err(Into::into)
@@ -743,18 +743,32 @@ fn checkpoint(conn: &Connection) {
     }
 }
 
-/// Whether SQLite keeps `-wal` or `-shm` files next to the database at `path`: someone has it
-/// open in WAL mode (or a process that had it open was killed).
-fn has_companions(path: &Path) -> bool {
-    ["-wal", "-shm"].iter().any(|suffix| {
-        let mut name = path.as_os_str().to_owned();
-        name.push(suffix);
-        Path::new(&name).exists()
-    })
+/// Whether another connection has the database at `path` open in WAL mode. A connection
+/// that reads it and closes is its last one when nobody else has it open: SQLite then removes
+/// its `-wal` and `-shm` files, which are left otherwise (or by a process killed with it open,
+/// until that next clean close).
+fn in_use(path: &Path) -> bool {
+    let companions = || {
+        ["-wal", "-shm"].iter().any(|suffix| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            Path::new(&name).exists()
+        })
+    };
+    if !path.is_file() || !companions() {
+        return false;
+    }
+    if let Ok(conn) = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
+    {
+        let _ = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
+            r.get::<_, i64>(0)
+        });
+    }
+    companions()
 }
 
 /// Puts a full import's database `tmp` in place of the database at `db`, which someone has open
-/// ([`has_companions`]): its pages are copied in one transaction, which readers see whole once
+/// ([`in_use`]): its pages are copied in one transaction, which readers see whole once
 /// it commits (renaming a new file over it would leave the old database's `-wal` and `-shm`
 /// files next to the new one, and SQLite would read the new file through them).
 fn copy_into_place(tmp: &Path, db: &Path) -> Result<()> {
