@@ -535,6 +535,10 @@ fn killed_import_leaves_previous_database() {
     let out = project.import();
     let err = String::from_utf8_lossy(&out.stderr);
     let last = err.lines().last().unwrap();
+    assert!(
+        last.starts_with("full import (") && last.contains(" entries changed, more than the 5 %"),
+        "{err}"
+    );
     assert!(last.contains("imported 3000 files, 30000 symbols"), "{err}");
     let leftovers: Vec<_> = fs::read_dir(project.root().join(".acp"))
         .unwrap()

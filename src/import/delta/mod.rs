@@ -83,9 +83,10 @@ pub(super) struct TooManyChanges {
 /// `benches/delta.sh --changed` (docs/benchmarks.md, "Delta import").
 pub(super) const MAX_CHANGED_PERCENT: u64 = 5;
 
-/// Entries a delta reads before it judges the share of changed ones: a few edited files at the
-/// start of a small cache say nothing of the rest.
-const JUDGED_AFTER: u64 = 20_000;
+/// Entries a delta reads before it judges the share of changed ones (and between two
+/// judgements): a few edited files at the start of a small cache say little of the rest, and
+/// what a delta that gives up wrote is work lost.
+const JUDGED_AFTER: u64 = 4096;
 
 /// What a delta changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -493,7 +494,7 @@ impl<'c> Delta<'c> {
     fn read_one(&mut self) -> Result<()> {
         self.entries_read += 1;
         let read = self.entries_read;
-        if read < JUDGED_AFTER || !read.is_multiple_of(1024) {
+        if read < JUDGED_AFTER || !read.is_multiple_of(JUDGED_AFTER) {
             return Ok(());
         }
         let c = &self.counts;
