@@ -516,30 +516,29 @@ fn database_opens_in_the_sqlite3_shell() {
 
 #[test]
 fn killed_import_leaves_previous_database() {
-    // The imports below are killed while they read, while they link and while they finish:
-    // first delta imports (the database exists and came from the same cache path), then full
-    // ones (whose last phase also indexes the files on the full-text thread).
-    let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
-    project.import();
+    // A delta (a revision with 2 % of the files edited) is killed while it reads, while it
+    // links and while it finishes, then full imports are. A killed delta leaves the previous
+    // state (its transaction never committed), a killed full import the database it replaces.
+    let project = TempProject::generated(3000);
     let before = project.export();
-    // A bigger cache so that every phase of the import lasts long enough to be killed in.
-    project.generate(3000);
-    for args in [&["import"][..], &["import", "--full"]] {
-        if !kill_in_every_phase(&project, &before, args) {
+    project.revise(3000, 2.0);
+    let after: Value =
+        serde_json::from_str(&fs::read_to_string(project.cache_path()).unwrap()).unwrap();
+    for (args, old) in [(&["import"][..], &before), (&["import", "--full"], &after)] {
+        if !kill_in_every_phase(&project, old, &after, args) {
             // An import finished before a phase was seen; its database was checked.
             return;
         }
+        if args == ["import"] {
+            // The full imports below start from the new state.
+            project.run(&["import", "--no-progress"]);
+        }
     }
-    // The next import cleans up what the killed ones left and succeeds: a full import, as every
-    // entry changed (a delta gives up for one after its first entries).
+    // The next import cleans up what the killed ones left and succeeds.
     let out = project.import();
     let err = String::from_utf8_lossy(&out.stderr);
-    let last = err.lines().last().unwrap();
-    assert!(
-        last.starts_with("full import (") && last.contains(" entries changed, more than the 5 %"),
-        "{err}"
-    );
-    assert!(last.contains("imported 3000 files, 30000 symbols"), "{err}");
+    assert!(err.lines().last().unwrap().starts_with("delta: "), "{err}");
+    assert_eq!(project.export(), after);
     let leftovers: Vec<_> = fs::read_dir(project.root().join(".acp"))
         .unwrap()
         .filter_map(|e| e.ok())
@@ -550,9 +549,9 @@ fn killed_import_leaves_previous_database() {
 }
 
 /// Runs `acpdb <args>` once per phase and kills it as soon as it reports that phase, checking
-/// each time that the database is whole and still exports as `before`. False when an import
-/// finished before its phase was seen (its database is then checked to be complete).
-fn kill_in_every_phase(project: &TempProject, before: &Value, args: &[&str]) -> bool {
+/// each time that the database is whole and exports as `old`. False when an import finished
+/// before its phase was seen (its database must then export as `new`).
+fn kill_in_every_phase(project: &TempProject, old: &Value, new: &Value, args: &[&str]) -> bool {
     use std::io::BufRead;
 
     let phases = [
@@ -571,10 +570,12 @@ fn kill_in_every_phase(project: &TempProject, before: &Value, args: &[&str]) -> 
             .spawn()
             .unwrap();
         let lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut finished = true;
         for line in lines.map_while(Result::ok) {
             if line.starts_with(&format!("import: {phase}, ")) {
                 child.kill().unwrap();
                 killed_in.push(phase);
+                finished = false;
                 break;
             }
         }
@@ -584,13 +585,15 @@ fn kill_in_every_phase(project: &TempProject, before: &Value, args: &[&str]) -> 
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .unwrap();
         assert_eq!(integrity, "ok", "{args:?} killed in {phase}");
-        let symbols = count(&conn, "SELECT count(*) FROM symbols");
-        if symbols == 30_000 {
-            // The import finished before the phase was seen: the new database is complete.
+        let exported = project.export();
+        if finished {
+            assert_eq!(&exported, new, "{args:?} finished before {phase}");
             return false;
         }
-        assert_eq!(symbols, 4, "{args:?} killed in {phase}");
-        assert_eq!(&project.export(), before, "{args:?} killed in {phase}");
+        if &exported != old {
+            // Killed after its commit: the new state, whole.
+            assert_eq!(&exported, new, "{args:?} killed in {phase}");
+        }
     }
     assert_eq!(killed_in, phases, "{args:?} was not killed in every phase");
     true

@@ -46,7 +46,7 @@ fn generate(root: &Path, revision: u32) {
             "--revision",
             &revision.to_string(),
             "--changed-percent",
-            "5",
+            "2",
             "--out",
         ])
         .arg(root)

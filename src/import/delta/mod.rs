@@ -81,7 +81,7 @@ pub(super) struct TooManyChanges {
 /// The share of changed entries, in percent of those read, past which a delta gives up for a
 /// full import ([`TooManyChanges`]): where a delta's time meets a full import's on the curve of
 /// `benches/delta.sh --changed` (docs/benchmarks.md, "Delta import").
-pub(super) const MAX_CHANGED_PERCENT: u64 = 5;
+pub(super) const MAX_CHANGED_PERCENT: u64 = 8;
 
 /// Entries a delta reads before it judges the share of changed ones (and between two
 /// judgements): a few edited files at the start of a small cache say little of the rest, and

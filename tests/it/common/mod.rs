@@ -119,6 +119,19 @@ impl TempProject {
         assert!(out.status.success(), "{}", stderr(&out));
     }
 
+    /// Rewrites the cache of a project made by [`TempProject::generate`] as its revision 1, with
+    /// `percent` of its files edited the way `acp index` rewrites them.
+    pub(crate) fn revise(&self, files: u32, percent: f64) {
+        let out = acpdb()
+            .args(["gen-fixture", "--files", &files.to_string()])
+            .args(["--symbols-per-file", "10", "--revision", "1"])
+            .args(["--changed-percent", &percent.to_string(), "--out"])
+            .arg(self.root())
+            .output()
+            .expect("run acpdb gen-fixture");
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+
     /// A copy of an existing project directory (e.g. a fixture).
     pub(crate) fn copy_of(source: &Path) -> TempProject {
         let dir = tempfile::tempdir().expect("temp dir");
