@@ -93,7 +93,7 @@ echo "compare.sh: acp-mcp ..." >&2
 "$acpdb" -C "$dir" bench "${common[@]}" --workload "$workload" -- "$acp_mcp" -C "$dir" \
     >"$work/acp-mcp.json"
 
-symbols="$("$acpdb" -C "$dir" sql "SELECT count(*) FROM symbols" 2>/dev/null | tail -n 1 | tr -d ' ')"
+symbols="$("$acpdb" -C "$dir" sql --csv "SELECT count(*) FROM symbols" 2>/dev/null | tail -n 1)"
 cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')"
 
 table="$(
