@@ -171,8 +171,9 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
-/// Removes the temporary files of `path` that writers killed halfway left behind: those whose
-/// writer process is gone, and those untouched for five minutes.
+/// Removes the temporary files of `path` that writers killed halfway left behind (with the
+/// `-wal`, `-shm` and `-journal` files of a temporary database): those whose writer process is
+/// gone, and those untouched for five minutes.
 pub fn sweep(path: &Path) {
     let Ok(entries) = fs::read_dir(parent_dir(path)) else {
         return;
@@ -218,6 +219,11 @@ fn temp_name(path: &Path, pid: u32) -> String {
 
 /// The writer's process id when `name` is a temporary file of `path`.
 fn temp_writer(path: &Path, name: &str) -> Option<u32> {
+    // A temporary database's SQLite files go with it.
+    let name = ["-wal", "-shm", "-journal"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
+        .unwrap_or(name);
     let pid = name
         .strip_prefix(&format!(".{}.", file_name(path)))?
         .strip_suffix(".tmp")?;
@@ -259,7 +265,11 @@ mod tests {
     fn temp_names_are_recognised_only_when_spelled_exactly() {
         let path = Path::new("/p/.acp/acp.db");
         assert_eq!(temp_writer(path, ".acp.db.42.tmp"), Some(42));
+        assert_eq!(temp_writer(path, ".acp.db.42.tmp-wal"), Some(42));
+        assert_eq!(temp_writer(path, ".acp.db.42.tmp-journal"), Some(42));
         for other in [
+            ".acp.db.42.tmp-walrus",
+            ".acp.db.42-wal",
             ".acp.db.042.tmp",
             ".acp.db.+42.tmp",
             ".acp.db.x.tmp",

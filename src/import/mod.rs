@@ -178,6 +178,14 @@ impl ImportSummary {
     }
 }
 
+/// Removes the temporary files that imports killed halfway left next to the database `db` (the
+/// new database and the full-text builder's, with their SQLite files). Every import and every
+/// server that may import does this when it starts.
+pub fn sweep_temporary_files(db: &Path) {
+    crate::replace::sweep(db);
+    crate::replace::sweep(&fts::fts_target(db));
+}
+
 /// Runs `acpdb import` and prints the summary line on stderr (and, before it, a progress bar
 /// on a terminal or progress lines otherwise).
 pub fn run(project: &Project, args: &ImportArgs) -> Result<ImportSummary> {
@@ -211,8 +219,7 @@ pub fn import_with_progress(
     let _lock = lock::ImportLock::acquire(&project.db)?;
     let cache_meta = fs::metadata(&cache_path)
         .with_context(|| format!("cannot read {}", cache_path.display()))?;
-    crate::replace::sweep(&project.db);
-    crate::replace::sweep(&fts::fts_target(&project.db));
+    sweep_temporary_files(&project.db);
     let tmp = crate::replace::temp_path(&project.db);
     let (rules, config_state) = if args.ignore_config {
         (PathRules::none(), config::IGNORED.to_string())

@@ -183,7 +183,7 @@ impl IndexState {
             .signature
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(signature(&project));
-        crate::replace::sweep(&project.db);
+        import::sweep_temporary_files(&project.db);
         let freshness = freshness::check(&project)
             .unwrap_or_else(|e| Freshness::Stale(format!("cannot read the database: {e:#}")));
         match (&project.cache, freshness) {

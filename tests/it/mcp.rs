@@ -1590,8 +1590,13 @@ async fn temporary_files_of_killed_writers_are_swept_when_the_server_starts() {
     let project = demo();
     project.import();
     let acp = project.root().join(".acp");
+    // Every kind an import makes (the new database with its SQLite files, the full-text
+    // builder's database) and the journal's export.
     let left = [
         acp.join(".acp.db.99999999.tmp"),
+        acp.join(".acp.db.99999999.tmp-wal"),
+        acp.join(".acp.db.99999999.tmp-shm"),
+        acp.join(".acp.db-fts.99999999.tmp"),
         acp.join(".acp.attempts.json.99999999.tmp"),
     ];
     for path in &left {
