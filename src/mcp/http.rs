@@ -88,6 +88,16 @@ impl std::fmt::Debug for HttpOptions {
     }
 }
 
+/// The browser origins always allowed: pages served from this machine, over HTTP or HTTPS.
+const LOOPBACK_ORIGINS: [&str; 6] = [
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
+
 impl HttpOptions {
     /// Refuses a non-loopback address without a token.
     pub fn check(&self) -> Result<()> {
@@ -107,11 +117,7 @@ impl HttpOptions {
     }
 
     fn rmcp_config(&self, cancel: CancellationToken) -> StreamableHttpServerConfig {
-        let mut origins: Vec<String> =
-            ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
-                .into_iter()
-                .map(String::from)
-                .collect();
+        let mut origins: Vec<String> = LOOPBACK_ORIGINS.into_iter().map(String::from).collect();
         origins.extend(self.allowed_origins.iter().cloned());
         let config = StreamableHttpServerConfig::default()
             .with_allowed_origins(origins)

@@ -521,6 +521,10 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
         ("https://tools.example.com", 200),
         (&format!("http://127.0.0.1:{}", server.addr.port())[..], 200),
         ("http://localhost:3000", 200),
+        ("https://localhost:8443", 200),
+        ("https://127.0.0.1:8443", 200),
+        ("https://[::1]:8443", 200),
+        ("https://localhost.evil.example:8443", 403),
     ] {
         let answer = post(server.addr, &call, &[version, ("Origin", origin)]);
         assert_eq!(answer.status, status, "{origin}: {answer:?}");
