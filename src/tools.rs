@@ -312,10 +312,6 @@ pub struct ImpactArgs {
 /// or stricter.
 pub const IMPACT_LOCKED_STATUS: u8 = 3;
 
-/// The longest diff `acpdb impact --diff` reads (64 MiB; a diff of a whole large repository
-/// is a few MiB).
-const DIFF_LIMIT: u64 = 64 << 20;
-
 /// Runs `acpdb impact`; returns whether a touched file is locked at `--fail-on` or stricter.
 pub fn run_impact(project: &crate::project::Project, args: &ImpactArgs) -> anyhow::Result<bool> {
     if let Some(level) = &args.fail_on {
@@ -326,6 +322,8 @@ pub fn run_impact(project: &crate::project::Project, args: &ImpactArgs) -> anyho
             );
         }
     }
+    // The longest diff the tool accepts, read no further.
+    const DIFF_LIMIT: u64 = crate::query::impact::MAX_DIFF_BYTES as u64;
     let diff = match &args.diff {
         None => None,
         Some(path) => {

@@ -205,8 +205,9 @@ fn diff_path(raw: &str) -> Option<String> {
 
 /// The file sections of a unified diff (`git diff` or `diff -u`), with the old file's lines the
 /// hunks change: removed lines, and for added lines the two lines they go between (context
-/// lines are not changes). Lines outside file sections and hunks are skipped.
-pub fn parse_diff(text: &str) -> Vec<DiffFile> {
+/// lines are not changes). Lines outside file sections and hunks are skipped; a hunk header
+/// that does not read `@@ -START[,COUNT] +START[,COUNT] @@` is an error naming its line.
+pub fn parse_diff(text: &str) -> Result<Vec<DiffFile>, String> {
     let mut files: Vec<DiffFile> = Vec::new();
     let mut old_path: Option<Option<String>> = None;
     // Within a hunk: the next old line, and the old and new lines still to come.
@@ -214,7 +215,7 @@ pub fn parse_diff(text: &str) -> Vec<DiffFile> {
     let mut remaining = (0i64, 0i64);
     // Added lines right after removed ones replace them; other added lines are insertions.
     let mut replacing = false;
-    for line in text.lines() {
+    for (number, line) in text.lines().enumerate() {
         if remaining.0 > 0 || remaining.1 > 0 {
             let Some(file) = files.last_mut() else {
                 break;
@@ -256,16 +257,15 @@ pub fn parse_diff(text: &str) -> Vec<DiffFile> {
                     old_ranges: Vec::new(),
                 });
             }
-        } else if let Some(rest) = line.strip_prefix("@@ -") {
-            let mut counts = rest.split(' ');
-            let range = |part: Option<&str>| {
-                let mut numbers = part.unwrap_or_default().trim_start_matches('+').split(',');
-                let start: i64 = numbers.next().and_then(|n| n.parse().ok()).unwrap_or(0);
-                let count: i64 = numbers.next().and_then(|n| n.parse().ok()).unwrap_or(1);
-                (start, count)
-            };
-            let (old_start, old_count) = range(counts.next());
-            let (_, new_count) = range(counts.next());
+        } else if line.starts_with("@@ ") && !files.is_empty() {
+            let ((old_start, old_count), (_, new_count)) =
+                hunk_ranges(line).ok_or_else(|| {
+                    format!(
+                        "diff line {}: a malformed hunk header `{}` (expected `@@ -START[,COUNT] +START[,COUNT] @@`)",
+                        number + 1,
+                        line.chars().take(80).collect::<String>()
+                    )
+                })?;
             // `-l,0` is an insertion after line l.
             old_line = if old_count == 0 {
                 old_start + 1
@@ -276,7 +276,30 @@ pub fn parse_diff(text: &str) -> Vec<DiffFile> {
             replacing = false;
         }
     }
-    files
+    Ok(files)
+}
+
+/// The old and new (start, count) of a hunk header `@@ -START[,COUNT] +START[,COUNT] @@ …`,
+/// numbers without sign; `None` for anything else.
+fn hunk_ranges(line: &str) -> Option<((i64, i64), (i64, i64))> {
+    let mut parts = line.strip_prefix("@@ ")?.split(' ');
+    let range = |part: &str, sign: char| -> Option<(i64, i64)> {
+        let mut numbers = part.strip_prefix(sign)?.split(',');
+        let number = |text: &str| -> Option<i64> {
+            (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| text.parse().ok())
+                .flatten()
+        };
+        let start = number(numbers.next()?)?;
+        let count = match numbers.next() {
+            Some(count) => number(count)?,
+            None => 1,
+        };
+        numbers.next().is_none().then_some((start, count))
+    };
+    let old = range(parts.next()?, '-')?;
+    let new = range(parts.next()?, '+')?;
+    (parts.next()? == "@@").then_some((old, new))
 }
 
 /// The symbols of a file (by canonical path), with their lines.
@@ -324,13 +347,13 @@ fn changes(
     if let Some(diff) = &params.diff {
         if diff.len() > MAX_DIFF_BYTES {
             return Err(QueryError::invalid(format!(
-                "diff: {} bytes, more than the {} accepted",
+                "diff: {} bytes, more than the {} MiB accepted",
                 diff.len(),
-                MAX_DIFF_BYTES
+                MAX_DIFF_BYTES >> 20
             )));
         }
         let root = super::names::project_root(conn)?;
-        let sections = parse_diff(diff);
+        let sections = parse_diff(diff).map_err(QueryError::invalid)?;
         if sections.is_empty() && !diff.trim().is_empty() {
             return Err(QueryError::invalid(
                 "diff: no file section found (expected a unified diff, as `git diff` prints)",
@@ -681,7 +704,7 @@ mod tests {
         // Context lines 10 and 12 around an insertion after line 11; line 40 replaced; a removed
         // line that starts with "-- " (it reads like a file header but is inside a hunk).
         let diff = "diff --git a/src/a.ts b/src/a.ts\n--- a/src/a.ts\n+++ b/src/a.ts\n@@ -10,2 +10,3 @@ fn\n x\n+y\n z\n@@ -40,2 +41,1 @@\n-z\n--- sql comment\n+w\n--- /dev/null\n+++ b/src/new.ts\n@@ -0,0 +1,3 @@\n+a\n+b\n+c\n--- a/old.py\n+++ /dev/null\n@@ -1,5 +0,0 @@\n-1\n-2\n-3\n-4\n-5\n";
-        let files = parse_diff(diff);
+        let files = parse_diff(diff).unwrap();
         assert_eq!(files.len(), 3);
         assert_eq!(files[0].old_path.as_deref(), Some("src/a.ts"));
         assert_eq!(files[0].old_ranges, vec![[10, 11], [40, 41]]);
@@ -689,6 +712,28 @@ mod tests {
         assert_eq!(files[1].new_path.as_deref(), Some("src/new.ts"));
         assert_eq!(files[2].new_path, None);
         assert_eq!(files[2].old_ranges, vec![[1, 5]]);
+    }
+
+    #[test]
+    fn malformed_hunk_headers_are_errors_naming_their_line() {
+        let header = |hunk: &str| format!("--- a/x.ts\n+++ b/x.ts\n{hunk}\n-a\n+b\n");
+        for hunk in [
+            "@@ -a,b +c,d @@",
+            "@@ -1,-3 +1,2 @@",
+            "@@ -1,3 @@",
+            "@@ -1,3 +1,2",
+            "@@ 1,3 +1,2 @@",
+            "@@ -1,3,4 +1,2 @@",
+        ] {
+            let err = parse_diff(&header(hunk)).unwrap_err();
+            assert!(
+                err.starts_with("diff line 3: a malformed hunk header"),
+                "{hunk}: {err}"
+            );
+        }
+        for hunk in ["@@ -1,1 +1,1 @@", "@@ -1 +1 @@ fn main()"] {
+            assert_eq!(parse_diff(&header(hunk)).unwrap().len(), 1, "{hunk}");
+        }
     }
 
     #[test]

@@ -379,3 +379,33 @@ fn limit_zero_answers_the_totals_of_a_list_only() {
     .unwrap_err();
     assert!(err.to_string().contains("0 gives the totals only"), "{err}");
 }
+
+#[test]
+fn a_malformed_or_oversized_diff_is_refused_naming_the_line_or_the_limit() {
+    let project = TempProject::copy_of(&fixture("real/demo-ts"));
+    project.import();
+    let diff = project.root().join("bad.diff");
+    for hunk in ["@@ -a,b +c,d @@", "@@ -24,-1 +24,2 @@"] {
+        fs::write(
+            &diff,
+            format!("--- a/src/auth/token.ts\n+++ b/src/auth/token.ts\n{hunk}\n-x\n+y\n"),
+        )
+        .unwrap();
+        let out = project.run(&["impact", "--diff", diff.to_str().unwrap()]);
+        assert!(!out.status.success(), "{hunk} was accepted");
+        let err = stderr(&out);
+        assert!(
+            err.contains("diff line 3: a malformed hunk header") && err.contains(hunk),
+            "{hunk}: {err}"
+        );
+    }
+    // One byte over the limit the tool's `diff` has.
+    let limit = acpdb::query::impact::MAX_DIFF_BYTES;
+    let mut big = String::from("--- a/src/auth/token.ts\n+++ b/src/auth/token.ts\n");
+    big.push_str(&" ".repeat(limit + 1 - big.len()));
+    fs::write(&diff, big).unwrap();
+    let out = project.run(&["impact", "--diff", diff.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("is larger than 16 MiB"), "{err}");
+}
