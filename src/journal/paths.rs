@@ -86,13 +86,14 @@ impl Root {
     /// The project config's `include`/`exclude` rules, read now through [`Root::open`] (so
     /// confined and bounded like any project file): a file in use by an action is read before
     /// its transaction begins. No config means no rules; a config that cannot be read or parsed
-    /// is an error naming it.
+    /// is an invalid-params error naming it, like a config that is no regular file.
     pub(crate) fn rules(&self) -> Result<PathRules, JournalError> {
         let Some(file) = self.open(CONFIG_FILE)? else {
             return Ok(PathRules::none());
         };
+        // The project's file, as a FIFO or a file too large is: the caller's to fix (-32602).
         PathRules::read(file, &self.given.join(CONFIG_FILE))
-            .map_err(|err| JournalError::Internal(format!("{err:#}")))
+            .map_err(|err| JournalError::InvalidParams(format!("{err:#}")))
     }
 
     /// [`Root::resolve`], refusing (-32602) a path that the project config excludes.

@@ -860,6 +860,12 @@ impl ServerHandler for AcpServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        // As tool arguments: no file, symbol or domain name holds a NUL.
+        if request.uri.contains('\0') {
+            return Err(errors::invalid_params(
+                "uri: must not contain a NUL character",
+            ));
+        }
         let pool = self.state.pool().map_err(errors::unavailable)?;
         let contents = tokio::task::block_in_place(|| {
             on_pool(&pool.light, self.time_limit, |conn| {

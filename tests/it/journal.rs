@@ -2044,3 +2044,50 @@ fn naming_the_journals_own_files_leaves_its_locks_alone() {
         "session_id": session, "description": "an ordinary file", "files": ["src/api.ts"]}}));
     assert!(locked());
 }
+
+#[test]
+fn a_config_that_cannot_be_used_is_one_kind_of_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("src")).unwrap();
+    fs::write(dir.path().join("src/a.ts"), "export const a = 1;\n").unwrap();
+    let journal = Journal::open(
+        &dir.path().join("journal.db"),
+        dir.path(),
+        &dir.path().join("acp.attempts.json"),
+    )
+    .unwrap();
+    let config = dir.path().join(".acp.config.json");
+    let mark = || {
+        journal.hack(hack_request(
+            json!({"action": "mark", "data": {"file": "src/a.ts", "line": 1, "reason": "r"}}),
+        ))
+    };
+    let big = format!("{{\"pad\": \"{}\"}}", "a".repeat(5 << 20));
+    for (what, write) in [
+        (
+            "not JSON",
+            Box::new(|c: &Path| fs::write(c, "{").unwrap()) as Box<dyn Fn(&Path)>,
+        ),
+        (
+            "a bad pattern",
+            Box::new(|c: &Path| fs::write(c, r#"{"exclude": ["a{"]}"#).unwrap()),
+        ),
+        (
+            "too large",
+            Box::new(move |c: &Path| fs::write(c, &big).unwrap()),
+        ),
+        ("a FIFO", Box::new(|c: &Path| mkfifo(c))),
+    ] {
+        let _ = fs::remove_file(&config);
+        write(&config);
+        let err = mark().unwrap_err();
+        assert!(
+            matches!(err, JournalError::InvalidParams(_)),
+            "{what}: {err:?}"
+        );
+        assert!(
+            err.message().contains(".acp.config.json"),
+            "{what}: {err:?}"
+        );
+    }
+}

@@ -595,6 +595,12 @@ async fn resources_over_stdio() {
     assert_eq!(err.code, -32002, "{err:?}");
     let err = client.read("acp://nothing").await.unwrap_err();
     assert_eq!(err.code, -32002, "{err:?}");
+    // A NUL is refused as tool arguments refuse it: no file or symbol holds one.
+    for uri in ["acp://file/src/a\u{0}.ts", "acp://symbol/\u{0}"] {
+        let err = client.read(uri).await.unwrap_err();
+        assert_eq!(err.code, -32602, "{uri:?}: {err:?}");
+        assert!(err.message.contains("NUL"), "{err:?}");
+    }
     client.close().await;
 }
 
