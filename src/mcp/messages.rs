@@ -18,7 +18,7 @@ use rmcp::model::{
 };
 use rmcp::service::RxJsonRpcMessage;
 use rmcp::RoleServer;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::errors::{INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
 use crate::cache::reader::json_type;
@@ -26,24 +26,59 @@ use crate::cache::reader::json_type;
 /// An error answer for a message that does not reach rmcp.
 #[derive(Debug, PartialEq)]
 pub(super) struct Rejection {
-    id: Value,
+    /// The request's id as the client wrote it (JSON text), or `null`.
+    id: String,
     code: i32,
     message: String,
 }
 
+/// A JSON-RPC error answer, its id as written in the request.
+#[derive(serde::Serialize)]
+struct ErrorAnswer<'a> {
+    jsonrpc: &'static str,
+    id: &'a serde_json::value::RawValue,
+    error: ErrorBody<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct ErrorBody<'a> {
+    code: i32,
+    message: &'a str,
+}
+
 impl Rejection {
-    /// The JSON-RPC error answer.
-    pub(super) fn answer(&self) -> Value {
-        json!({
-            "jsonrpc": "2.0",
-            "id": self.id,
-            "error": {"code": self.code, "message": self.message},
-        })
+    /// The JSON-RPC error answer, as JSON text: the id is echoed as the client wrote it, even
+    /// a number no JSON parser reads back exactly (`1e400`).
+    pub(super) fn answer(&self) -> String {
+        let null = serde_json::value::RawValue::NULL;
+        let id = serde_json::value::RawValue::from_string(self.id.clone()).ok();
+        let answer = ErrorAnswer {
+            jsonrpc: "2.0",
+            id: id.as_deref().unwrap_or(null),
+            error: ErrorBody {
+                code: self.code,
+                message: &self.message,
+            },
+        };
+        serde_json::to_string(&answer).unwrap_or_default()
     }
 
     pub(super) fn new(id: Value, code: i32, message: impl Into<String>) -> Rejection {
         Rejection {
-            id,
+            id: id.to_string(),
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A rejection of a request whose id, as written, is `id` (`None`: unreadable, `null`).
+    pub(super) fn with_written_id(
+        id: Option<String>,
+        code: i32,
+        message: impl Into<String>,
+    ) -> Rejection {
+        Rejection {
+            id: id.unwrap_or_else(|| "null".into()),
             code,
             message: message.into(),
         }
@@ -53,7 +88,7 @@ impl Rejection {
 /// The error the server answers at once for one message (a line of stdin, the body of an HTTP
 /// request), or `None` when the message goes on to the protocol (or is skipped: blank lines,
 /// invalid notifications). For fuzzing and tests of the framing.
-pub fn answer_for_line(line: &[u8]) -> Option<Value> {
+pub fn answer_for_line(line: &[u8]) -> Option<String> {
     match check(line) {
         Err(Some(rejection)) => Some(rejection.answer()),
         Ok(_) | Err(None) => None,
@@ -77,8 +112,8 @@ pub(super) fn check(
     }
     let value: Value = serde_json::from_slice(text).map_err(|err| {
         tracing::warn!("a message is not JSON ({} bytes): {err}", text.len());
-        Some(Rejection::new(
-            readable_id(text),
+        Some(Rejection::with_written_id(
+            written_id(text),
             PARSE_ERROR,
             format!("Parse error: {err}"),
         ))
@@ -108,7 +143,13 @@ pub(super) fn check(
     let id = match object.get("id") {
         None => None,
         Some(id) if usable_id(id) => Some(id.clone()),
-        Some(_) => return Err(invalid(&Value::Null, "id must be a string or an integer")),
+        Some(_) => {
+            return Err(Some(Rejection::with_written_id(
+                written_id(text),
+                INVALID_REQUEST,
+                "Invalid request: id must be a string or an integer",
+            )))
+        }
     };
     let is_request = object.contains_key("method") && id.is_some();
     // Answers go to requests only; an invalid notification or response is dropped.
@@ -217,18 +258,129 @@ fn params_error(method: &str, params: Value) -> String {
     }
 }
 
-/// The id of a message that is not valid JSON as a whole, when its top level still reads as an
-/// object with a string or integer `id` (a bad escape or a nesting too deep elsewhere);
-/// otherwise `null`.
-fn readable_id(text: &[u8]) -> Value {
-    #[derive(serde::Deserialize)]
-    struct Probe {
-        id: Option<Value>,
+/// The id of a message as the client wrote it (its JSON text), read from the top level of
+/// `text` without parsing the rest, which may be invalid JSON or cut off (the first bytes of a
+/// line too long to read whole): a string or a number, else `None`.
+pub(super) fn written_id(text: &[u8]) -> Option<String> {
+    let mut at = skip_space(text, 0);
+    if text.get(at) != Some(&b'{') {
+        return None;
     }
-    match serde_json::from_slice::<Probe>(text) {
-        Ok(Probe { id: Some(id) }) if usable_id(&id) => id,
-        _ => Value::Null,
+    at += 1;
+    loop {
+        at = skip_space(text, at);
+        let key_end = string_end(text, at)?;
+        let key = &text[at..key_end];
+        at = skip_space(text, key_end);
+        if text.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_space(text, at + 1);
+        let value_end = value_end(text, at)?;
+        if key == b"\"id\"" {
+            let value = &text[at..value_end];
+            let readable = match value.first()? {
+                b'"' => serde_json::from_slice::<String>(value).is_ok(),
+                _ => is_json_number(value),
+            };
+            return readable.then(|| String::from_utf8_lossy(value).into_owned());
+        }
+        at = skip_space(text, value_end);
+        match text.get(at)? {
+            b',' => at += 1,
+            _ => return None,
+        }
     }
+}
+
+fn skip_space(text: &[u8], mut at: usize) -> usize {
+    while text.get(at).is_some_and(u8::is_ascii_whitespace) {
+        at += 1;
+    }
+    at
+}
+
+/// The end (past the closing quote) of the string starting at `at`.
+fn string_end(text: &[u8], at: usize) -> Option<usize> {
+    if text.get(at) != Some(&b'"') {
+        return None;
+    }
+    let mut i = at + 1;
+    loop {
+        match text.get(i)? {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+}
+
+/// The end of the JSON value starting at `at` (its brackets balanced, its strings skipped);
+/// `None` when the text ends first.
+fn value_end(text: &[u8], at: usize) -> Option<usize> {
+    match text.get(at)? {
+        b'"' => string_end(text, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            loop {
+                match text.get(i)? {
+                    b'"' => {
+                        i = string_end(text, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            let len = text[at..]
+                .iter()
+                .position(|b| b.is_ascii_whitespace() || matches!(b, b',' | b'}' | b']'))?;
+            Some(at + len)
+        }
+    }
+}
+
+/// Whether `token` is a number in JSON's grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+fn is_json_number(token: &[u8]) -> bool {
+    let digits = |at: usize| {
+        token[at..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    let mut at = usize::from(token.first() == Some(&b'-'));
+    match (token.get(at), digits(at)) {
+        (Some(b'0'), 1) => at += 1,
+        (Some(b'1'..=b'9'), n) => at += n,
+        _ => return false,
+    }
+    if token.get(at) == Some(&b'.') {
+        match digits(at + 1) {
+            0 => return false,
+            n => at += 1 + n,
+        }
+    }
+    if matches!(token.get(at), Some(b'e' | b'E')) {
+        at += 1;
+        if matches!(token.get(at), Some(b'+' | b'-')) {
+            at += 1;
+        }
+        match digits(at) {
+            0 => return false,
+            n => at += n,
+        }
+    }
+    at == token.len()
 }
 
 /// Whether `id` may identify a request: a string or an integer.
@@ -255,63 +407,70 @@ mod tests {
     }
 
     #[test]
-    fn every_bad_request_is_answered_with_its_id_when_readable() {
-        let cases: &[(&str, Value, i32)] = &[
-            ("not json {", Value::Null, PARSE_ERROR),
+    fn every_bad_request_is_answered_with_its_id_as_written() {
+        let cases: &[(&str, &str, i32)] = &[
+            ("not json {", "null", PARSE_ERROR),
             (
                 r#"{"jsonrpc":"2.0","id":7,"method":"ping","params":{"s":"\ud800"}}"#,
-                json!(7),
+                "7",
                 PARSE_ERROR,
             ),
             (
                 r#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#,
-                Value::Null,
+                "1e400",
                 PARSE_ERROR,
             ),
             (
                 r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
-                Value::Null,
+                "null",
                 INVALID_REQUEST,
             ),
-            (r#""ping""#, Value::Null, INVALID_REQUEST),
+            (r#""ping""#, "null", INVALID_REQUEST),
             (
                 r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
-                Value::Null,
+                "1.5",
+                INVALID_REQUEST,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+                "null",
                 INVALID_REQUEST,
             ),
             (
                 r#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#,
-                json!("a"),
+                r#""a""#,
                 INVALID_REQUEST,
             ),
             (
                 r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":[1]}"#,
-                json!(3),
+                "3",
                 INVALID_PARAMS,
             ),
             (
                 r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":"x"}"#,
-                json!(4),
+                "4",
                 INVALID_PARAMS,
             ),
             (
                 r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"acp_query","arguments":[1]}}"#,
-                json!(5),
+                "5",
                 INVALID_PARAMS,
             ),
             (
                 r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"arguments":{}}}"#,
-                json!(6),
+                "6",
                 INVALID_PARAMS,
             ),
         ];
         for (line, id, code) in cases {
             let rejection = rejection(line);
             assert_eq!(
-                (&rejection.id, rejection.code),
-                (id, *code),
+                (rejection.id.as_str(), rejection.code),
+                (*id, *code),
                 "{line}: {rejection:?}"
             );
+            let answer = rejection.answer();
+            assert!(answer.contains(&format!(r#""id":{id},"#)), "{answer}");
         }
         // A standard method's params that do not decode are named with the decoder's words.
         let missing = rejection(
@@ -328,6 +487,32 @@ mod tests {
         );
         let deep = rejection(&deep);
         assert_eq!(deep.code, PARSE_ERROR, "{deep:?}");
+    }
+
+    #[test]
+    fn an_id_is_read_from_the_start_of_a_message_cut_off_or_broken_later() {
+        let cases: &[(&str, Option<&str>)] = &[
+            (
+                r#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"x":"aaaa"#,
+                Some("42"),
+            ),
+            (
+                r#" { "method" : "ping", "params": {"a":[1,{"b":"}"}]}, "id" : "x\"y" , "#,
+                Some(r#""x\"y""#),
+            ),
+            (r#"{"params":{"id":1},"id":-0.5e+3}"#, Some("-0.5e+3")),
+            (
+                r#"{"jsonrpc":"2.0","method":"tools/call","params":{"x":"aaaa"#,
+                None,
+            ),
+            (r#"{"id":01}"#, None),
+            (r#"{"id":null}"#, None),
+            (r#"{"id":"\ud800"}"#, None),
+            (r#"["id",1]"#, None),
+        ];
+        for (text, id) in cases {
+            assert_eq!(written_id(text.as_bytes()).as_deref(), *id, "{text}");
+        }
     }
 
     #[test]
@@ -374,7 +559,7 @@ mod tests {
             #![proptest_config(ProptestConfig { cases: 1024, failure_persistence: None, ..ProptestConfig::default() })]
 
             /// Every line is passed on, skipped, or answered; a request whose id reads as a
-            /// string or an integer is answered with that id.
+            /// string or an integer is answered with that id (as written, so equal once read).
             #[test]
             fn lines_are_passed_on_or_answered_with_their_id(line in mutated()) {
                 match check(&line) {
@@ -384,7 +569,8 @@ mod tests {
                         if let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(&line) {
                             let id = object.get("id").filter(|id| usable_id(id));
                             if let Some(id) = id {
-                                prop_assert_eq!(&rejection.id, id);
+                                let answered = serde_json::from_str::<Value>(&rejection.id).ok();
+                                prop_assert_eq!(answered.as_ref(), Some(id));
                             }
                         }
                     }

@@ -27,7 +27,7 @@ use rmcp::RoleServer;
 use serde_json::Value;
 
 use super::errors::{INVALID_REQUEST, PARSE_ERROR};
-use super::messages::{check, Rejection};
+use super::messages::{check, without_bom, written_id, Rejection};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// Longest line accepted, in bytes; longer ones are answered with a parse error and skipped.
@@ -41,8 +41,9 @@ pub(crate) struct StdioTransport {
     reader: Reader,
     /// The line being collected, kept across cancelled reads.
     line: Vec<u8>,
-    /// The current line passed [`MAX_LINE`]: its remaining bytes are skipped.
-    oversized: bool,
+    /// The current line passed [`MAX_LINE`]: its remaining bytes are skipped. With the id its
+    /// first bytes hold, if they do.
+    oversized: Option<Option<String>>,
     writer: Writer,
     /// Ids of the requests handed to rmcp and not answered yet.
     in_flight: Arc<Mutex<HashSet<RequestId>>>,
@@ -64,17 +65,17 @@ impl StdioTransport {
         StdioTransport {
             reader: BufReader::new(reader),
             line: Vec::new(),
-            oversized: false,
+            oversized: None,
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
             in_flight: Arc::default(),
             initialize_seen: false,
         }
     }
 
-    /// The next whole line (without its newline), `Err(())` for a line over [`MAX_LINE`],
-    /// `None` at the end of input. Cancel-safe: bytes are taken from the buffer only after
-    /// they are kept in `self.line`.
-    async fn next_line(&mut self) -> Option<Result<Vec<u8>, ()>> {
+    /// The next whole line (without its newline), `Err(id)` for a line over [`MAX_LINE`] (with
+    /// the id its first bytes hold, as written), `None` at the end of input. Cancel-safe: bytes
+    /// are taken from the buffer only after they are kept in `self.line`.
+    async fn next_line(&mut self) -> Option<Result<Vec<u8>, Option<String>>> {
         loop {
             let available = match self.reader.fill_buf().await {
                 Ok(bytes) => bytes,
@@ -84,9 +85,8 @@ impl StdioTransport {
                 }
             };
             if available.is_empty() {
-                if self.oversized {
-                    self.oversized = false;
-                    return Some(Err(()));
+                if let Some(id) = self.oversized.take() {
+                    return Some(Err(id));
                 }
                 if self.line.is_empty() {
                     return None;
@@ -98,18 +98,19 @@ impl StdioTransport {
                 None => (available.len(), None),
             };
             let content = &available[..complete.unwrap_or(taken)];
-            if !self.oversized {
+            if self.oversized.is_none() {
                 if self.line.len() + content.len() > MAX_LINE {
-                    self.oversized = true;
-                    self.line = Vec::new();
+                    let mut prefix = std::mem::take(&mut self.line);
+                    prefix.extend_from_slice(&content[..MAX_LINE - prefix.len()]);
+                    self.oversized = Some(written_id(without_bom(&prefix)));
                 } else {
                     self.line.extend_from_slice(content);
                 }
             }
             self.reader.consume(taken);
             if complete.is_some() {
-                if std::mem::take(&mut self.oversized) {
-                    return Some(Err(()));
+                if let Some(id) = self.oversized.take() {
+                    return Some(Err(id));
                 }
                 return Some(Ok(std::mem::take(&mut self.line)));
             }
@@ -119,9 +120,10 @@ impl StdioTransport {
     /// Writes an error answer in the background (so a cancelled `receive` cannot cut it).
     fn answer_error(&self, rejection: Rejection) {
         let writer = self.writer.clone();
-        let message = rejection.answer();
+        let mut bytes = rejection.answer().into_bytes();
+        bytes.push(b'\n');
         tokio::spawn(async move {
-            if let Err(err) = write_line(&writer, &message).await {
+            if let Err(err) = write_bytes(&writer, &bytes).await {
                 tracing::debug!("cannot write an error answer: {err}");
             }
         });
@@ -152,10 +154,10 @@ impl Transport<RoleServer> for StdioTransport {
         loop {
             let line = match self.next_line().await? {
                 Ok(line) => line,
-                Err(()) => {
+                Err(id) => {
                     tracing::warn!("a line on stdin is longer than {MAX_LINE} bytes");
-                    self.answer_error(Rejection::new(
-                        Value::Null,
+                    self.answer_error(Rejection::with_written_id(
+                        id,
                         PARSE_ERROR,
                         format!("Parse error: the message is longer than {MAX_LINE} bytes"),
                     ));
@@ -237,8 +239,13 @@ impl StdioTransport {
 async fn write_line(writer: &Writer, message: &impl serde::Serialize) -> io::Result<()> {
     let mut bytes = serde_json::to_vec(message)?;
     bytes.push(b'\n');
+    write_bytes(writer, &bytes).await
+}
+
+/// Writes a whole line (its newline included) at once.
+async fn write_bytes(writer: &Writer, bytes: &[u8]) -> io::Result<()> {
     let mut writer = writer.lock().await;
-    writer.write_all(&bytes).await?;
+    writer.write_all(bytes).await?;
     writer.flush().await
 }
 
