@@ -287,7 +287,7 @@ fn endless_or_special_inputs_of_the_cli_are_refused_at_once() {
     );
     assert!(!status.success());
     assert!(
-        err.contains("--diff /dev/zero: is larger than 64 MiB"),
+        err.contains("--diff /dev/zero: is larger than 16 MiB"),
         "{err}"
     );
     let token = project.root().join("token");
