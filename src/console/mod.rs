@@ -50,8 +50,9 @@ pub const MAX_VALUE_BYTES: i32 = 64 << 20;
 /// "out of memory" instead of growing without bound.
 pub const MAX_HEAP_BYTES: i64 = 1 << 30;
 
-/// Most bytes of values a result may hold (its rows are kept until they are written); a query
-/// whose rows pass it fails, naming how far it got, instead of growing without bound.
+/// Most memory a result's rows may take (they are kept until they are written: the values, the
+/// texts and blobs they hold, the rows' vectors and the list of rows); a query whose rows pass
+/// it fails, naming how far it got, instead of growing without bound.
 pub const MAX_RESULT_BYTES: usize = 256 << 20;
 
 /// How long `acpdb sql` lets a query run past its time limit before it ends the process: one
@@ -359,10 +360,13 @@ impl<'c> Guard<'c> {
                 .map(|i| row.get_ref(i).map(owned_value))
                 .collect::<rusqlite::Result<Vec<Value>>>()
                 .map_err(sqlite)?;
-            bytes += values.iter().map(value_bytes).sum::<usize>();
-            if bytes > MAX_RESULT_BYTES {
+            bytes += row_bytes(&values);
+            // The list of rows doubles when it is full: count the room it will take.
+            let list =
+                rows.capacity().max((rows.len() + 1) * 2) * std::mem::size_of::<Vec<Value>>();
+            if bytes + list > MAX_RESULT_BYTES {
                 bail!(
-                    "the result passed {} MiB of values at row {}; ask for less (fewer rows or \
+                    "the result passed {} MiB in memory at row {}; ask for less (fewer rows or \
                      columns, LIMIT, substr() of long values)",
                     MAX_RESULT_BYTES >> 20,
                     rows.len() + 1
@@ -408,12 +412,20 @@ fn statement_excerpt(sql: Option<String>) -> String {
 
 /// Copies a value out of a row; text that is not UTF-8 is converted lossily.
 /// The bytes `value` holds, as counted against [`MAX_RESULT_BYTES`].
-fn value_bytes(value: &Value) -> usize {
-    match value {
-        Value::Text(text) => text.len(),
-        Value::Blob(blob) => blob.len(),
-        _ => std::mem::size_of::<Value>(),
-    }
+/// The memory a kept row takes: its place in the list of rows, and the heap blocks of its values
+/// and of their texts and blobs.
+fn row_bytes(values: &[Value]) -> usize {
+    // A heap block as the allocator hands it out: the request and an 8-byte header, in 16-byte
+    // granules, 32 bytes at least.
+    let block = |size: usize| (size + 8).next_multiple_of(16).max(32);
+    let heap = |value: &Value| match value {
+        Value::Text(text) => block(text.capacity()),
+        Value::Blob(blob) => block(blob.capacity()),
+        _ => 0,
+    };
+    std::mem::size_of::<Vec<Value>>()
+        + block(std::mem::size_of_val(values))
+        + values.iter().map(heap).sum::<usize>()
 }
 
 fn owned_value(value: ValueRef<'_>) -> Value {
