@@ -11,10 +11,15 @@
 //! the path matches none of its globs. Globs follow globset's (and gitignore's) rules: `*` and
 //! `?` stay within one path segment, `**` spans any number of them, including none, so
 //! `**/node_modules/**` also matches `node_modules/x.js` at the root.
+//!
+//! A config holds at most [`MAX_PATTERNS`] patterns of at most [`MAX_PATTERN_BYTES`] bytes each
+//! (the matcher's time and memory grow with them; a repository anyone can clone carries the
+//! file), and the rules of one config's content are compiled once per process.
 
 use std::fmt;
 use std::io::Read;
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 
 use anyhow::{bail, Context, Result};
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
@@ -23,6 +28,18 @@ use sha2::{Digest, Sha256};
 
 /// The config file's name, always at the project root.
 pub const CONFIG_FILE: &str = ".acp.config.json";
+
+/// Most patterns a config may hold, `include` and `exclude` together; more is an error naming
+/// the limit.
+pub const MAX_PATTERNS: usize = 1_000;
+
+/// Longest pattern accepted, in bytes.
+pub const MAX_PATTERN_BYTES: usize = 1_024;
+
+/// The rules last compiled, by the SHA-256 of their config's bytes: the journal reads the
+/// config again for every action, and compiling a thousand globs each time would cost more
+/// than the action.
+static COMPILED: Mutex<Option<PathRules>> = Mutex::new(None);
 
 /// What the `meta` table records for a project without a config file.
 pub const NO_CONFIG: &str = "none";
@@ -137,13 +154,34 @@ impl PathRules {
         PathRules::parse(&read_bounded(file, source)?, source)
     }
 
-    /// Parses a config file's bytes; `source` names the file in errors.
+    /// Parses a config file's bytes; `source` names the file in errors. The rules of the same
+    /// bytes as the last ones parsed are not compiled again.
     pub fn parse(bytes: &[u8], source: &Path) -> Result<PathRules> {
+        let sha256 = sha256_hex(bytes);
+        let mut compiled = COMPILED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(rules) = compiled.as_ref().filter(|rules| rules.sha256 == sha256) {
+            return Ok(rules.clone());
+        }
+        let rules = PathRules::compile(bytes, source, sha256)?;
+        *compiled = Some(rules.clone());
+        Ok(rules)
+    }
+
+    fn compile(bytes: &[u8], source: &Path, sha256: String) -> Result<PathRules> {
         let value: Value = serde_json::from_slice(bytes)
             .with_context(|| format!("{} is not valid JSON", source.display()))?;
         let Value::Object(map) = value else {
             bail!("{} is not a JSON object", source.display());
         };
+        let count = |key: &str| map.get(key).and_then(Value::as_array).map_or(0, Vec::len);
+        let patterns = count("include") + count("exclude");
+        if patterns > MAX_PATTERNS {
+            bail!(
+                "{}: {patterns} `include` and `exclude` patterns; at most {MAX_PATTERNS} are accepted \
+                 (a directory pattern such as `src/gen/**` covers many files)",
+                source.display()
+            );
+        }
         let list = |key: &str| -> Result<Option<Patterns>> {
             match map.get(key) {
                 None | Some(Value::Null) => Ok(None),
@@ -151,12 +189,20 @@ impl PathRules {
                     let texts = items
                         .iter()
                         .map(|item| {
-                            item.as_str().map(str::to_string).with_context(|| {
+                            let text = item.as_str().with_context(|| {
                                 format!(
                                     "{}: `{key}` must be a list of glob strings, found {item}",
                                     source.display()
                                 )
-                            })
+                            })?;
+                            if text.len() > MAX_PATTERN_BYTES {
+                                bail!(
+                                    "{}: a `{key}` pattern of {} bytes; at most {MAX_PATTERN_BYTES} are accepted",
+                                    source.display(),
+                                    text.len()
+                                );
+                            }
+                            Ok(text.to_string())
                         })
                         .collect::<Result<Vec<_>>>()?;
                     Patterns::new(texts, key, source).map(Some)
@@ -170,7 +216,7 @@ impl PathRules {
         Ok(PathRules {
             include: list("include")?,
             exclude: list("exclude")?,
-            sha256: sha256_hex(bytes),
+            sha256,
         })
     }
 

@@ -608,3 +608,43 @@ fn include_rules_drop_names_of_files_not_names_that_are_no_paths() {
         serde_json::from_str(answer["rows"][0][0].as_str().expect("a calls list")).unwrap();
     assert_eq!(calls, json!(["applyBrackets", "lodash:debounce"]));
 }
+
+#[test]
+fn a_config_with_too_many_or_too_long_patterns_is_refused_naming_the_limit() {
+    let project = TempProject::copy_of(&fixture("demo"));
+    let config = project.root().join(".acp.config.json");
+    let globs =
+        |n: usize| -> Vec<String> { (0..n).map(|i| format!("src/gen{i:06}/**/*.ts")).collect() };
+    // As many as accepted: imported, with the rules applied.
+    let mut most = globs(acpdb::config::MAX_PATTERNS - 1);
+    most.push("src/billing/**".into());
+    std::fs::write(&config, json!({ "exclude": most }).to_string()).unwrap();
+    let out = project.run(&["import"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("left out by .acp.config.json"),
+        "{}",
+        stderr(&out)
+    );
+    // One more, across both lists, or one pattern too long: refused, naming the limit.
+    let too_long = format!("src/{}/**", "a".repeat(acpdb::config::MAX_PATTERN_BYTES));
+    for (contents, limit) in [
+        (
+            json!({ "include": ["src/**"], "exclude": globs(acpdb::config::MAX_PATTERNS) }),
+            format!("at most {} are accepted", acpdb::config::MAX_PATTERNS),
+        ),
+        (
+            json!({ "exclude": [too_long] }),
+            format!("at most {} are accepted", acpdb::config::MAX_PATTERN_BYTES),
+        ),
+    ] {
+        std::fs::write(&config, contents.to_string()).unwrap();
+        let out = project.run(&["import"]);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(
+            err.contains(".acp.config.json") && err.contains(&limit),
+            "{err}"
+        );
+    }
+}

@@ -2076,6 +2076,15 @@ fn a_config_that_cannot_be_used_is_one_kind_of_error_naming_it() {
             "too large",
             Box::new(move |c: &Path| fs::write(c, &big).unwrap()),
         ),
+        (
+            "too many patterns",
+            Box::new(|c: &Path| {
+                let globs: Vec<String> = (0..=acpdb::config::MAX_PATTERNS)
+                    .map(|i| format!("gen{i}/**"))
+                    .collect();
+                fs::write(c, json!({ "exclude": globs }).to_string()).unwrap()
+            }),
+        ),
         ("a FIFO", Box::new(|c: &Path| mkfifo(c))),
     ] {
         let _ = fs::remove_file(&config);
