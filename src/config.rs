@@ -79,8 +79,12 @@ impl Patterns {
         })
     }
 
-    /// The first pattern (in file order) matching `path`.
+    /// The first pattern (in file order) matching `path`. Most paths match none: asking
+    /// whether any matches first is cheaper than listing every match.
     fn first_match(&self, path: &str) -> Option<&str> {
+        if !self.set.is_match(path) {
+            return None;
+        }
         self.set
             .matches(path)
             .into_iter()

@@ -19,7 +19,8 @@
 //! import dropped anything, and gives up (for a full import) when the new cache has something
 //! to drop, so both kinds of import agree.
 
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 
 use anyhow::Result;
 use rusqlite::{params, Connection};
@@ -43,6 +44,8 @@ const EXCLUDED_NAMES: &str =
 /// The config's rules as the reader's events meet them, and what they left out.
 pub(super) struct Filter {
     rules: PathRules,
+    /// The rules' answers already given.
+    memo: RefCell<Memo>,
     /// Whether a call-graph list that names an excluded symbol counts as left out (a delta
     /// then gives up), rather than being kept whole for the full import to scrub at its end.
     lists_checked: bool,
@@ -50,21 +53,66 @@ pub(super) struct Filter {
     pub(super) dropped: u64,
 }
 
+/// Answers of the rules already given, by path and by name as written: symbols' `calls` name
+/// the same symbols again and again, and a config may hold many patterns. Emptied when a map
+/// holds [`MEMO_LIMIT`] answers, and when the project root changes.
+#[derive(Default)]
+struct Memo {
+    root: Option<String>,
+    paths: HashMap<Box<str>, bool>,
+    names: HashMap<Box<str>, bool>,
+}
+
+/// Answers a [`Memo`] map keeps at most.
+const MEMO_LIMIT: usize = 1 << 18;
+
 /// The rules with the project root the paths they judge are canonical under.
 struct Rules<'a> {
     rules: &'a PathRules,
     root: Option<&'a str>,
+    memo: &'a RefCell<Memo>,
 }
 
 impl Rules<'_> {
     /// Whether the canonical form of the path `raw` is excluded.
     fn path_excluded(&self, raw: &str) -> bool {
-        self.rules.excludes(&canonical_path(raw, self.root))
+        self.memoized(false, raw, || {
+            self.rules.excludes(&canonical_path(raw, self.root))
+        })
     }
 
     /// Whether `name` is a qualified name whose path part is excluded ([`name_excluded`]).
     fn name_excluded(&self, name: &str) -> bool {
-        name_excluded(self.rules, self.root, name)
+        self.memoized(true, name, || name_excluded(self.rules, self.root, name))
+    }
+
+    /// The answer for `text`, a name or a path, from the memo or else from `judge`.
+    fn memoized(&self, name: bool, text: &str, judge: impl FnOnce() -> bool) -> bool {
+        {
+            let mut memo = self.memo.borrow_mut();
+            if memo.root.as_deref() != self.root {
+                *memo = Memo {
+                    root: self.root.map(str::to_string),
+                    ..Memo::default()
+                };
+            }
+            let answers = if name { &memo.names } else { &memo.paths };
+            if let Some(&answer) = answers.get(text) {
+                return answer;
+            }
+        }
+        let answer = judge();
+        let mut memo = self.memo.borrow_mut();
+        let answers = if name {
+            &mut memo.names
+        } else {
+            &mut memo.paths
+        };
+        if answers.len() >= MEMO_LIMIT {
+            answers.clear();
+        }
+        answers.insert(text.into(), answer);
+        answer
     }
 
     /// A path or a qualified name (`provenance` targets are either).
@@ -90,6 +138,7 @@ impl Filter {
     pub(super) fn new(rules: PathRules, lists_checked: bool) -> Filter {
         Filter {
             rules,
+            memo: RefCell::default(),
             lists_checked,
             dropped: 0,
         }
@@ -110,6 +159,7 @@ impl Filter {
             r: Rules {
                 rules: &self.rules,
                 root: tables.root.as_deref(),
+                memo: &self.memo,
             },
             lists_checked: self.lists_checked,
             dropped: &mut self.dropped,
