@@ -38,16 +38,21 @@ impl Fixture {
 
     /// Runs `acpdb -C <dir> --db <db> sql <args…>`.
     fn sql(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_acpdb"))
+        self.sql_command(args).output().unwrap()
+    }
+
+    /// The command `acpdb -C <dir> --db <db> sql <args…>`.
+    fn sql_command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_acpdb"));
+        command
             .arg("-C")
             .arg(self.dir.path())
             .arg("--db")
             .arg(&self.db)
             .arg("sql")
             .args(args)
-            .env_remove("ACPDB_LOG")
-            .output()
-            .unwrap()
+            .env_remove("ACPDB_LOG");
+        command
     }
 
     /// The database file's bytes and modification time.
@@ -551,14 +556,8 @@ fn a_result_too_large_to_hold_is_refused_naming_the_row() {
 #[cfg(target_os = "linux")]
 #[allow(clippy::zombie_processes)]
 fn sql_peak_rss(fixture: &Fixture, args: &[&str]) -> (u64, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_acpdb"))
-        .arg("-C")
-        .arg(fixture.dir.path())
-        .arg("--db")
-        .arg(&fixture.db)
-        .arg("sql")
-        .args(args)
-        .env_remove("ACPDB_LOG")
+    let mut child = fixture
+        .sql_command(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()

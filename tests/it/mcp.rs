@@ -18,6 +18,17 @@ fn demo() -> TempProject {
 
 /// Sends raw lines to `acpdb serve` and collects the JSON answers with an id.
 fn raw_session(project: &TempProject, lines: &[&str], expected_answers: usize) -> Vec<Value> {
+    raw_answers(project, lines, expected_answers)
+        .into_iter()
+        .map(|line| {
+            serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"))
+        })
+        .collect()
+}
+
+/// Sends raw lines to `acpdb serve` and returns its first answers, as written on stdout.
+fn raw_answers(project: &TempProject, lines: &[&str], expected_answers: usize) -> Vec<String> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_acpdb"))
         .arg("-C")
         .arg(project.root())
@@ -43,15 +54,12 @@ fn raw_session(project: &TempProject, lines: &[&str], expected_answers: usize) -
             }
         }
     });
-    let mut answers = Vec::new();
-    while answers.len() < expected_answers {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("answer in time");
-        let value: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"));
-        answers.push(value);
-    }
+    let answers = (0..expected_answers)
+        .map(|_| {
+            rx.recv_timeout(Duration::from_secs(20))
+                .expect("answer in time")
+        })
+        .collect();
     drop(stdin);
     let _ = child.kill();
     let _ = child.wait();
@@ -1651,25 +1659,15 @@ async fn the_cli_lists_the_same_hacks_as_the_tool() {
 #[test]
 fn an_id_no_parser_reads_back_is_echoed_as_written() {
     let project = demo();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_acpdb"))
-        .arg("-C")
-        .arg(project.root())
-        .arg("serve")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1e400,"method":"ping"}}"#).unwrap();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1.5,"method":"ping"}}"#).unwrap();
-    stdin.flush().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let second = lines.next().unwrap().unwrap();
-    drop(stdin);
-    let _ = child.kill();
-    let _ = child.wait();
+    let answers = raw_answers(
+        &project,
+        &[
+            r#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+        ],
+        2,
+    );
+    let (first, second) = (&answers[0], &answers[1]);
     assert!(
         first.contains(r#""id":1e400,"#) && first.contains("-32700"),
         "{first}"
