@@ -558,11 +558,14 @@ pub(super) async fn serve(
         },
         if state.read_only() { ", read-only" } else { "" },
     );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (stop, stopped) = tokio::sync::oneshot::channel();
     let running = tokio::spawn(accept(listener, app, options.request_timeout, stopped));
     let signal = shutdown_signal().await?;
+    // Said once it is true: the listening socket is closed when `accept` answers.
+    let (closed, listener_closed) = tokio::sync::oneshot::channel();
+    let _ = stop.send(closed);
+    let _ = listener_closed.await;
     tracing::info!("{signal}: no longer accepting connections; finishing the calls in flight");
-    let _ = stop.send(());
     let drained = drain(&in_progress, options.drain_timeout).await;
     if !drained {
         tracing::warn!(
@@ -579,8 +582,9 @@ pub(super) async fn serve(
     Ok(())
 }
 
-/// Serves `app` on every connection `listener` accepts until `stopped` fires; then lets the
-/// requests in flight finish, closes each connection, and returns once all are closed. A
+/// Serves `app` on every connection `listener` accepts until `stopped` fires; then closes the
+/// listening socket (and says so on the sender `stopped` carried), lets the requests in flight
+/// finish, closes each connection, and returns once all are closed. A
 /// connection whose next request's headers have not arrived within `header_timeout` is closed
 /// (an idle one too), so a client that opens connections and sends nothing holds none for
 /// long. (`axum::serve` sets no such limit.)
@@ -588,14 +592,14 @@ async fn accept(
     listener: tokio::net::TcpListener,
     app: Router,
     header_timeout: Duration,
-    stopped: tokio::sync::oneshot::Receiver<()>,
+    stopped: tokio::sync::oneshot::Receiver<tokio::sync::oneshot::Sender<()>>,
 ) {
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(header_timeout);
     let (closing, closing_seen) = tokio::sync::watch::channel(());
     let mut stopped = std::pin::pin!(stopped);
-    loop {
+    let listener_closed = loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
@@ -610,7 +614,7 @@ async fn accept(
                     continue;
                 }
             },
-            _ = &mut stopped => break,
+            closed = &mut stopped => break closed.ok(),
         };
         let connection = http.serve_connection(
             StallLimited::new(hyper_util::rt::TokioIo::new(stream), header_timeout),
@@ -631,8 +635,11 @@ async fn accept(
             connection.as_mut().graceful_shutdown();
             let _ = connection.await;
         });
-    }
+    };
     drop(listener);
+    if let Some(closed) = listener_closed {
+        let _ = closed.send(());
+    }
     drop(closing_seen);
     let _ = closing.send(());
     closing.closed().await;
