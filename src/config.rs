@@ -429,4 +429,162 @@ mod tests {
         assert!(r.excludes("node_modules/a/index.ts"));
         assert!(r.excludes("README.md"));
     }
+
+    /// The contents a hostile or careless `.acp.config.json` may hold: any bytes, any JSON,
+    /// glob lists of every shape around the limits, deep nesting.
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn source() -> &'static Path {
+            Path::new("/p/.acp.config.json")
+        }
+
+        /// A piece of a glob: names, wildcards, classes, alternatives, escapes, and broken ones.
+        fn piece() -> impl Strategy<Value = String> {
+            prop_oneof![
+                4 => "[a-z0-9_.-]{1,8}",
+                1 => Just("*".to_string()),
+                1 => Just("**".to_string()),
+                1 => Just("?".to_string()),
+                1 => "\\{[a-z]{1,3},[a-z]{0,3}\\}",
+                1 => "\\[!?[a-z]-[a-z]\\]",
+                1 => prop::sample::select(vec!["[", "{", "}", "\\", "./", "[]", "{,}", "***"])
+                    .prop_map(str::to_string),
+                1 => "\\PC{1,4}",
+            ]
+        }
+
+        fn pattern() -> impl Strategy<Value = String> {
+            prop_oneof![
+                9 => prop::collection::vec(piece(), 1..6).prop_map(|p| p.join("/")),
+                1 => (MAX_PATTERN_BYTES - 2..MAX_PATTERN_BYTES + 3).prop_map(|n| "a".repeat(n)),
+            ]
+        }
+
+        fn any_json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                "\\PC{0,12}".prop_map(Value::from),
+            ];
+            leaf.prop_recursive(4, 32, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                    prop::collection::btree_map("[a-z]{1,8}", inner, 0..6)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// What `include` or `exclude` holds: a glob list, one around the count limit, or
+        /// anything else.
+        fn list() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                6 => prop::collection::vec(pattern(), 0..24).prop_map(Value::from),
+                1 => (MAX_PATTERNS / 2 - 2..MAX_PATTERNS / 2 + 3).prop_map(|n| {
+                    Value::from((0..n).map(|i| format!("gen{i}/**/*.ts")).collect::<Vec<_>>())
+                }),
+                1 => any_json(),
+            ]
+        }
+
+        fn config() -> impl Strategy<Value = Value> {
+            (
+                prop::option::of(list()),
+                prop::option::of(list()),
+                prop::collection::btree_map("[a-z]{1,8}", any_json(), 0..3),
+            )
+                .prop_map(|(include, exclude, extra)| {
+                    let mut map: serde_json::Map<String, Value> = extra.into_iter().collect();
+                    map.extend(include.map(|v| ("include".to_string(), v)));
+                    map.extend(exclude.map(|v| ("exclude".to_string(), v)));
+                    Value::Object(map)
+                })
+        }
+
+        fn strings(value: Option<&Value>) -> Option<Vec<&str>> {
+            match value {
+                None | Some(Value::Null) => Some(Vec::new()),
+                Some(Value::Array(items)) => items.iter().map(Value::as_str).collect(),
+                Some(_) => None,
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Any bytes are parsed or refused with an error naming the file; none panics.
+            #[test]
+            fn any_bytes_are_parsed_or_refused(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+                if let Err(err) = PathRules::parse(&bytes, source()) {
+                    prop_assert!(format!("{err:#}").starts_with("/p/.acp.config.json"), "{err:#}");
+                }
+            }
+
+            /// A config is accepted exactly when it is within the limits: lists of strings, at
+            /// most `MAX_PATTERNS` patterns of at most `MAX_PATTERN_BYTES` each (and valid
+            /// globs); accepted rules judge every path the same way each time.
+            #[test]
+            fn configs_within_the_limits_and_only_those_are_accepted(config in config()) {
+                let bytes = serde_json::to_vec(&config).unwrap();
+                let parsed = PathRules::parse(&bytes, source());
+                let lists = [strings(config.get("include")), strings(config.get("exclude"))];
+                let within = match &lists {
+                    [Some(include), Some(exclude)] => {
+                        include.len() + exclude.len() <= MAX_PATTERNS
+                            && include.iter().chain(exclude).all(|p| p.len() <= MAX_PATTERN_BYTES)
+                    }
+                    _ => false,
+                };
+                match parsed {
+                    Err(err) => {
+                        let message = format!("{err:#}");
+                        prop_assert!(message.starts_with("/p/.acp.config.json"), "{message}");
+                        // Within the limits, only a pattern that is no glob is refused.
+                        prop_assert!(!within || message.contains("not a valid glob"), "{message}");
+                    }
+                    Ok(rules) => {
+                        prop_assert!(within, "accepted beyond the limits: {config}");
+                        let [_, Some(exclude)] = &lists else { unreachable!() };
+                        for pattern in exclude {
+                            // A pattern made only of plain names excludes the path it spells.
+                            let plain = pattern.trim_start_matches("./");
+                            if plain.split('/').all(|part| {
+                                !part.is_empty()
+                                    && part.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+                            }) {
+                                prop_assert!(rules.excludes(plain), "{pattern}");
+                            }
+                            let first = rules.exclusion(pattern).map(|why| why.to_string());
+                            prop_assert_eq!(&first, &rules.exclusion(pattern).map(|why| why.to_string()));
+                            prop_assert_eq!(rules.refusal(pattern).is_some(), first.is_some());
+                        }
+                    }
+                }
+            }
+        }
+
+        /// Nesting far deeper than any config is refused as JSON, without exhausting the stack.
+        #[test]
+        fn deep_nesting_is_refused() {
+            for depth in [200, 100_000] {
+                let text = format!(
+                    r#"{{"exclude": {}{}}}"#,
+                    "[".repeat(depth),
+                    "]".repeat(depth)
+                );
+                let err = PathRules::parse(text.as_bytes(), source()).unwrap_err();
+                assert!(format!("{err:#}").contains("not valid JSON"), "{err:#}");
+            }
+            // Deep but within JSON's nesting limit: refused as no list of strings.
+            let text = format!(r#"{{"include": {}{}}}"#, "[".repeat(100), "]".repeat(100));
+            let err = PathRules::parse(text.as_bytes(), source()).unwrap_err();
+            assert!(
+                format!("{err:#}").contains("list of glob strings"),
+                "{err:#}"
+            );
+        }
+    }
 }
