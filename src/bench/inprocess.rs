@@ -28,17 +28,19 @@ impl InProcess {
 
 impl Target for InProcess {
     fn call(&mut self, tool: &str, arguments: &Value) -> Result<Outcome> {
-        Ok(match tools::call(&self.conn, tool, arguments) {
-            Ok(text) => {
-                std::hint::black_box(text);
-                Outcome::Answer
-            }
-            Err(QueryError::InvalidParams { message, .. })
-                if message.starts_with("Unknown tool") =>
-            {
-                Outcome::Unsupported
-            }
-            Err(err) => Outcome::Error(err.to_string()),
-        })
+        Ok(
+            match db::in_snapshot(&self.conn, |conn| tools::call(conn, tool, arguments)) {
+                Ok(text) => {
+                    std::hint::black_box(text);
+                    Outcome::Answer
+                }
+                Err(QueryError::InvalidParams { message, .. })
+                    if message.starts_with("Unknown tool") =>
+                {
+                    Outcome::Unsupported
+                }
+                Err(err) => Outcome::Error(err.to_string()),
+            },
+        )
     }
 }

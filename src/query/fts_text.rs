@@ -11,7 +11,7 @@ pub fn fts_quote(text: &str) -> String {
 /// rows whose text may contain every one of `texts`: each distinct trigram (3 characters) of
 /// each text, quoted, joined by AND. An empty string when no text has 3 characters. It gives
 /// candidates only: a row holding the trigrams out of order matches too, so callers check the
-/// text itself (`instr(acpdb_fold(column), acpdb_fold(?))`, see [`crate::db::register_query_functions`]).
+/// text itself (`instr(acpdb_fold(column), acpdb_fold(?))`, see [`crate::db::configure_query_connection`]).
 pub fn trigram_query<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
     let mut trigrams: Vec<String> = Vec::new();
     for text in texts {

@@ -6,8 +6,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::similar::{
-    containing, similar_names, TrigramSql, FILE_PATHS, PIECE_CAP, PROBE_CAP, SYMBOL_NAMES,
-    SYMBOL_NAME_TRIGRAMS, VARIABLE_NAMES,
+    containing, similar_names, TrigramCounts, TrigramSql, FILE_PATHS, PIECE_CAP, PROBE_CAP,
+    SYMBOL_NAMES, SYMBOL_NAME_TRIGRAMS, VARIABLE_NAMES,
 };
 use super::{QueryError, QueryResult};
 use crate::cache::paths::{canonical_path, split_qualified_name};
@@ -20,7 +20,7 @@ pub const MAX_SUGGESTIONS: usize = 5;
 const SYMBOL_QUALIFIED_NAMES: TrigramSql = TrigramSql {
     read: "SELECT coalesce(s.qualified_name, s.key)
            FROM (SELECT rowid AS id FROM symbols_name_trigram WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
-           JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
+           CROSS JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
     ..SYMBOL_NAME_TRIGRAMS
 };
 
@@ -186,6 +186,7 @@ pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>
         .map(|(_, m)| m)
         .unwrap_or(name);
     let mut out: Vec<String> = Vec::new();
+    let mut counts = TrigramCounts::default();
     // Names starting with `member`, ignoring case: a range of the case-insensitive name index
     // (a case-sensitive range could not use it and would read every name).
     let mut prefix = conn.prepare_cached(
@@ -199,12 +200,12 @@ pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>
         out.push(row?);
     }
     if out.len() < MAX_SUGGESTIONS {
-        for qualified in containing(conn, SYMBOL_QUALIFIED_NAMES, member, PROBE_CAP)? {
+        for qualified in containing(conn, SYMBOL_QUALIFIED_NAMES, member, PROBE_CAP, &mut counts)? {
             push_suggestion(&mut out, qualified);
         }
     }
     if out.len() < MAX_SUGGESTIONS {
-        for close in similar_names(conn, SYMBOL_NAMES, member, MAX_SUGGESTIONS)? {
+        for close in similar_names(conn, SYMBOL_NAMES, member, MAX_SUGGESTIONS, &mut counts)? {
             for symbol in symbols_named(conn, &close, MAX_SUGGESTIONS)? {
                 push_suggestion(&mut out, symbol.qualified_name);
             }
@@ -297,11 +298,12 @@ pub fn suggest_files(conn: &Connection, path: &str) -> QueryResult<Vec<String>> 
         .trigram_sql
         .expect("file paths have a trigram index");
     // Paths containing the file name, shortest first, among a bounded read.
-    let mut out = containing(conn, trigrams, &base, PIECE_CAP)?;
+    let mut counts = TrigramCounts::default();
+    let mut out = containing(conn, trigrams, &base, PIECE_CAP, &mut counts)?;
     out.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
     out.truncate(MAX_SUGGESTIONS);
     if out.len() < MAX_SUGGESTIONS {
-        for close in similar_names(conn, FILE_PATHS, &canonical, MAX_SUGGESTIONS)? {
+        for close in similar_names(conn, FILE_PATHS, &canonical, MAX_SUGGESTIONS, &mut counts)? {
             push_suggestion(&mut out, close);
         }
     }
@@ -310,7 +312,13 @@ pub fn suggest_files(conn: &Connection, path: &str) -> QueryResult<Vec<String>> 
 
 /// Up to [`MAX_SUGGESTIONS`] variable names a few typos away from `name` (without `$`).
 pub fn suggest_variables(conn: &Connection, name: &str) -> QueryResult<Vec<String>> {
-    similar_names(conn, VARIABLE_NAMES, name, MAX_SUGGESTIONS)
+    similar_names(
+        conn,
+        VARIABLE_NAMES,
+        name,
+        MAX_SUGGESTIONS,
+        &mut TrigramCounts::default(),
+    )
 }
 
 /// Domain names close to `name` (case-insensitive equal or containing it).

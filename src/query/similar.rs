@@ -16,7 +16,7 @@
 //! deletions, substitutions and transpositions of adjacent characters, ignoring ASCII case) are
 //! ranked by distance, then by case-sensitive distance, then by name.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use rusqlite::{params, Connection};
 
@@ -55,7 +55,10 @@ pub struct NameIndex {
 /// The statements of a trigram index (see [`NameIndex::trigram_sql`]).
 #[derive(Debug, Clone, Copy)]
 pub struct TrigramSql {
-    /// Names containing a piece among the first `limit` rows matching a query.
+    /// Names containing a piece among the first `limit` rows matching a query. The trigram rows
+    /// come first (`CROSS JOIN`): plans do not depend on the values bound
+    /// ([`crate::db::configure_query_connection`]), so the planner cannot know how few rows
+    /// `LIMIT ?` leaves and would otherwise read the whole table and probe the trigram rows.
     pub read: &'static str,
     /// The number of rows matching a query, counted up to a limit.
     pub count: &'static str,
@@ -72,7 +75,7 @@ pub const SYMBOL_NAMES: NameIndex = NameIndex {
 pub const SYMBOL_NAME_TRIGRAMS: TrigramSql = TrigramSql {
     read: "SELECT s.name FROM (SELECT rowid AS id FROM symbols_name_trigram
                                WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
-           JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
+           CROSS JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
     count: "SELECT count(*) FROM (SELECT 1 FROM symbols_name_trigram
                                   WHERE symbols_name_trigram MATCH ?1 LIMIT ?2)",
 };
@@ -84,7 +87,7 @@ pub const FILE_PATHS: NameIndex = NameIndex {
     folded: false,
     trigram_sql: Some(TrigramSql {
         read: "SELECT f.path FROM (SELECT rowid AS id FROM files_trigram WHERE files_trigram MATCH ?1 LIMIT ?3) t
-               JOIN files f ON f.id = t.id WHERE instr(acpdb_fold(f.path), acpdb_fold(?2)) > 0",
+               CROSS JOIN files f ON f.id = t.id WHERE instr(acpdb_fold(f.path), acpdb_fold(?2)) > 0",
         count: "SELECT count(*) FROM (SELECT 1 FROM files_trigram WHERE files_trigram MATCH ?1 LIMIT ?2)",
     }),
 };
@@ -110,26 +113,71 @@ pub fn max_edits(chars: usize) -> usize {
 
 /// Optimal string alignment distance between `a` and `b`, counted in characters.
 pub fn distance(a: &[char], b: &[char]) -> usize {
+    bounded_distance(a, b, usize::MAX)
+}
+
+/// A lower bound of [`distance`] between `a` (ASCII-lower-cased) and `b` ignoring ASCII case,
+/// cheap enough to skip most candidates before the distance is computed: the characters of one
+/// text missing from the other, counted with their multiplicity (the larger of the two counts;
+/// each edit removes at most one from each side). Characters outside ASCII all count as one.
+fn bag_distance(a: &[char], b: &[char]) -> usize {
+    let slot = |c: char| {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii() {
+            c as usize
+        } else {
+            128
+        }
+    };
+    let mut balance = [0i32; 129];
+    for &c in a {
+        balance[slot(c)] += 1;
+    }
+    for &c in b {
+        balance[slot(c)] -= 1;
+    }
+    let (only_a, only_b) = balance.iter().fold((0, 0), |(plus, minus), &n| {
+        (plus + n.max(0) as usize, minus + (-n).max(0) as usize)
+    });
+    only_a.max(only_b)
+}
+
+/// [`distance`] when it is at most `bound`, else any value above `bound` (the computation
+/// stops as soon as every alignment has passed it).
+fn bounded_distance(a: &[char], b: &[char], bound: usize) -> usize {
     let width = b.len() + 1;
-    let mut rows = vec![0usize; (a.len() + 1) * width];
-    for (j, cell) in rows.iter_mut().take(width).enumerate() {
+    // Three rows: two before the current one, for transpositions.
+    let mut rows = vec![0usize; 3 * width];
+    for (j, cell) in rows[2 * width..].iter_mut().enumerate() {
         *cell = j;
     }
     for i in 1..=a.len() {
-        rows[i * width] = i;
+        rows.copy_within(width.., 0);
+        let (before, current) = rows.split_at_mut(2 * width);
+        let (two_up, up) = before.split_at(width);
+        current[0] = i;
+        let mut smallest = i;
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (rows[(i - 1) * width + j] + 1)
-                .min(rows[i * width + j - 1] + 1)
-                .min(rows[(i - 1) * width + j - 1] + cost);
+            let mut best = (up[j] + 1).min(current[j - 1] + 1).min(up[j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(rows[(i - 2) * width + j - 2] + 1);
+                best = best.min(two_up[j - 2] + 1);
             }
-            rows[i * width + j] = best;
+            current[j] = best;
+            smallest = smallest.min(best);
+        }
+        if smallest > bound {
+            return smallest;
         }
     }
-    rows[a.len() * width + b.len()]
+    rows[2 * width + b.len()]
 }
+
+/// The trigram counts one search for close names has read, so that the pieces of a name (and
+/// the name itself, when it is also searched as a substring) never count a trigram twice.
+/// Kept for one answer only: it reads one snapshot of the index.
+#[derive(Debug, Default)]
+pub struct TrigramCounts(HashMap<(&'static str, String), usize>);
 
 /// Up to `max` names of `index` within [`max_edits`] of `name`, closest first.
 pub fn similar_names(
@@ -137,6 +185,7 @@ pub fn similar_names(
     index: NameIndex,
     name: &str,
     max: usize,
+    counts: &mut TrigramCounts,
 ) -> QueryResult<Vec<String>> {
     let chars: Vec<char> = name.chars().collect();
     let allowed = max_edits(chars.len());
@@ -144,24 +193,29 @@ pub fn similar_names(
         return Ok(Vec::new());
     }
     let folded: Vec<char> = name.to_ascii_lowercase().chars().collect();
-    let rank = |candidates: &HashSet<String>| {
-        let mut ranked: Vec<(usize, usize, String)> = candidates
-            .iter()
-            .filter_map(|candidate| {
-                let other: Vec<char> = candidate.chars().collect();
-                if other.len().abs_diff(chars.len()) > allowed {
-                    return None;
+    // Each candidate is measured once, when it is first read.
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut ranked: Vec<(usize, usize, String)> = Vec::new();
+    let mut measure = |found: Vec<String>, ranked: &mut Vec<(usize, usize, String)>| {
+        for candidate in found {
+            if seen.contains(&candidate) {
+                continue;
+            }
+            let other: Vec<char> = candidate.chars().collect();
+            if other.len().abs_diff(chars.len()) <= allowed
+                && bag_distance(&folded, &other) <= allowed
+            {
+                let lower: Vec<char> = other.iter().map(char::to_ascii_lowercase).collect();
+                let d = bounded_distance(&folded, &lower, allowed);
+                if d <= allowed {
+                    ranked.push((d, distance(&chars, &other), candidate.clone()));
                 }
-                let lower: Vec<char> = candidate.to_ascii_lowercase().chars().collect();
-                let d = distance(&folded, &lower);
-                (d <= allowed).then(|| (d, distance(&chars, &other), candidate.clone()))
-            })
-            .collect();
+            }
+            seen.insert(candidate);
+        }
         ranked.sort();
-        ranked
     };
-    let mut candidates = prefix_candidates(conn, index, &chars)?;
-    let mut ranked = rank(&candidates);
+    measure(prefix_candidates(conn, index, &chars)?, &mut ranked);
     // A name one edit away is as close as an unknown name gets: the pieces can add no closer,
     // and the next piece is read only while no candidate is close enough.
     if let Some(sql) = index.trigram_sql {
@@ -169,11 +223,10 @@ pub fn similar_names(
             if ranked.first().is_some_and(|(d, _, _)| *d <= 1) {
                 break;
             }
-            let found = containing(conn, sql, &piece, PIECE_CAP)?;
-            if !found.is_empty() {
-                candidates.extend(found);
-                ranked = rank(&candidates);
-            }
+            measure(
+                containing(conn, sql, &piece, PIECE_CAP, counts)?,
+                &mut ranked,
+            );
         }
     }
     Ok(ranked.into_iter().take(max).map(|(_, _, n)| n).collect())
@@ -186,7 +239,7 @@ fn prefix_candidates(
     conn: &Connection,
     index: NameIndex,
     chars: &[char],
-) -> QueryResult<HashSet<String>> {
+) -> QueryResult<Vec<String>> {
     let mut range = conn.prepare_cached(index.prefix_sql)?;
     let mut read_range = |length: usize, limit: usize| -> QueryResult<Vec<String>> {
         let prefix: String = chars[..length].iter().collect();
@@ -214,7 +267,7 @@ fn prefix_candidates(
             matched = middle;
         }
     }
-    let mut found = HashSet::new();
+    let mut found = Vec::new();
     for length in (1..=matched)
         .rev()
         .take(MAX_PREFIX_READS.saturating_sub(reads))
@@ -253,8 +306,9 @@ pub fn containing(
     sql: TrigramSql,
     text: &str,
     cap: usize,
+    counts: &mut TrigramCounts,
 ) -> QueryResult<Vec<String>> {
-    let Some((trigram, rows)) = rarest_trigram(conn, sql, text)? else {
+    let Some((trigram, rows)) = rarest_trigram(conn, sql, text, counts)? else {
         return Ok(Vec::new());
     };
     let mut read = conn.prepare_cached(sql.read)?;
@@ -279,19 +333,28 @@ fn rarest_trigram(
     conn: &Connection,
     sql: TrigramSql,
     text: &str,
+    counts: &mut TrigramCounts,
 ) -> QueryResult<Option<(String, usize)>> {
     let chars: Vec<char> = text.chars().flat_map(char::to_lowercase).collect();
     let mut windows: Vec<&[char]> = chars.windows(3).collect();
     let rarity = |window: &[char]| window.iter().map(|&c| letter_rarity(c)).sum::<u32>();
     // Rarest first; equal trigrams side by side, so that each is probed once.
-    windows.sort_by(|a, b| rarity(b).cmp(&rarity(a)).then_with(|| a.cmp(b)));
+    windows.sort_by_cached_key(|window| (std::cmp::Reverse(rarity(window)), *window));
     windows.dedup();
     let mut count = conn.prepare_cached(sql.count)?;
     let mut rarest: Option<(String, usize)> = None;
     for window in windows.into_iter().take(MAX_PROBES) {
         let trigram = fts_quote(&window.iter().collect::<String>());
-        let rows: i64 = count.query_row(params![trigram, PROBE_CAP as i64], |r| r.get(0))?;
-        let rows = usize::try_from(rows).unwrap_or(0);
+        let rows = match counts.0.get(&(sql.count, trigram.clone())) {
+            Some(&rows) => rows,
+            None => {
+                let rows: i64 =
+                    count.query_row(params![trigram, PROBE_CAP as i64], |r| r.get(0))?;
+                let rows = usize::try_from(rows).unwrap_or(0);
+                counts.0.insert((sql.count, trigram.clone()), rows);
+                rows
+            }
+        };
         if rows == 0 {
             return Ok(None);
         }
@@ -333,6 +396,51 @@ mod tests {
         assert_eq!(d("tset", "test"), 1);
         assert_eq!(d("kitten", "sitting"), 3);
         assert_eq!(d("日本語", "日本"), 1);
+    }
+
+    #[test]
+    fn a_bounded_distance_is_exact_up_to_its_bound() {
+        let words = [
+            "", "a", "ab", "ba", "abc", "acb", "validate", "vlaidate", "valid", "xyz",
+        ];
+        for a in words {
+            for b in words {
+                let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+                let exact = distance(&a, &b);
+                for bound in 0..4 {
+                    let bounded = bounded_distance(&a, &b, bound);
+                    if exact <= bound {
+                        assert_eq!(bounded, exact, "{a:?} {b:?} bound {bound}");
+                    } else {
+                        assert!(bounded > bound, "{a:?} {b:?} bound {bound}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_bag_distance_never_exceeds_the_distance() {
+        let words = [
+            "",
+            "a",
+            "ab",
+            "ba",
+            "abc",
+            "ACB",
+            "validate",
+            "vlaidate",
+            "Valid",
+            "日本語",
+        ];
+        for a in words {
+            for b in words {
+                let a_lower: Vec<char> = a.to_ascii_lowercase().chars().collect();
+                let b_lower: Vec<char> = b.to_ascii_lowercase().chars().collect();
+                let b_chars: Vec<char> = b.chars().collect();
+                assert!(bag_distance(&a_lower, &b_chars) <= distance(&a_lower, &b_lower));
+            }
+        }
     }
 
     #[test]

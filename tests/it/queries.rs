@@ -66,7 +66,7 @@ fn project(cache: &str, vars: Option<&str>) -> TempProject {
 
 fn open(project: &TempProject) -> Connection {
     let conn = Connection::open(project.db()).unwrap();
-    acpdb::db::register_query_functions(&conn).unwrap();
+    acpdb::db::configure_query_connection(&conn).unwrap();
     conn
 }
 
