@@ -3,8 +3,9 @@
 //!
 //! Invariants: an entry is returned only for the generation it was computed in (the index
 //! state starts a new generation whenever the served database or its staleness changes, and
-//! the first look-up of a new generation empties the cache); only successful answers are kept;
-//! an entry is held as its JSON text (a parsed JSON value takes several times its text) and
+//! the first look-up of a new generation empties the cache); only successful answers and the
+//! errors the index alone decides (a name that does not exist, with its suggestions:
+//! [`super::errors::decided_by_the_index`]) are kept, never a result flagged as an error; an entry is held as its JSON text (a parsed JSON value takes several times its text) and
 //! charged for it plus a fixed overhead, and the charges stay within the budget (the oldest
 //! entries go first).
 
@@ -13,7 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{CallToolResult, ContentBlock};
-use serde::Serialize;
+use rmcp::ErrorData;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Largest share of the budget one answer may take: a page of a huge listing is not worth
@@ -51,9 +53,19 @@ struct Entries {
 }
 
 struct Cached {
-    /// The answer as JSON, parsed again for each call it answers.
+    /// The [`Outcome`] as JSON, parsed again for each call it answers.
     json: Box<str>,
     bytes: usize,
+}
+
+/// How a call ended: its result, or the error answered instead.
+pub type Outcome = Result<CallToolResult, ErrorData>;
+
+/// An [`Outcome`] as it is written in the cache.
+#[derive(Serialize, Deserialize)]
+enum Stored<R, E> {
+    Answer(R),
+    Error(E),
 }
 
 /// Counters reported by `GET /healthz`.
@@ -102,8 +114,8 @@ impl AnswerCache {
         Some(Key(hasher.finalize().into()))
     }
 
-    /// The answer stored under `key` in `generation`, if any.
-    pub fn get(&self, generation: u64, key: &Key) -> Option<CallToolResult> {
+    /// The outcome stored under `key` in `generation`, if any.
+    pub fn get(&self, generation: u64, key: &Key) -> Option<Outcome> {
         let (found, old) = {
             let mut entries = self.lock();
             let old = entries.start(generation);
@@ -115,7 +127,11 @@ impl AnswerCache {
             (found, old)
         };
         drop(old);
-        match found.and_then(|cached| serde_json::from_str(&cached.json).ok()) {
+        let stored = found.and_then(|cached| serde_json::from_str(&cached.json).ok());
+        match stored.map(|stored| match stored {
+            Stored::Answer(result) => Ok(result),
+            Stored::Error(error) => Err(error),
+        }) {
             Some(result) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 Some(result)
@@ -127,23 +143,33 @@ impl AnswerCache {
         }
     }
 
-    /// Stores `result` under `key` for `generation`, evicting the oldest entries to stay within
-    /// the budget; an error result, or one larger than [`LARGEST_ANSWER`] or a sixteenth of
-    /// the budget, is not kept.
-    pub fn put(&self, generation: u64, key: Key, result: &CallToolResult) {
+    /// Stores `outcome` under `key` for `generation`, evicting the oldest entries to stay
+    /// within the budget. A result flagged as an error, or one larger than [`LARGEST_ANSWER`]
+    /// or a sixteenth of the budget, is not kept; the caller passes only the errors worth
+    /// keeping.
+    pub fn put(&self, generation: u64, key: Key, outcome: Result<&CallToolResult, &ErrorData>) {
         let largest = (self.budget / LARGEST_SHARE).min(LARGEST_ANSWER);
-        let text: usize = result
-            .content
-            .iter()
-            .map(|block| match block {
-                ContentBlock::Text(text) => text.text.len(),
-                _ => 0,
-            })
-            .sum();
-        if !self.enabled() || result.is_error == Some(true) || text > largest {
+        if !self.enabled() {
             return;
         }
-        let Ok(json) = serde_json::to_string(result) else {
+        let stored = match outcome {
+            Ok(result) => {
+                let text: usize = result
+                    .content
+                    .iter()
+                    .map(|block| match block {
+                        ContentBlock::Text(text) => text.text.len(),
+                        _ => 0,
+                    })
+                    .sum();
+                if result.is_error == Some(true) || text > largest {
+                    return;
+                }
+                Stored::Answer(result)
+            }
+            Err(error) => Stored::Error(error),
+        };
+        let Ok(json) = serde_json::to_string(&stored) else {
             return;
         };
         let bytes = json.len() + ENTRY_OVERHEAD;
@@ -223,8 +249,8 @@ mod tests {
         CallToolResult::success(vec![ContentBlock::text(text)])
     }
 
-    fn text(result: &CallToolResult) -> String {
-        match &result.content[0] {
+    fn text(outcome: &Outcome) -> String {
+        match &outcome.as_ref().expect("an answer").content[0] {
             ContentBlock::Text(t) => t.text.clone(),
             _ => panic!("not text"),
         }
@@ -235,14 +261,14 @@ mod tests {
         let cache = AnswerCache::new(1 << 20);
         let key = k("acp_query");
         assert!(cache.get(1, &key).is_none());
-        cache.put(1, key, &answer("first"));
+        cache.put(1, key, Ok(&answer("first")));
         assert_eq!(text(&cache.get(1, &key).unwrap()), "first");
         // A new generation empties the cache; an answer computed in an older one is dropped,
         // and a call that began in an older one is not answered from the newer one.
         assert!(cache.get(2, &key).is_none());
-        cache.put(1, key, &answer("late"));
+        cache.put(1, key, Ok(&answer("late")));
         assert!(cache.get(2, &key).is_none());
-        cache.put(2, key, &answer("second"));
+        cache.put(2, key, Ok(&answer("second")));
         assert!(cache.get(1, &key).is_none());
         assert_eq!(text(&cache.get(2, &key).unwrap()), "second");
         let stats = cache.stats();
@@ -254,18 +280,30 @@ mod tests {
         let cache = AnswerCache::new(16 * 1024);
         let mut failed = answer("no");
         failed.is_error = Some(true);
-        cache.put(1, k("a"), &failed);
-        cache.put(1, k("b"), &answer(&"x".repeat(2000)));
+        cache.put(1, k("a"), Ok(&failed));
+        cache.put(1, k("b"), Ok(&answer(&"x".repeat(2000))));
         assert_eq!(cache.stats().entries, 0);
-        cache.put(1, k("c"), &answer("small"));
+        cache.put(1, k("c"), Ok(&answer("small")));
         assert_eq!(cache.stats().entries, 1);
+    }
+
+    #[test]
+    fn an_error_comes_back_as_it_was_given() {
+        let cache = AnswerCache::new(16 * 1024);
+        let error = ErrorData::invalid_params(
+            "Symbol not found: x",
+            Some(serde_json::json!({"suggestions": ["a.ts:xy"]})),
+        );
+        cache.put(1, k("miss"), Err(&error));
+        assert_eq!(cache.get(1, &k("miss")), Some(Err(error)));
+        assert!(cache.get(2, &k("miss")).is_none());
     }
 
     #[test]
     fn the_oldest_answers_go_first_when_the_budget_is_spent() {
         let cache = AnswerCache::new(16 * 1024);
         for n in 0..100 {
-            cache.put(1, k(&format!("key {n}")), &answer(&"y".repeat(500)));
+            cache.put(1, k(&format!("key {n}")), Ok(&answer(&"y".repeat(500))));
         }
         let stats = cache.stats();
         assert!(stats.bytes <= stats.budget_bytes, "{stats:?}");
@@ -273,7 +311,7 @@ mod tests {
         assert!(cache.get(1, &k("key 0")).is_none());
         assert!(cache.get(1, &k("key 99")).is_some());
         // Another call with the same arguments, computed meanwhile, leaves the first answer.
-        cache.put(1, k("key 99"), &answer("z"));
+        cache.put(1, k("key 99"), Ok(&answer("z")));
         assert_ne!(text(&cache.get(1, &k("key 99")).unwrap()), "z");
         assert_eq!(cache.stats().bytes, stats.bytes);
     }
@@ -291,15 +329,15 @@ mod tests {
         let mut given = answer("text with \"quotes\", \\ and é");
         given.structured_content =
             Some(serde_json::json!({"numbers": numbers, "n": u64::MAX, "m": i64::MIN}));
-        cache.put(1, k("k"), &given);
-        assert_eq!(cache.get(1, &k("k")), Some(given));
+        cache.put(1, k("k"), Ok(&given));
+        assert_eq!(cache.get(1, &k("k")), Some(Ok(given)));
     }
 
     #[test]
     fn a_cache_of_no_bytes_keeps_nothing() {
         let cache = AnswerCache::new(0);
         assert!(!cache.enabled());
-        cache.put(1, k("a"), &answer("a"));
+        cache.put(1, k("a"), Ok(&answer("a")));
         assert!(cache.get(1, &k("a")).is_none());
     }
 

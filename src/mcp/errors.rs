@@ -57,6 +57,13 @@ fn shorten(mut text: String) -> String {
     text
 }
 
+/// Whether `error` is an answer of the index as much as a result is: the same arguments get
+/// it again until the index changes (a name that does not exist, with its suggestions), so it
+/// may be kept with the answers ([`super::answer_cache`]). Time limits and failures are not.
+pub(crate) fn decided_by_the_index(error: &ErrorData) -> bool {
+    error.code.0 == INVALID_PARAMS
+}
+
 /// A query-layer error.
 pub(crate) fn query(err: QueryError) -> ErrorData {
     match err {

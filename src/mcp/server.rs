@@ -344,18 +344,28 @@ impl AcpServer {
             None
         };
         if let Some((generation, key)) = &cached {
-            if let Some(result) = self.answers.get(*generation, key) {
-                return Ok(CallToolResponse::Complete(result));
+            match self.answers.get(*generation, key) {
+                Some(Ok(result)) => return Ok(CallToolResponse::Complete(result)),
+                Some(Err(error)) => return Err(error),
+                None => {}
             }
         }
         let context = ToolCallContext::new(self, request, context);
-        let response = self.tool_router.call(context).await?;
-        if let (Some((generation, key)), CallToolResponse::Complete(result)) = (cached, &response) {
+        let response = self.tool_router.call(context).await;
+        if let Some((generation, key)) = cached {
             // Kept only when nothing changed while it was computed (no staleness note in it).
-            if self.state.answer_generation() == Some(generation) {
-                self.answers.put(generation, key, result);
+            let keep = match &response {
+                Ok(CallToolResponse::Complete(result)) => Some(Ok(result)),
+                Err(error) if errors::decided_by_the_index(error) => Some(Err(error)),
+                _ => None,
+            };
+            if let Some(outcome) = keep {
+                if self.state.answer_generation() == Some(generation) {
+                    self.answers.put(generation, key, outcome);
+                }
             }
         }
+        let response = response?;
         match response {
             CallToolResponse::Complete(result) if result.is_error == Some(true) => {
                 // rmcp reports undecodable arguments as an error result; agents get a JSON-RPC
@@ -424,7 +434,8 @@ fn on_pool<T>(
     limited(&conn, time_limit, query)
 }
 
-/// Runs `query` on `conn`, interrupted after `time_limit`.
+/// Runs `query` on `conn` in one snapshot ([`crate::db::in_snapshot`]), interrupted after
+/// `time_limit`.
 fn limited<T>(
     conn: &Connection,
     time_limit: Duration,
@@ -432,7 +443,7 @@ fn limited<T>(
 ) -> Result<T, ErrorData> {
     let limit = crate::db::TimeLimit::install(conn, time_limit)
         .map_err(|e| errors::internal(format!("{e:#}")))?;
-    match query(conn) {
+    match crate::db::in_snapshot(conn, query) {
         Ok(answer) => Ok(answer),
         Err(_) if limit.expired() => Err(errors::time_limit(time_limit.as_secs_f64())),
         Err(err) => Err(errors::query(err)),

@@ -318,6 +318,14 @@ async fn cached_answers_follow_the_index() {
         client.ok("acp_hack", json!({"action": "list"})).await;
     }
     assert_eq!(cache()["hits"].as_u64(), Some(hits + 1));
+    // "Not found" is an answer of the index too: the second one comes from the cache, as
+    // given the first time, until the index changes (below, the name then exists).
+    let unknown = json!({"name": "brandNewHelper"});
+    let first = client.err("acp_get_symbol_context", unknown.clone()).await;
+    assert_eq!(first.code, -32602, "{first:?}");
+    let again = client.err("acp_get_symbol_context", unknown.clone()).await;
+    assert_eq!((again.message, again.data), (first.message, first.data));
+    assert_eq!(cache()["hits"].as_u64(), Some(hits + 2));
 
     add_symbol(&project, "brandNewHelper");
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -342,6 +350,7 @@ async fn cached_answers_follow_the_index() {
     // The first answers of the new index may have begun before its staleness note was
     // removed, and those are not kept; from then on, its answers are kept and served again.
     assert_eq!(total_symbols(&client).await, before + 1);
+    client.ok("acp_get_symbol_context", unknown).await;
     let hits = cache()["hits"].as_u64().unwrap();
     assert_eq!(total_symbols(&client).await, before + 1);
     let stats = cache();
