@@ -73,6 +73,14 @@ pub const DECLARED_SCANS: &[(&str, &str)] = &[
         "SELECT digest, id FROM",
         "a delta reads every stored fingerprint to tell unchanged entries from changed ones",
     ),
+    (
+        "FROM symbols s INDEXED BY symbols_size",
+        "acp_unused reads symbols largest first through symbols_size, at most unused::MAX_READ of them",
+    ),
+    (
+        "FROM files f CROSS JOIN symbols s ON s.file_path = f.path",
+        "acp_unused samples at most unused::COVERAGE_SAMPLE symbols of a language, from its files in table order",
+    ),
 ];
 
 impl Run {

@@ -23,6 +23,8 @@ use crate::query::file_context::{file_context, GetFileContextParams};
 use crate::query::impact::{acp_impact, at_least_as_strict, ImpactParams, ImpactResponse};
 use crate::query::primer::{generate_primer, GeneratePrimerParams};
 use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
+use crate::query::trace::{acp_trace, TraceParams, TraceResponse};
+use crate::query::unused::{acp_unused, UnusedParams, UnusedResponse};
 use crate::query::{architecture, hotpaths, QueryError, QueryResult};
 
 /// Names of the read-only tools answered from the index.
@@ -40,6 +42,8 @@ pub const INDEX_TOOLS: &[&str] = &[
     "acp_expand_variable",
     "acp_constraints",
     "acp_impact",
+    "acp_trace",
+    "acp_unused",
 ];
 
 /// Pretty-printed JSON, keys in declaration order (the reference server's text form).
@@ -195,6 +199,16 @@ pub mod answer {
     pub fn impact(conn: &Connection, params: &ImpactParams) -> QueryResult<Typed<ImpactResponse>> {
         Ok(Typed(acp_impact(conn, params)?))
     }
+
+    /// `acp_trace`.
+    pub fn trace(conn: &Connection, params: &TraceParams) -> QueryResult<Typed<TraceResponse>> {
+        Ok(Typed(acp_trace(conn, params)?))
+    }
+
+    /// `acp_unused`.
+    pub fn unused(conn: &Connection, params: &UnusedParams) -> QueryResult<Typed<UnusedResponse>> {
+        Ok(Typed(acp_unused(conn, params)?))
+    }
 }
 
 /// Calls the read-only tool `name` with JSON `args`; returns the answer's text exactly as the
@@ -214,6 +228,8 @@ pub fn call(conn: &Connection, name: &str, args: &Value) -> QueryResult<String> 
         "acp_expand_variable" => answer::expand_variable(conn, &decode(args)?),
         "acp_constraints" => answer::constraints(conn, &decode(args)?)?.text(),
         "acp_impact" => answer::impact(conn, &decode(args)?)?.text(),
+        "acp_trace" => answer::trace(conn, &decode(args)?)?.text(),
+        "acp_unused" => answer::unused(conn, &decode(args)?)?.text(),
         _ => Err(QueryError::invalid(format!(
             "Unknown tool: {name}. Valid tools: {}",
             INDEX_TOOLS.join(", ")
@@ -221,19 +237,25 @@ pub fn call(conn: &Connection, name: &str, args: &Value) -> QueryResult<String> 
     }
 }
 
-/// Options of `acpdb query`: the same JSON as the `acp_query` tool.
+/// Options of `acpdb query`: the same JSON as the `acp_query` tool, or as `acp_trace`
+/// (`acpdb query trace FROM TO`) and `acp_unused` (`acpdb query unused [GLOB]`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct QueryArgs {
-    /// Query type: symbol, file, domain, callers, callees, search or stats.
+    /// Query type: symbol, file, domain, callers, callees, search or stats (`acp_query`), trace
+    /// (`acp_trace`) or unused (`acp_unused`).
     #[arg(value_name = "TYPE")]
     pub kind: String,
-    /// The symbol, file or domain name, or the search pattern.
+    /// The symbol, file or domain name, or the search pattern; for `trace`, where the paths
+    /// start; for `unused`, a path glob.
     #[arg(value_name = "NAME|PATTERN")]
     pub target: Option<String>,
+    /// For `trace`: where the paths end.
+    #[arg(value_name = "TO")]
+    pub to: Option<String>,
     /// Results per page (1-100).
     #[arg(long)]
     pub limit: Option<u32>,
-    /// Levels of callers/callees to follow (1-5).
+    /// Levels of callers/callees to follow (1-5); for `trace`, most calls in a path (1-10).
     #[arg(long)]
     pub depth: Option<u32>,
     /// The `next_cursor` of a previous answer, for the next page.
@@ -242,28 +264,33 @@ pub struct QueryArgs {
 }
 
 impl QueryArgs {
-    /// The `acp_query` arguments these options stand for.
-    pub fn to_arguments(&self) -> Value {
+    /// The tool these options call and its arguments.
+    pub fn to_call(&self) -> (&'static str, Value) {
         let mut args = serde_json::Map::new();
-        args.insert("type".into(), Value::from(self.kind.clone()));
-        if let Some(target) = &self.target {
-            let key = if self.kind == "search" {
-                "pattern"
-            } else {
-                "name"
-            };
-            args.insert(key.into(), Value::from(target.clone()));
-        }
-        if let Some(limit) = self.limit {
-            args.insert("limit".into(), Value::from(limit));
-        }
-        if let Some(depth) = self.depth {
-            args.insert("depth".into(), Value::from(depth));
-        }
-        if let Some(cursor) = &self.cursor {
-            args.insert("cursor".into(), Value::from(cursor.clone()));
-        }
-        Value::Object(args)
+        let tool = match self.kind.as_str() {
+            "trace" => {
+                args.extend(self.target.clone().map(|from| ("from".into(), from.into())));
+                args.extend(self.to.clone().map(|to| ("to".into(), to.into())));
+                args.extend(self.depth.map(|d| ("max_depth".into(), d.into())));
+                "acp_trace"
+            }
+            "unused" => {
+                args.extend(self.target.clone().map(|glob| ("path".into(), glob.into())));
+                "acp_unused"
+            }
+            kind => {
+                args.insert("type".into(), Value::from(kind));
+                if let Some(target) = &self.target {
+                    let key = if kind == "search" { "pattern" } else { "name" };
+                    args.insert(key.into(), Value::from(target.clone()));
+                }
+                args.extend(self.depth.map(|d| ("depth".into(), d.into())));
+                "acp_query"
+            }
+        };
+        args.extend(self.limit.map(|l| ("limit".into(), l.into())));
+        args.extend(self.cursor.clone().map(|c| ("cursor".into(), c.into())));
+        (tool, Value::Object(args))
     }
 }
 
@@ -272,11 +299,14 @@ impl QueryArgs {
 pub fn run_query(project: &crate::project::Project, args: &QueryArgs) -> anyhow::Result<()> {
     let conn = crate::db::open_read_only(&project.db)?;
     crate::freshness::warn_if_outdated(project);
+    let (tool, arguments) = args.to_call();
     // The tool's answer, indented for people (the tool itself answers compact JSON).
-    let answer = decode(&args.to_arguments())
-        .and_then(|params| acp_query(&conn, &params))
-        .and_then(|answer| pretty(&answer))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let answer = crate::db::in_snapshot(&conn, |conn| match tool {
+        "acp_trace" => pretty(&acp_trace(conn, &decode(&arguments)?)?),
+        "acp_unused" => pretty(&acp_unused(conn, &decode(&arguments)?)?),
+        _ => pretty(&acp_query(conn, &decode(&arguments)?)?),
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     writeln!(std::io::stdout().lock(), "{answer}")?;
     Ok(())
 }

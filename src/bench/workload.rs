@@ -538,6 +538,23 @@ pub fn default_mix(conn: &Connection, options: MixOptions) -> Result<Workload> {
         );
     }
 
+    // acp_trace from each sampled symbol to the symbol three calls down its smallest callees
+    // (a path exists), and back (as a static call graph goes, mostly none: the whole search).
+    for from in &qualified {
+        if let Some(to) = three_calls_down(conn, from)? {
+            mix.calls
+                .push(Call::new("acp_trace", json!({ "from": from, "to": to })));
+            mix.calls.push(
+                Call::new("acp_trace", json!({ "from": to, "to": from }))
+                    .labelled("acp_trace(backwards)"),
+            );
+        }
+    }
+    mix.fixed(Call::new("acp_unused", json!({})));
+    mix.each(&domains, |d| {
+        Call::new("acp_unused", json!({ "domain": d }))
+    });
+
     mix.misses(&symbols, &paths);
 
     Ok(Workload {
@@ -548,6 +565,27 @@ pub fn default_mix(conn: &Connection, options: MixOptions) -> Result<Workload> {
         )),
         calls: mix.calls,
     })
+}
+
+/// The qualified name of the symbol three calls down from `from`, always taking the callee
+/// symbol of smallest id; `None` when the calls end sooner.
+fn three_calls_down(conn: &Connection, from: &str) -> Result<Option<String>> {
+    use crate::query::graph::{describe, resolve_endpoint, step, Direction};
+    let Ok((start, _)) = resolve_endpoint(conn, from) else {
+        return Ok(None);
+    };
+    let mut at = start.entity();
+    for _ in 0..3 {
+        let callees = step(conn, Direction::Callees, at).map_err(|e| anyhow::anyhow!("{e}"))?;
+        match callees.into_iter().filter(|&e| e > 0 && e != at).min() {
+            Some(next) => at = next,
+            None => return Ok(None),
+        }
+    }
+    if at == start.entity() {
+        return Ok(None);
+    }
+    Ok(describe(conn, at).map_err(|e| anyhow::anyhow!("{e}"))?.0)
 }
 
 /// Six characters from the middle of a name's last segment (all of it when shorter), for

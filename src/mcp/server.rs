@@ -31,6 +31,8 @@ use crate::query::file_context::GetFileContextParams;
 use crate::query::impact::{ImpactParams, ImpactResponse};
 use crate::query::primer::GeneratePrimerParams;
 use crate::query::symbol_context::GetSymbolContextParams;
+use crate::query::trace::{TraceParams, TraceResponse};
+use crate::query::unused::{UnusedParams, UnusedResponse};
 use crate::query::QueryResult;
 use crate::tools::{answer, Answer, IntoAnswer};
 
@@ -565,6 +567,44 @@ impl AcpServer {
         Parameters(params): Parameters<ImpactParams>,
     ) -> Result<CallToolResult, ErrorData> {
         self.answer(Weight::Heavy, move |conn| answer::impact(conn, &params))
+            .await
+    }
+
+    #[tool(
+        name = "acp_trace",
+        output_schema = crate::schemas::output::<TraceResponse>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
+        description = "How does one symbol reach another? The shortest call paths from `from` to `to` (symbols by qualified name path:name, map key or unique simple name), up to max_depth calls (default 6, max 10). Each path lists its symbols with file, lines and lock level; found false with a message when no path exists within the depth (walk_capped when the search stopped at its bound). limit paths per page (default 3, max 50); pass next_cursor back for more. For everything that calls one symbol, use acp_query callers."
+    )]
+    async fn acp_trace(
+        &self,
+        Parameters(params): Parameters<TraceParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(Weight::Heavy, move |conn| answer::trace(conn, &params))
+            .await
+    }
+
+    #[tool(
+        name = "acp_unused",
+        output_schema = crate::schemas::output::<UnusedResponse>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
+        description = "Dead-code candidates: functions and methods nothing in the call graph calls, largest first, each with its size and reason; exported symbols, entry points (main), test files and runtime-called names (constructors, __init__) are left out. Filter by domain, path (glob) or type; include_exported true lists exported ones too. A static call graph misses dynamic calls: coverage says how much of each language it sees, so treat the list as candidates to check, never as proof. limit 1-100 (default 20); pass next_cursor back for more."
+    )]
+    async fn acp_unused(
+        &self,
+        Parameters(params): Parameters<UnusedParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.answer(Weight::Heavy, move |conn| answer::unused(conn, &params))
             .await
     }
 

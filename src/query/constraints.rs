@@ -6,7 +6,7 @@
 //! entry, and files unknown to the index, are `normal`. Symbol-level constraints of the file's
 //! symbols are listed after the file's own.
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -176,6 +176,17 @@ pub fn file_constraint(
         }
     }
     Ok(best)
+}
+
+/// The lock level of the file at canonical `path`: its most restrictive constraint's, or
+/// `normal` when no constraint names it.
+pub fn file_lock_level(conn: &Connection, path: &str) -> QueryResult<String> {
+    let key: Option<String> = conn
+        .prepare_cached("SELECT key FROM files WHERE path = ?1 ORDER BY id LIMIT 1")?
+        .query_row([path], |r| r.get(0))
+        .optional()?;
+    Ok(file_constraint(conn, key.as_deref().unwrap_or(path), path)?
+        .map_or_else(|| "normal".to_string(), |c| c.lock_level))
 }
 
 fn symbol_constraints(conn: &Connection, path: &str) -> QueryResult<Vec<SymbolConstraint>> {

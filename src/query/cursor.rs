@@ -218,6 +218,17 @@ pub(crate) fn requested_page(
     Ok(Page { offset, limit })
 }
 
+/// `value` (`default` when absent) when it is within 1..=`max`, else an error naming `field`.
+pub(crate) fn within(value: Option<u32>, field: &str, default: u32, max: u32) -> QueryResult<u32> {
+    match value.unwrap_or(default) {
+        n if (1..=max).contains(&n) => Ok(n),
+        n => Err(QueryError::invalid_with(
+            format!("Invalid {field}: {n} (must be 1-{max})"),
+            json!({"field": field, "minimum": 1, "maximum": max}),
+        )),
+    }
+}
+
 /// The error for a cursor issued for walk depth `issued` (1 when it names none) passed with
 /// another depth.
 pub(crate) fn depth_mismatch(issued: Option<u32>) -> QueryError {

@@ -60,7 +60,7 @@ pub enum Endpoint {
 
 impl Endpoint {
     /// The walk's entity number: symbol ids positive, node ids negated.
-    fn entity(self) -> i64 {
+    pub(crate) fn entity(self) -> i64 {
         match self {
             Endpoint::Symbol(id) => id,
             Endpoint::Node(id) => -id,
@@ -222,7 +222,7 @@ pub fn step_sql(direction: Direction, from_symbol: bool) -> String {
 }
 
 /// The entities one step from `entity` (repeated when several edges lead to one).
-fn step(conn: &Connection, direction: Direction, entity: i64) -> QueryResult<Vec<i64>> {
+pub(crate) fn step(conn: &Connection, direction: Direction, entity: i64) -> QueryResult<Vec<i64>> {
     let mut stmt = conn.prepare_cached(&step_sql(direction, entity > 0))?;
     let rows = stmt.query_map([entity], |r| r.get(0))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -230,7 +230,10 @@ fn step(conn: &Connection, direction: Direction, entity: i64) -> QueryResult<Vec
 
 /// The name of an entity (qualified name of a symbol, else the raw graph name) and the file of
 /// a symbol.
-fn describe(conn: &Connection, entity: i64) -> QueryResult<(Option<String>, Option<String>)> {
+pub(crate) fn describe(
+    conn: &Connection,
+    entity: i64,
+) -> QueryResult<(Option<String>, Option<String>)> {
     Ok(if entity > 0 {
         conn.prepare_cached(
             "SELECT coalesce(qualified_name, key), file_path FROM symbols WHERE id = ?1",

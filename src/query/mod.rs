@@ -29,6 +29,8 @@ pub mod resources;
 pub mod search;
 pub mod similar;
 pub mod symbol_context;
+pub mod trace;
+pub mod unused;
 
 use std::fmt;
 

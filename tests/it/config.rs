@@ -180,6 +180,11 @@ fn calls() -> Vec<(String, Value)> {
             "acp_impact",
             json!({"symbols": ["renderReport", "toCsv", "buildInvoice"], "depth": 5}),
         ),
+        ("acp_trace", json!({"from": "main", "to": "digest"})),
+        (
+            "acp_unused",
+            json!({"include_exported": true, "limit": 100}),
+        ),
         (
             "acp_get_file_context",
             json!({"path": "src/experimental/recommend.ts"}),

@@ -219,6 +219,11 @@ fn calls() -> Vec<(String, Value)> {
             json!({"files": ["src/auth/session.ts"], "depth": 3}),
         ),
         (
+            "acp_trace".into(),
+            json!({"from": "main", "to": "digest", "limit": 1}),
+        ),
+        ("acp_unused".into(), json!({"include_exported": true})),
+        (
             "acp_expand".into(),
             json!({"text": "See $SYM_VALIDATESESSION and $NOPE"}),
         ),

@@ -10,6 +10,7 @@ mod config;
 mod console;
 mod delta;
 mod gen;
+mod graph_questions;
 mod http;
 mod impact;
 mod import;

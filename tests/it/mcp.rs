@@ -426,6 +426,11 @@ async fn stdio_answers_equal_the_shared_dispatcher_for_every_golden_call() {
         ),
         ("acp_impact", json!({"symbols": ["digest"], "limit": 0})),
         ("acp_impact", json!({"symbols": ["nope"]})),
+        ("acp_trace", json!({"from": "main", "to": "digest"})),
+        ("acp_trace", json!({"from": "digest", "to": "main"})),
+        ("acp_trace", json!({"from": "format", "to": "main"})),
+        ("acp_unused", json!({"include_exported": true, "limit": 2})),
+        ("acp_unused", json!({"domain": "nope"})),
     ]
     .into_iter()
     .map(|(tool, arguments)| (tool.to_string(), arguments));
@@ -1176,7 +1181,7 @@ async fn tools_carry_annotations() {
     let project = demo();
     let client = Client::spawn(project.root(), &[]).await;
     let tools = client.service.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 15);
+    assert_eq!(tools.len(), 17);
     for tool in &tools {
         let hints = tool
             .annotations

@@ -9,11 +9,13 @@ use serde_json::{json, Value};
 use crate::common::mcp::{demo_client, Client};
 
 /// The tools that answer with structured content.
-const TYPED: [&str; 6] = [
+const TYPED: [&str; 8] = [
     "acp_query",
     "acp_expand",
     "acp_constraints",
     "acp_impact",
+    "acp_trace",
+    "acp_unused",
     "acp_debug",
     "acp_hack",
 ];
@@ -144,6 +146,18 @@ async fn every_structured_answer_is_valid_against_its_schema_and_equal_to_its_te
         json!({"symbols": ["digest"], "limit": 0}),
     ] {
         typed_call(&client, &impact, "acp_impact", args).await;
+    }
+
+    let trace = schema("acp_trace");
+    for args in [
+        json!({"from": "main", "to": "digest"}),
+        json!({"from": "digest", "to": "main", "max_depth": 10}),
+    ] {
+        typed_call(&client, &trace, "acp_trace", args).await;
+    }
+    let unused = schema("acp_unused");
+    for args in [json!({}), json!({"include_exported": true, "limit": 1})] {
+        typed_call(&client, &unused, "acp_unused", args).await;
     }
 
     let debug = schema("acp_debug");

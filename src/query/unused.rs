@@ -1,0 +1,287 @@
+//! `acp_unused`: dead-code candidates, the symbols nothing in the call graph calls.
+//!
+//! Symbols are read largest first through the index `symbols_size` (migration V19) and kept
+//! when no call-graph edge leads to them and no rule makes them an entry point: exported
+//! symbols (unless asked for), entry points by name (`main`), symbols of test files (the rule
+//! `acp_impact` uses for likely tests), constructors and other names the runtime calls, and,
+//! unless a `type` is asked for, anything but functions and methods (a static call graph holds
+//! calls, not references to classes or types). A call graph from static indexing misses dynamic
+//! calls (callbacks, reflection, routing tables), so every answer says how many symbols of the
+//! languages listed have any call edge at all: candidates, never proof.
+//!
+//! The work is bounded: at most [`MAX_READ`] symbols are read for one answer; past it the page
+//! may be short and `total` counts only what was read (`total_capped`).
+
+use std::collections::BTreeMap;
+
+use rusqlite::{params, Connection};
+use serde::{Deserialize, Serialize};
+
+use super::cursor::{page_info, requested_page, within, Page};
+use super::impact::looks_like_test;
+use super::QueryResult;
+
+/// Candidates per page when no limit is given.
+pub const DEFAULT_LIMIT: u32 = 20;
+
+/// Most candidates per page.
+pub const MAX_LIMIT: u32 = 100;
+
+/// Most symbols read for one answer (in size order), whatever the filters.
+pub const MAX_READ: usize = 20_000;
+
+/// Symbols of each language sampled to say how much of it the call graph covers.
+pub const COVERAGE_SAMPLE: usize = 1_000;
+
+/// Names the runtime or a framework calls, which no static call graph shows being called.
+const CALLED_BY_THE_RUNTIME: &[&str] = &[
+    "main",
+    "__main__",
+    "__init__",
+    "__new__",
+    "__call__",
+    "constructor",
+    "new",
+    "init",
+    "default",
+    "drop",
+    "setup",
+    "teardown",
+];
+
+/// Symbol types a call graph can see called; others (classes, interfaces, types, constants)
+/// are referenced, not called, and are listed only when their type is asked for.
+const CALLABLE_TYPES: &[&str] = &["function", "method"];
+
+/// Arguments of `acp_unused`.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+pub struct UnusedParams {
+    /// Only symbols of files in this domain.
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// Only symbols of files matching this glob (`src/billing/**`).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Only symbols of this type (`function`, `method`, `class`, ...); default: functions and
+    /// methods.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// Also list exported symbols (default false: another package may call them).
+    #[serde(default)]
+    pub include_exported: Option<bool>,
+    /// Candidates per page (default 20, at most 100).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// The `next_cursor` of a previous answer, for the next page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// One dead-code candidate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct UnusedSymbol {
+    /// Qualified name.
+    pub name: String,
+    /// Symbol type.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Canonical file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// `[start, end]` lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines: Option<[i64; 2]>,
+    /// Lines it spans (its size).
+    pub size: i64,
+    /// Whether it is exported.
+    pub exported: bool,
+    /// Why it is listed.
+    pub reason: String,
+}
+
+/// How much of one language the call graph covers, from a sample.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct CallCoverage {
+    /// Language of the files (`unknown` when the file names none).
+    pub language: String,
+    /// Symbols of the language sampled (in index order).
+    pub sampled: u64,
+    /// Of those, the symbols with at least one call edge (calling or called).
+    pub with_call_edges: u64,
+}
+
+/// Answer of `acp_unused`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct UnusedResponse {
+    /// This page of candidates, largest first.
+    pub result: Vec<UnusedSymbol>,
+    /// Candidates found among the symbols read (all of them unless `total_capped`).
+    pub total: u64,
+    /// Set when the answer stopped after reading [`MAX_READ`] symbols: `total` is a lower
+    /// bound, and narrowing by domain, path or type reads further.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub total_capped: bool,
+    /// The call graph's coverage of the languages listed.
+    pub coverage: Vec<CallCoverage>,
+    /// What a candidate is and is not.
+    pub note: String,
+    /// More candidates follow this page.
+    pub truncated: bool,
+    /// Cursor of the next page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// The symbols in size order, largest first, with what the rules need (parameters: the path
+/// glob or NULL, the domain or NULL).
+const CANDIDATES_SQL: &str = "SELECT coalesce(s.qualified_name, s.key), s.name, s.type, s.file_path,
+        s.line_start, s.line_end, coalesce(s.exported, 0),
+        (SELECT count(*) FROM graph_nodes n WHERE n.symbol_id = s.id AND n.callers > 0),
+        (SELECT count(*) FROM graph_nodes n WHERE n.symbol_id = s.id AND n.callees > 0),
+        ?1 IS NULL OR s.file_path GLOB ?1,
+        ?2 IS NULL OR EXISTS (SELECT 1 FROM domain_files d WHERE d.domain = ?2 AND d.path = s.file_path)
+ FROM symbols s INDEXED BY symbols_size
+ ORDER BY coalesce(s.line_end - s.line_start, -1) DESC, s.id";
+
+/// A sample of the symbols of one language, each with whether it has any call edge
+/// (parameters: the language, the sample size).
+const COVERAGE_SQL: &str = "SELECT count(*), coalesce(sum(EXISTS (SELECT 1 FROM graph_nodes n
+            WHERE n.symbol_id = s.id AND (n.callers > 0 OR n.callees > 0))), 0)
+ FROM (SELECT s.id FROM files f CROSS JOIN symbols s ON s.file_path = f.path
+       WHERE coalesce(f.language, 'unknown') = ?1 LIMIT ?2) s";
+
+/// The language of the file at `path`.
+fn language_of(conn: &Connection, path: &str) -> QueryResult<String> {
+    Ok(conn
+        .prepare_cached("SELECT language FROM files WHERE path = ?1 ORDER BY id LIMIT 1")?
+        .query_row([path], |r| r.get::<_, Option<String>>(0))
+        .unwrap_or(None)
+        .unwrap_or_else(|| "unknown".to_string()))
+}
+
+/// `acp_unused`: one page of dead-code candidates, largest first.
+pub fn acp_unused(conn: &Connection, params: &UnusedParams) -> QueryResult<UnusedResponse> {
+    let limit = within(params.limit, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
+    let include_exported = params.include_exported.unwrap_or(false);
+    let kind = params.kind.as_deref().map(str::to_ascii_lowercase);
+    // A cursor belongs to one listing: every filter.
+    let key = serde_json::json!([params.domain, params.path, kind, include_exported]).to_string();
+    let page = requested_page(
+        conn,
+        "unused",
+        &key,
+        None,
+        Some(limit),
+        params.cursor.as_deref(),
+    )?;
+    if let Some(domain) = &params.domain {
+        let known: bool = conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM domains WHERE key = ?1)")?
+            .query_row([domain], |r| r.get(0))?;
+        if !known {
+            return Err(super::names::not_found(
+                "Domain",
+                domain,
+                super::names::suggest_domains(conn, domain)?,
+            ));
+        }
+    }
+    let path_glob = params
+        .path
+        .as_deref()
+        .map(|p| p.strip_prefix("./").unwrap_or(p));
+    let mut stmt = conn.prepare_cached(CANDIDATES_SQL)?;
+    let mut rows = stmt.query(params![path_glob, params.domain])?;
+    let wanted = page.offset.saturating_add(u64::from(limit));
+    let (mut found, mut read) = (Vec::new(), 0usize);
+    let mut total = 0u64;
+    let mut capped = false;
+    while let Some(row) = rows.next()? {
+        if read == MAX_READ {
+            capped = true;
+            break;
+        }
+        read += 1;
+        let (in_path, in_domain): (bool, bool) = (row.get(9)?, row.get(10)?);
+        let called: i64 = row.get(7)?;
+        let exported = row.get::<_, i64>(6)? != 0;
+        if !in_path || !in_domain || called > 0 || (exported && !include_exported) {
+            continue;
+        }
+        let name: Option<String> = row.get(1)?;
+        let symbol_type: Option<String> = row.get(2)?;
+        let lower_type = symbol_type.as_deref().map(str::to_ascii_lowercase);
+        let type_kept = match (&kind, &lower_type) {
+            (Some(asked), found) => found.as_ref() == Some(asked),
+            (None, None) => true,
+            (None, Some(found)) => CALLABLE_TYPES.contains(&found.as_str()),
+        };
+        let file: Option<String> = row.get(3)?;
+        let runtime_called = name
+            .as_deref()
+            .is_some_and(|n| CALLED_BY_THE_RUNTIME.contains(&n.to_ascii_lowercase().as_str()));
+        if !type_kept || runtime_called || file.as_deref().is_some_and(looks_like_test) {
+            continue;
+        }
+        total += 1;
+        if total <= page.offset || total > wanted {
+            continue;
+        }
+        let start: Option<i64> = row.get(4)?;
+        let end: Option<i64> = row.get(5)?;
+        let lines = start.map(|s| [s, end.unwrap_or(s)]);
+        let calls: i64 = row.get(8)?;
+        found.push(UnusedSymbol {
+            name: row.get(0)?,
+            kind: symbol_type,
+            file,
+            lines,
+            size: lines.map_or(0, |[s, e]| e - s + 1),
+            exported,
+            reason: if calls > 0 {
+                "nothing in the call graph calls it".to_string()
+            } else {
+                "nothing in the call graph calls it, and it calls nothing".to_string()
+            },
+        });
+    }
+    drop(rows);
+    let more = total > wanted;
+    let mut languages = BTreeMap::new();
+    for candidate in &found {
+        if let Some(file) = &candidate.file {
+            let language = language_of(conn, file)?;
+            languages.entry(language).or_insert(());
+        }
+    }
+    let mut coverage = Vec::new();
+    for language in languages.into_keys() {
+        let (sampled, with_edges): (i64, i64) = conn
+            .prepare_cached(COVERAGE_SQL)?
+            .query_row(params![language, COVERAGE_SAMPLE as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
+        coverage.push(CallCoverage {
+            language,
+            sampled: sampled as u64,
+            with_call_edges: with_edges as u64,
+        });
+    }
+    let info = page_info(
+        conn,
+        "unused",
+        &key,
+        None,
+        Page::next_offset(&page, found.len()),
+        more,
+    )?;
+    Ok(UnusedResponse {
+        result: found,
+        total,
+        total_capped: capped,
+        coverage,
+        note: "Candidates, not proof: the call graph holds the calls static indexing saw. Calls through callbacks, reflection, dynamic dispatch, routing tables, templates or other packages are missing; coverage says how many sampled symbols of each language have any call edge at all.".to_string(),
+        truncated: info.truncated,
+        next_cursor: info.next_cursor,
+    })
+}
