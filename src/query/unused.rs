@@ -9,8 +9,9 @@
 //! calls (callbacks, reflection, routing tables), so every answer says how many symbols of the
 //! languages listed have any call edge at all: candidates, never proof.
 //!
-//! The work is bounded: at most [`MAX_READ`] symbols are read for one answer; past it the page
-//! may be short and `total` counts only what was read (`total_capped`).
+//! The work is bounded: at most [`MAX_READ`] symbols are read to fill a page, and at most
+//! [`COUNT_READ`] in all once it is full; past either, `total` counts only the candidates among
+//! the symbols read (`total_capped`).
 
 use std::collections::BTreeMap;
 
@@ -27,8 +28,12 @@ pub const DEFAULT_LIMIT: u32 = 20;
 /// Most candidates per page.
 pub const MAX_LIMIT: u32 = 100;
 
-/// Most symbols read for one answer (in size order), whatever the filters.
+/// Most symbols read (in size order) to fill one page, whatever the filters.
 pub const MAX_READ: usize = 20_000;
+
+/// Symbols read in all, once the page is full, to count the candidates: `total` counts those
+/// among them (exactly, when the symbols end first).
+pub const COUNT_READ: usize = 500;
 
 /// Symbols of each language sampled to say how much of it the call graph covers.
 pub const COVERAGE_SAMPLE: usize = 1_000;
@@ -115,10 +120,10 @@ pub struct CallCoverage {
 pub struct UnusedResponse {
     /// This page of candidates, largest first.
     pub result: Vec<UnusedSymbol>,
-    /// Candidates found among the symbols read (all of them unless `total_capped`).
+    /// Candidates among the symbols read (all the candidates unless `total_capped`).
     pub total: u64,
-    /// Set when the answer stopped after reading [`MAX_READ`] symbols: `total` is a lower
-    /// bound, and narrowing by domain, path or type reads further.
+    /// Set when the answer stopped before the last symbol ([`MAX_READ`], [`COUNT_READ`]):
+    /// `total` is then a lower bound, the candidates among the symbols read.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub total_capped: bool,
     /// The call graph's coverage of the languages listed.
@@ -132,16 +137,27 @@ pub struct UnusedResponse {
     pub next_cursor: Option<String>,
 }
 
-/// The symbols in size order, largest first, with what the rules need (parameters: the path
-/// glob or NULL, the domain or NULL).
-const CANDIDATES_SQL: &str = "SELECT coalesce(s.qualified_name, s.key), s.name, s.type, s.file_path,
-        s.line_start, s.line_end, coalesce(s.exported, 0),
-        (SELECT count(*) FROM graph_nodes n WHERE n.symbol_id = s.id AND n.callers > 0),
-        (SELECT count(*) FROM graph_nodes n WHERE n.symbol_id = s.id AND n.callees > 0),
-        ?1 IS NULL OR s.file_path GLOB ?1,
-        ?2 IS NULL OR EXISTS (SELECT 1 FROM domain_files d WHERE d.domain = ?2 AND d.path = s.file_path)
+/// The symbols in size order, largest first, with what the first rules need, read from the
+/// index `symbols_size` alone.
+const CANDIDATES_SQL: &str = "SELECT s.id, coalesce(s.exported, 0), s.type
  FROM symbols s INDEXED BY symbols_size
  ORDER BY coalesce(s.line_end - s.line_start, -1) DESC, s.id";
+
+/// The rest of a symbol the rules and the answer need (parameter: the symbol).
+const SYMBOL_SQL: &str =
+    "SELECT coalesce(qualified_name, key), name, file_path, line_start, line_end
+ FROM symbols WHERE id = ?1";
+
+/// How many call-graph nodes of a symbol have callers, and how many callees (parameter: the
+/// symbol).
+const CALLS_SQL: &str =
+    "SELECT count(*) FILTER (WHERE callers > 0), count(*) FILTER (WHERE callees > 0)
+ FROM graph_nodes WHERE symbol_id = ?1";
+
+/// Whether a file is in the domain and matches the path glob (parameters: the path, the glob or
+/// NULL, the domain or NULL).
+const PLACE_SQL: &str = "SELECT (?2 IS NULL OR ?1 GLOB ?2)
+    AND (?3 IS NULL OR EXISTS (SELECT 1 FROM domain_files d WHERE d.domain = ?3 AND d.path = ?1))";
 
 /// A sample of the symbols of one language, each with whether it has any call edge
 /// (parameters: the language, the sample size).
@@ -149,6 +165,15 @@ const COVERAGE_SQL: &str = "SELECT count(*), coalesce(sum(EXISTS (SELECT 1 FROM 
             WHERE n.symbol_id = s.id AND (n.callers > 0 OR n.callees > 0))), 0)
  FROM (SELECT s.id FROM files f CROSS JOIN symbols s ON s.file_path = f.path
        WHERE coalesce(f.language, 'unknown') = ?1 LIMIT ?2) s";
+
+/// A symbol's qualified name, name, file and lines.
+type Symbol = (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+);
 
 /// The language of the file at `path`.
 fn language_of(conn: &Connection, path: &str) -> QueryResult<String> {
@@ -191,54 +216,69 @@ pub fn acp_unused(conn: &Connection, params: &UnusedParams) -> QueryResult<Unuse
         .as_deref()
         .map(|p| p.strip_prefix("./").unwrap_or(p));
     let mut stmt = conn.prepare_cached(CANDIDATES_SQL)?;
-    let mut rows = stmt.query(params![path_glob, params.domain])?;
+    let mut symbol = conn.prepare_cached(SYMBOL_SQL)?;
+    let mut calls = conn.prepare_cached(CALLS_SQL)?;
+    let mut place = conn.prepare_cached(PLACE_SQL)?;
+    let mut rows = stmt.query([])?;
     let wanted = page.offset.saturating_add(u64::from(limit));
     let (mut found, mut read) = (Vec::new(), 0usize);
     let mut total = 0u64;
     let mut capped = false;
     while let Some(row) = rows.next()? {
-        if read == MAX_READ {
+        // The page is filled within MAX_READ symbols; once it is full (and one more is known to
+        // follow), counting goes on only within COUNT_READ.
+        let budget = if total > wanted { COUNT_READ } else { MAX_READ };
+        if read >= budget {
             capped = true;
             break;
         }
         read += 1;
-        let (in_path, in_domain): (bool, bool) = (row.get(9)?, row.get(10)?);
-        let called: i64 = row.get(7)?;
-        let exported = row.get::<_, i64>(6)? != 0;
-        if !in_path || !in_domain || called > 0 || (exported && !include_exported) {
-            continue;
-        }
-        let name: Option<String> = row.get(1)?;
+        // The rules the index answers first.
+        let id: i64 = row.get(0)?;
+        let exported = row.get::<_, i64>(1)? != 0;
         let symbol_type: Option<String> = row.get(2)?;
-        let lower_type = symbol_type.as_deref().map(str::to_ascii_lowercase);
-        let type_kept = match (&kind, &lower_type) {
+        let type_kept = match (&kind, symbol_type.as_deref().map(str::to_ascii_lowercase)) {
             (Some(asked), found) => found.as_ref() == Some(asked),
             (None, None) => true,
             (None, Some(found)) => CALLABLE_TYPES.contains(&found.as_str()),
         };
-        let file: Option<String> = row.get(3)?;
+        if (exported && !include_exported) || !type_kept {
+            continue;
+        }
+        let (qualified, name, file, start, end): Symbol = symbol.query_row([id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?;
         let runtime_called = name
             .as_deref()
             .is_some_and(|n| CALLED_BY_THE_RUNTIME.contains(&n.to_ascii_lowercase().as_str()));
-        if !type_kept || runtime_called || file.as_deref().is_some_and(looks_like_test) {
+        if runtime_called || file.as_deref().is_some_and(looks_like_test) {
+            continue;
+        }
+        if path_glob.is_some() || params.domain.is_some() {
+            let placed: bool =
+                place.query_row(params![file, path_glob, params.domain], |r| r.get(0))?;
+            if !placed {
+                continue;
+            }
+        }
+        let (called, calling): (i64, i64) =
+            calls.query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        if called > 0 {
             continue;
         }
         total += 1;
         if total <= page.offset || total > wanted {
             continue;
         }
-        let start: Option<i64> = row.get(4)?;
-        let end: Option<i64> = row.get(5)?;
         let lines = start.map(|s| [s, end.unwrap_or(s)]);
-        let calls: i64 = row.get(8)?;
         found.push(UnusedSymbol {
-            name: row.get(0)?,
+            name: qualified,
             kind: symbol_type,
             file,
             lines,
             size: lines.map_or(0, |[s, e]| e - s + 1),
             exported,
-            reason: if calls > 0 {
+            reason: if calling > 0 {
                 "nothing in the call graph calls it".to_string()
             } else {
                 "nothing in the call graph calls it, and it calls nothing".to_string()
