@@ -22,6 +22,7 @@ use crate::query::expand::{
 use crate::query::file_context::{file_context, GetFileContextParams};
 use crate::query::impact::{acp_impact, at_least_as_strict, ImpactParams, ImpactResponse};
 use crate::query::primer::{generate_primer, GeneratePrimerParams};
+use crate::query::staleness::{stale_files, stale_note};
 use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
 use crate::query::trace::{acp_trace, TraceParams, TraceResponse};
 use crate::query::unused::{acp_unused, UnusedParams, UnusedResponse};
@@ -59,6 +60,9 @@ pub struct Answer {
     pub text: String,
     /// The answer as structured content, for the tools with an output schema.
     pub structured: Option<Value>,
+    /// A second text for the reader: the files the answer names that changed on disk since
+    /// the index was imported ([`crate::query::staleness`]).
+    pub note: Option<String>,
 }
 
 /// What a tool's query returns, made into an [`Answer`] only where one is sent (the command
@@ -79,6 +83,7 @@ impl IntoAnswer for String {
         Ok(Answer {
             text: self,
             structured: None,
+            note: None,
         })
     }
 }
@@ -97,8 +102,48 @@ impl<T: Serialize> IntoAnswer for Typed<T> {
         Ok(Answer {
             text: serde_json::to_string(&self.0)?,
             structured: Some(serde_json::to_value(&self.0)?),
+            note: None,
         })
     }
+}
+
+/// The text answer of a reference tool, whose text stays exactly the reference's, with the
+/// note of the source files it names that changed on disk since the import.
+pub struct Noted {
+    text: String,
+    note: Option<String>,
+}
+
+impl Noted {
+    /// `text`, noting which of `files` (canonical paths) changed on disk since the import.
+    fn new<'a>(
+        conn: &Connection,
+        text: String,
+        files: impl IntoIterator<Item = &'a str>,
+    ) -> QueryResult<Noted> {
+        let note = stale_note(&stale_files(conn, files)?);
+        Ok(Noted { text, note })
+    }
+}
+
+impl IntoAnswer for Noted {
+    fn text(self) -> QueryResult<String> {
+        Ok(self.text)
+    }
+
+    fn into_answer(self) -> QueryResult<Answer> {
+        Ok(Answer {
+            text: self.text,
+            structured: None,
+            note: self.note,
+        })
+    }
+}
+
+/// The canonical path of an entry's `field` (`path` of a file, `file` of a symbol).
+fn entry_path(entry: &crate::query::ordered::Entry, field: &str) -> Option<String> {
+    let path = entry.get(field)?.as_str()?;
+    Some(crate::cache::paths::canonical_path(path, None))
 }
 
 /// Decodes tool arguments the way the MCP layer does: a missing argument object is `{}`, and
@@ -125,16 +170,20 @@ pub mod answer {
     }
 
     /// `acp_get_file_context`.
-    pub fn file_context(conn: &Connection, params: &GetFileContextParams) -> QueryResult<String> {
-        pretty(&super::file_context(conn, params)?)
+    pub fn file_context(conn: &Connection, params: &GetFileContextParams) -> QueryResult<Noted> {
+        let entry = super::file_context(conn, params)?;
+        let path = entry_path(&entry, "path");
+        Noted::new(conn, pretty(&entry)?, path.as_deref())
     }
 
     /// `acp_get_symbol_context`.
     pub fn symbol_context(
         conn: &Connection,
         params: &GetSymbolContextParams,
-    ) -> QueryResult<String> {
-        pretty(&super::symbol_context(conn, params)?)
+    ) -> QueryResult<Noted> {
+        let context = super::symbol_context(conn, params)?;
+        let path = entry_path(&context.symbol, "file");
+        Noted::new(conn, pretty(&context)?, path.as_deref())
     }
 
     /// `acp_get_domain_files`.
@@ -216,8 +265,8 @@ pub mod answer {
 pub fn call(conn: &Connection, name: &str, args: &Value) -> QueryResult<String> {
     match name {
         "acp_get_architecture" => answer::architecture(conn),
-        "acp_get_file_context" => answer::file_context(conn, &decode(args)?),
-        "acp_get_symbol_context" => answer::symbol_context(conn, &decode(args)?),
+        "acp_get_file_context" => answer::file_context(conn, &decode(args)?)?.text(),
+        "acp_get_symbol_context" => answer::symbol_context(conn, &decode(args)?)?.text(),
         "acp_get_domain_files" => answer::domain_files(conn, &decode(args)?),
         "acp_check_constraints" => answer::check_constraints(conn, &decode(args)?),
         "acp_get_hotpaths" => answer::hotpaths(conn),

@@ -408,10 +408,12 @@ impl std::ops::Deref for HeldConnection {
     }
 }
 
-/// The tool result of `answer`: its text (followed by `note` when the database it was read
-/// from is stale) and, for the tools with an output schema, its structured content.
+/// The tool result of `answer`: its text, its own note (source files changed since the
+/// import), then `note` when the database it was read from is stale; and, for the tools with
+/// an output schema, its structured content.
 fn respond(answer: Answer, note: Option<String>) -> CallToolResult {
     let mut content = vec![ContentBlock::text(answer.text)];
+    content.extend(answer.note.map(ContentBlock::text));
     content.extend(note.map(ContentBlock::text));
     let mut result = CallToolResult::success(content);
     result.structured_content = answer.structured;

@@ -15,6 +15,7 @@ use super::entries::{self, Section};
 use super::graph::{walk, Direction, Endpoint, Relation};
 use super::names::{not_found, resolve_file, resolve_symbol, suggest_domains};
 pub use super::ordered::Entry;
+use super::staleness::{source_state, SourceState};
 use super::{QueryError, QueryResult};
 
 /// The stored `section` entry whose column `by` equals `key`, in field order.
@@ -206,6 +207,8 @@ pub struct StatsResponse {
     pub kind: &'static str,
     /// The counts.
     pub result: Stats,
+    /// The indexed commit against the project's git `HEAD`.
+    pub source: SourceState,
 }
 
 /// Codebase statistics.
@@ -251,6 +254,7 @@ pub fn stats(conn: &Connection) -> QueryResult<StatsResponse> {
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     Ok(StatsResponse {
+        source: source_state(conn)?,
         kind: "stats",
         result: Stats {
             files,

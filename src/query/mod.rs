@@ -28,6 +28,7 @@ pub mod primer;
 pub mod resources;
 pub mod search;
 pub mod similar;
+pub mod staleness;
 pub mod symbol_context;
 pub mod trace;
 pub mod unused;

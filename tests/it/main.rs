@@ -20,5 +20,6 @@ mod prompts;
 mod queries;
 mod reference_parity;
 mod scans;
+mod staleness;
 mod tidy;
 mod typed;
