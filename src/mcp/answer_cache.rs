@@ -5,7 +5,7 @@
 //! state starts a new generation whenever the served database or its staleness changes, and
 //! the first look-up of a new generation empties the cache); only successful answers and the
 //! errors the index alone decides (a name that does not exist, with its suggestions:
-//! [`super::errors::decided_by_the_index`]) are kept, never a result flagged as an error; an entry is held as its JSON text (a parsed JSON value takes several times its text) and
+//! `errors::decided_by_the_index`) are kept, never a result flagged as an error; an entry is held as its JSON text (a parsed JSON value takes several times its text) and
 //! charged for it plus a fixed overhead, and the charges stay within the budget (the oldest
 //! entries go first).
 
