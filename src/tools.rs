@@ -22,7 +22,7 @@ use crate::query::expand::{
 use crate::query::file_context::{file_context, GetFileContextParams};
 use crate::query::impact::{acp_impact, at_least_as_strict, ImpactParams, ImpactResponse};
 use crate::query::primer::{generate_primer, GeneratePrimerParams};
-use crate::query::staleness::{stale_files, stale_note};
+use crate::query::staleness::{entry_path, stale_files, stale_note};
 use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
 use crate::query::trace::{acp_trace, TraceParams, TraceResponse};
 use crate::query::unused::{acp_unused, UnusedParams, UnusedResponse};
@@ -138,12 +138,6 @@ impl IntoAnswer for Noted {
             note: self.note,
         })
     }
-}
-
-/// The canonical path of an entry's `field` (`path` of a file, `file` of a symbol).
-fn entry_path(entry: &crate::query::ordered::Entry, field: &str) -> Option<String> {
-    let path = entry.get(field)?.as_str()?;
-    Some(crate::cache::paths::canonical_path(path, None))
 }
 
 /// Decodes tool arguments the way the MCP layer does: a missing argument object is `{}`, and

@@ -172,6 +172,12 @@ pub fn stale_files<'a>(
     Ok(stale)
 }
 
+/// The canonical path of an entry's `field` (`path` of a file entry, `file` of a symbol's).
+pub fn entry_path(entry: &super::ordered::Entry, field: &str) -> Option<String> {
+    let path = entry.get(field)?.as_str()?;
+    Some(crate::cache::paths::canonical_path(path, None))
+}
+
 /// The note added to an answer naming `stale` files, `None` when there are none.
 pub fn stale_note(stale: &[StaleFile]) -> Option<String> {
     if stale.is_empty() {

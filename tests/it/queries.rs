@@ -279,6 +279,10 @@ fn stats_query() {
             "files": 3, "symbols": 4, "lines": 151, "domains": 1,
             "constraints": {"frozen": 1, "restricted": 1, "normal": 1},
             "languages": ["typescript"]
+        }, "source": {
+            "indexed_commit": "4f1c2b7a9d0e3f5a6b7c8d9e0f1a2b3c4d5e6f70",
+            "head_moved": false,
+            "message": "Indexed at commit 4f1c2b7a9d0e; the project has no git HEAD to compare with."
         }})
     );
     let text = serde_json::to_string(

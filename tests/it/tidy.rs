@@ -27,7 +27,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "freshness",
         &["config", "db", "hex", "project", "regular_file"],
     ),
-    ("query", &["cache", "db", "hex"]),
+    ("query", &["cache", "db", "hex", "regular_file"]),
     (
         "journal",
         &[
