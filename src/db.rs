@@ -279,6 +279,11 @@ pub const CURSOR_SECRET_KEY: &str = "cursor_secret";
 /// under it is taken relative to it, as one under the cache's `project.root` is.
 pub const PROJECT_DIR_KEY: &str = "project_dir";
 
+/// `meta` key saying whether the project's source files were on disk when the index was
+/// imported (`present` or `absent`): an index served without its sources (generated, or
+/// imported elsewhere) never calls its files deleted.
+pub const SOURCE_TREE_KEY: &str = "source_tree";
+
 /// What tells one import's database from another's: its cursor secret, drawn at each import.
 fn import_identity(conn: &Connection) -> rusqlite::Result<String> {
     conn.query_row(

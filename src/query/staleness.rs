@@ -6,7 +6,8 @@
 //! changed on disk after the index was imported may have moved its lines. The moment of the
 //! import, not the cache's recorded mtimes, is the baseline: after a fresh clone or checkout
 //! every file is newer than the cache says, but older than the import that follows. A file
-//! gone from disk is reported as deleted. One `lstat` per file (never followed, never opened,
+//! gone from disk is reported as deleted, unless the import found none of the project's files
+//! on disk (an index served without its sources). One `lstat` per file (never followed, never opened,
 //! so a symlink or a FIFO costs nothing and cannot block), kept for [`STAT_TTL`]; paths that
 //! would leave the project root are never looked at.
 //!
@@ -83,6 +84,9 @@ fn baseline(conn: &Connection) -> QueryResult<Option<Baseline>> {
     else {
         return Ok(None);
     };
+    if meta(crate::db::SOURCE_TREE_KEY)?.as_deref() == Some("absent") {
+        return Ok(None);
+    }
     let Ok(imported) = chrono::DateTime::parse_from_rfc3339(&imported_at) else {
         return Ok(None);
     };

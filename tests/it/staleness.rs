@@ -131,3 +131,21 @@ async fn a_moved_head_is_reported_by_stats() {
     );
     client.close().await;
 }
+
+/// An index served without its sources (here generated, with no file on disk) calls none of
+/// its files deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_index_without_its_sources_reports_nothing() {
+    let project = TempProject::generated(3);
+    let conn = rusqlite::Connection::open(project.db()).unwrap();
+    let path: String = conn
+        .query_row("SELECT path FROM files ORDER BY id LIMIT 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(!project.root().join(&path).exists());
+    let client = Client::spawn(project.root(), &[]).await;
+    let answer = texts(&client, "acp_get_file_context", json!({"path": path})).await;
+    assert_eq!(answer.len(), 1, "{answer:?}");
+    client.close().await;
+}
