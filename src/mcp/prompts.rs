@@ -46,6 +46,17 @@ const PROMPTS: &[Spec] = &[
     },
 ];
 
+/// Whether the index is still true of the file at `path`: the indexed commit against `HEAD`,
+/// and the file's own change on disk since the import.
+fn freshness(conn: &Connection, path: &str) -> QueryResult<String> {
+    use crate::query::staleness::{source_state, stale_files, stale_note};
+    let canonical = crate::query::names::user_path(conn, path)?;
+    let file = stale_note(&stale_files(conn, [canonical.as_str()])?).unwrap_or_else(|| {
+        "The file is unchanged on disk since the index was imported.".to_string()
+    });
+    Ok(format!("{} {file}", source_state(conn)?.message))
+}
+
 /// The prompts, for `prompts/list`.
 pub(super) fn list() -> Vec<Prompt> {
     PROMPTS
@@ -142,17 +153,20 @@ pub(super) fn render(
                  {architecture}\n\nIts primer (acp_generate_primer, {budget} tokens):\n\n{primer}\n\n\
                  From here on: find code with acp_query (search for words, globs or substrings; \
                  symbol and file for details; callers and callees with depth for the reach of a \
-                 change); before changing a file, use the acp-before-edit prompt or \
-                 acp_constraints; for a task-shaped briefing, acp_context; record debugging with \
-                 acp_debug and temporary code with acp_hack."
+                 change); how one symbol reaches another, acp_trace; code nothing calls, \
+                 acp_unused (candidates, not proof); before changing a file, use the \
+                 acp-before-edit prompt or acp_constraints; for a task-shaped briefing, \
+                 acp_context; record debugging with acp_debug and temporary code with acp_hack."
             )
         }
         "acp-before-edit" => {
             let path = argument(arguments, "path", true)?.unwrap_or_default();
+            let freshness = freshness(conn, path).map_err(errors::query)?;
             let constraints = tool(conn, "acp_constraints", json!({ "path": path }))?;
             let context = tool(conn, "acp_get_file_context", json!({ "path": path }))?;
             format!(
-                "I am about to change {path}. May I, and under what conditions? From \
+                "I am about to change {path}. Is the index still true of it? {freshness}\n\n\
+                 May I change it, and under what conditions? From \
                  acp_constraints:\n\n{constraints}\n\nWhat the file holds, from \
                  acp_get_file_context:\n\n{context}\n\nIf can_modify.allowed is false, do not \
                  change the file; if approval_needed is true, ask the user first; meet every \

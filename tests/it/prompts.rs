@@ -106,6 +106,12 @@ async fn prompts_render_live_answers_of_the_tools() {
     let context = tool_text(&client, "acp_get_file_context", json!({ "path": path })).await;
     assert!(before.contains(&constraints), "{before}");
     assert!(before.contains(&context), "{before}");
+    // Staleness first: the demo, freshly copied and imported, is unchanged on disk.
+    assert!(
+        before.contains("Is the index still true of it?")
+            && before.contains("The file is unchanged on disk since the index was imported."),
+        "{before}"
+    );
 
     let debug = prompt(
         &client,
