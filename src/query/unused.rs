@@ -13,9 +13,9 @@
 //! [`COUNT_READ`] in all once it is full; past either, `total` counts only the candidates among
 //! the symbols read (`total_capped`).
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use super::cursor::{page_info, requested_page, within, Page};
@@ -180,7 +180,8 @@ fn language_of(conn: &Connection, path: &str) -> QueryResult<String> {
     Ok(conn
         .prepare_cached("SELECT language FROM files WHERE path = ?1 ORDER BY id LIMIT 1")?
         .query_row([path], |r| r.get::<_, Option<String>>(0))
-        .unwrap_or(None)
+        .optional()?
+        .flatten()
         .unwrap_or_else(|| "unknown".to_string()))
 }
 
@@ -287,15 +288,12 @@ pub fn acp_unused(conn: &Connection, params: &UnusedParams) -> QueryResult<Unuse
     }
     drop(rows);
     let more = total > wanted;
-    let mut languages = BTreeMap::new();
-    for candidate in &found {
-        if let Some(file) = &candidate.file {
-            let language = language_of(conn, file)?;
-            languages.entry(language).or_insert(());
-        }
+    let mut languages = BTreeSet::new();
+    for file in found.iter().filter_map(|c| c.file.as_deref()) {
+        languages.insert(language_of(conn, file)?);
     }
     let mut coverage = Vec::new();
-    for language in languages.into_keys() {
+    for language in languages {
         let (sampled, with_edges): (i64, i64) = conn
             .prepare_cached(COVERAGE_SQL)?
             .query_row(params![language, COVERAGE_SAMPLE as i64], |r| {
