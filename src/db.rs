@@ -284,6 +284,10 @@ pub const PROJECT_DIR_KEY: &str = "project_dir";
 /// imported elsewhere) never calls its files deleted.
 pub const SOURCE_TREE_KEY: &str = "source_tree";
 
+/// `meta` key holding how many indexed files the import's `source_baseline` describes: what a
+/// sweep of every file for changes on disk counts to ([`crate::query::staleness`]).
+pub const SOURCE_BASELINE_FILES_KEY: &str = "source_baseline_files";
+
 /// What tells one import's database from another's: its cursor secret, drawn at each import.
 fn import_identity(conn: &Connection) -> rusqlite::Result<String> {
     conn.query_row(

@@ -7,7 +7,8 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
+use std::time::UNIX_EPOCH;
 
 /// Opens `path` for reading if it is a regular file (a final symbolic link is followed). Any
 /// other kind is an [`io::ErrorKind::InvalidInput`] error that names it, such as "is a FIFO,
@@ -97,6 +98,45 @@ pub fn read_limited(reader: impl Read, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// `relative` under `root`, or `None` when it is absolute or climbs out (`..`): the only way a
+/// path read from an index becomes a path on disk, so that no index makes acpdb look outside
+/// its project.
+pub fn under_root(root: &Path, relative: &str) -> Option<PathBuf> {
+    let path = Path::new(relative);
+    path.components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        .then(|| root.join(path))
+}
+
+/// What a source file looks like on disk, as `lstat` sees it (a symbolic link is never
+/// followed, a FIFO never opened): its size and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskState {
+    /// Bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the Unix epoch (negative before it).
+    pub mtime_ns: i64,
+}
+
+/// The [`DiskState`] of `path`: `Ok(None)` when nothing is there; other errors (a directory
+/// that cannot be searched) as they are.
+pub fn disk_state(path: &Path) -> io::Result<Option<DiskState>> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    let modified = meta.modified()?;
+    let mtime_ns = match modified.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_nanos()).unwrap_or(i64::MAX),
+        Err(before) => i64::try_from(before.duration().as_nanos()).map_or(i64::MIN, |n| -n),
+    };
+    Ok(Some(DiskState {
+        size: meta.len(),
+        mtime_ns,
+    }))
+}
+
 /// What a file of this kind is called in messages: "regular file", "directory", "symbolic
 /// link", "FIFO", "socket", "device" or "special file".
 pub fn kind_name(kind: &fs::FileType) -> &'static str {
@@ -134,6 +174,42 @@ fn special_kind_name(_kind: &fs::FileType) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_never_leave_the_root() {
+        let root = Path::new("/p");
+        assert_eq!(
+            under_root(root, "src/a.ts"),
+            Some(PathBuf::from("/p/src/a.ts"))
+        );
+        assert_eq!(
+            under_root(root, "./src/a.ts"),
+            Some(PathBuf::from("/p/./src/a.ts"))
+        );
+        for bad in ["../x", "/etc/passwd", "src/../../x"] {
+            assert_eq!(under_root(root, bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn disk_state_never_follows_a_link_and_tells_a_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.ts");
+        fs::write(&file, b"12345").unwrap();
+        let state = disk_state(&file).unwrap().unwrap();
+        assert_eq!(state.size, 5);
+        assert!(state.mtime_ns > 0);
+        assert_eq!(disk_state(&dir.path().join("gone.ts")).unwrap(), None);
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("link.ts");
+            std::os::unix::fs::symlink("/nonexistent/target/of/link", &link).unwrap();
+            let seen = disk_state(&link)
+                .unwrap()
+                .expect("the link itself is there");
+            assert_ne!(seen.size, 5);
+        }
+    }
 
     #[test]
     fn a_regular_file_opens_and_reads_as_usual() {

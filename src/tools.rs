@@ -22,7 +22,7 @@ use crate::query::expand::{
 use crate::query::file_context::{file_context, GetFileContextParams};
 use crate::query::impact::{acp_impact, at_least_as_strict, ImpactParams, ImpactResponse};
 use crate::query::primer::{generate_primer, GeneratePrimerParams};
-use crate::query::staleness::{entry_path, stale_files, stale_note};
+use crate::query::staleness::{entry_path, source_state, stale_files, stale_note};
 use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
 use crate::query::trace::{acp_trace, TraceParams, TraceResponse};
 use crate::query::unused::{acp_unused, UnusedParams, UnusedResponse};
@@ -158,9 +158,15 @@ pub fn decode<T: DeserializeOwned + JsonSchema + 'static>(args: &Value) -> Query
 pub mod answer {
     use super::*;
 
-    /// `acp_get_architecture`.
-    pub fn architecture(conn: &Connection) -> QueryResult<String> {
-        pretty(&architecture::architecture(conn)?)
+    /// `acp_get_architecture`, noting where the index stands against the project's git `HEAD`
+    /// and its files on disk ([`crate::query::staleness::source_state`]).
+    pub fn architecture(conn: &Connection) -> QueryResult<Noted> {
+        let text = pretty(&architecture::architecture(conn)?)?;
+        let note = format!("Source: {}", source_state(conn)?.message);
+        Ok(Noted {
+            text,
+            note: Some(note),
+        })
     }
 
     /// `acp_get_file_context`.
@@ -207,9 +213,12 @@ pub mod answer {
         pretty(&generate_primer(conn, params)?)
     }
 
-    /// `acp_context`.
-    pub fn context(conn: &Connection, params: &GetContextParams) -> QueryResult<String> {
-        pretty(&super::context(conn, params)?)
+    /// `acp_context`, noting the indexed files it names (`file`, `similar_files`,
+    /// `key_files`) that changed on disk since the import.
+    pub fn context(conn: &Connection, params: &GetContextParams) -> QueryResult<Noted> {
+        let answer = super::context(conn, params)?;
+        let files = crate::query::context::indexed_files_named(&answer);
+        Noted::new(conn, pretty(&answer)?, files.iter().map(String::as_str))
     }
 
     /// `acp_query`.
@@ -258,14 +267,14 @@ pub mod answer {
 /// MCP tool returns it.
 pub fn call(conn: &Connection, name: &str, args: &Value) -> QueryResult<String> {
     match name {
-        "acp_get_architecture" => answer::architecture(conn),
+        "acp_get_architecture" => answer::architecture(conn)?.text(),
         "acp_get_file_context" => answer::file_context(conn, &decode(args)?)?.text(),
         "acp_get_symbol_context" => answer::symbol_context(conn, &decode(args)?)?.text(),
         "acp_get_domain_files" => answer::domain_files(conn, &decode(args)?),
         "acp_check_constraints" => answer::check_constraints(conn, &decode(args)?),
         "acp_get_hotpaths" => answer::hotpaths(conn),
         "acp_generate_primer" => answer::primer(conn, &decode(args)?),
-        "acp_context" => answer::context(conn, &decode(args)?),
+        "acp_context" => answer::context(conn, &decode(args)?)?.text(),
         "acp_query" => answer::query(conn, &decode(args)?)?.text(),
         "acp_expand" => answer::expand(conn, &decode(args)?)?.text(),
         "acp_expand_variable" => answer::expand_variable(conn, &decode(args)?),
@@ -344,15 +353,25 @@ pub fn run_query(project: &crate::project::Project, args: &QueryArgs) -> anyhow:
     crate::freshness::warn_if_outdated(project);
     let (tool, arguments) = args.to_call();
     // The tool's answer, indented for people (the tool itself answers compact JSON).
-    let answer = crate::db::in_snapshot(&conn, |conn| match tool {
-        "acp_trace" => pretty(&acp_trace(conn, &decode(&arguments)?)?),
-        "acp_unused" => pretty(&acp_unused(conn, &decode(&arguments)?)?),
-        _ => pretty(&acp_query(conn, &decode(&arguments)?)?),
+    let answer = crate::db::in_snapshot(&conn, |conn| {
+        if arguments["type"] == "stats" {
+            // No server sweeps for a one-off command: stats count the changed files in one go.
+            crate::query::staleness::sweep(conn, CLI_SWEEP_BUDGET)?;
+        }
+        match tool {
+            "acp_trace" => pretty(&acp_trace(conn, &decode(&arguments)?)?),
+            "acp_unused" => pretty(&acp_unused(conn, &decode(&arguments)?)?),
+            _ => pretty(&acp_query(conn, &decode(&arguments)?)?),
+        }
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     writeln!(std::io::stdout().lock(), "{answer}")?;
     Ok(())
 }
+
+/// Files `acpdb query stats` compares with their baseline before it answers: 100,000 `lstat`
+/// calls take about a tenth of a second.
+const CLI_SWEEP_BUDGET: usize = 100_000;
 
 /// Options of `acpdb impact`: what a change touches, for a pre-commit hook or a CI step.
 #[derive(Debug, Clone, clap::Args)]

@@ -27,6 +27,7 @@ use crate::db;
 use crate::freshness::mtime_text;
 use crate::project::Project;
 
+mod baseline;
 mod delta;
 mod edge_feed;
 mod edges;
@@ -697,10 +698,10 @@ impl Source<'_> {
             meta.push(("vars_sha256", outcome.sha256.clone()));
             bytes += outcome.bytes;
         }
-        meta.push((
-            db::SOURCE_TREE_KEY,
-            source_tree(conn, &self.project.root)?.into(),
-        ));
+        let sources = baseline::source_tree(conn, &self.project.root)?;
+        let baseline_files = baseline::record(conn, &self.project.root, sources)?;
+        meta.push((db::SOURCE_TREE_KEY, sources.into()));
+        meta.push((db::SOURCE_BASELINE_FILES_KEY, baseline_files.to_string()));
         meta.push(("import_ms", self.started.elapsed().as_millis().to_string()));
         let mut insert = conn.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)")?;
         for (key, value) in &meta {
@@ -708,31 +709,6 @@ impl Source<'_> {
         }
         Ok(bytes)
     }
-}
-
-/// Files looked for on disk to tell whether the project's sources are there.
-const SOURCE_TREE_PROBES: i64 = 64;
-
-/// `present` when any of the first [`SOURCE_TREE_PROBES`] indexed files is on disk under
-/// `root` (looked at with `lstat`, never followed; a path leaving the root is skipped), else
-/// `absent` ([`db::SOURCE_TREE_KEY`]).
-fn source_tree(conn: &Connection, root: &Path) -> Result<&'static str> {
-    let mut stmt = conn.prepare("SELECT path FROM files ORDER BY id LIMIT ?1")?;
-    let paths = stmt.query_map([SOURCE_TREE_PROBES], |r| r.get::<_, String>(0))?;
-    for path in paths {
-        let path = path?;
-        let relative = Path::new(&path);
-        let inside = relative.components().all(|c| {
-            matches!(
-                c,
-                std::path::Component::Normal(_) | std::path::Component::CurDir
-            )
-        });
-        if inside && fs::symlink_metadata(root.join(relative)).is_ok() {
-            return Ok("present");
-        }
-    }
-    Ok("absent")
 }
 
 fn file_size(path: &Path) -> Result<u64> {

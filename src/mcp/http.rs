@@ -47,6 +47,7 @@ use super::errors::{INVALID_REQUEST, PARSE_ERROR};
 use super::messages::{self, Rejection};
 use super::server::AcpServer;
 use super::state::{IndexState, UnavailableReason};
+use crate::query::staleness::{source_state_swept, SourceState};
 
 /// What `acpdb serve --http` was told (checked by [`HttpOptions::check`]); its `Debug` form
 /// hides the token.
@@ -445,6 +446,10 @@ struct Health {
     /// The first import's progress.
     #[serde(skip_serializing_if = "Option::is_none")]
     progress: Option<serde_json::Value>,
+    /// Where the served index stands against the project's git `HEAD` and its files on disk,
+    /// as the watcher's sweep found them (no file is looked at for this answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<SourceState>,
     /// The answer cache's size and counters.
     answer_cache: CacheStats,
 }
@@ -461,9 +466,12 @@ fn health(sources: &HealthSources) -> (StatusCode, Health) {
     let answer_cache = sources.answers.stats();
     let read_only = state.read_only();
     match state.pool() {
-        Ok(_) => {
+        Ok(pool) => {
             let note = state.stale_note();
             let index = if note.is_some() { "stale" } else { "ready" };
+            let source = pool.light.try_get().and_then(|conn| {
+                crate::db::in_snapshot(&conn, |conn| source_state_swept(conn, 0)).ok()
+            });
             (
                 StatusCode::OK,
                 Health {
@@ -472,6 +480,7 @@ fn health(sources: &HealthSources) -> (StatusCode, Health) {
                     read_only,
                     message: note,
                     progress: None,
+                    source,
                     answer_cache,
                 },
             )
@@ -488,6 +497,7 @@ fn health(sources: &HealthSources) -> (StatusCode, Health) {
                 read_only,
                 message: Some(unavailable.message),
                 progress: unavailable.data,
+                source: None,
                 answer_cache,
             },
         ),

@@ -205,7 +205,8 @@ fn limit_malloc_arenas() {
     }
 }
 
-/// Checks every `period` for a changed cache (re-imported) or, read-only, a replaced database.
+/// Checks every `period` for a changed cache (re-imported) or, read-only, a replaced database,
+/// and steps the sweep of the source files on disk.
 fn watch(state: Arc<state::IndexState>, period: Duration) {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(period);
@@ -219,6 +220,7 @@ fn watch(state: Arc<state::IndexState>, period: Duration) {
                 } else {
                     state.poll_changes();
                 }
+                state.sweep_sources();
             })
             .await;
         }

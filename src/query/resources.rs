@@ -336,6 +336,10 @@ fn cache_summary(conn: &Connection) -> QueryResult<Entry> {
         counts.insert(name, Value::from(count(conn, sql)?));
     }
     doc.insert("counts", counts);
+    doc.insert(
+        "source",
+        serde_json::to_value(super::staleness::source_state(conn)?)?,
+    );
     let languages: Vec<String> = conn
         .prepare_cached("SELECT language FROM file_languages ORDER BY language")?
         .query_map([], |r| r.get(0))?

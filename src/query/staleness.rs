@@ -1,29 +1,37 @@
-//! Is this answer still true? The source files an answer names, checked on disk against the
-//! moment the index was imported, and the project's git HEAD against the commit the cache was
-//! made at (ACP spec §11.2).
+//! Is this answer still true? The source files an answer names, checked on disk against what
+//! the import saw, and the project's git HEAD against the commit the cache was made at (ACP
+//! spec §11.2).
 //!
-//! **Per file**, the signal is the file's modification time against the import's: a file
-//! changed on disk after the index was imported may have moved its lines. The moment of the
-//! import, not the cache's recorded mtimes, is the baseline: after a fresh clone or checkout
-//! every file is newer than the cache says, but older than the import that follows. A file
-//! gone from disk is reported as deleted, unless the import found none of the project's files
-//! on disk (an index served without its sources). One `lstat` per file (never followed, never opened,
-//! so a symlink or a FIFO costs nothing and cannot block), kept for [`STAT_TTL`]; paths that
-//! would leave the project root are never looked at.
+//! **Per file**, the baseline is the file's size and modification time on disk when the index
+//! was imported (`source_baseline`, written by every import): a file whose size or time
+//! differs was edited since, and its lines may have moved. The cache's own recorded mtimes are
+//! not the baseline: after a fresh clone or checkout every file is newer than the cache says,
+//! but as the import that follows saw it. A file without a baseline row (a database imported
+//! by an older acpdb) is compared with the moment of the import instead; each stale file says
+//! which signal found it. A file gone from disk is reported as deleted, unless the import found
+//! none of the project's files on disk (an index served without its sources). One `lstat` per
+//! file (never followed, never opened, so a symlink or a FIFO costs nothing and cannot block),
+//! kept for [`STAT_TTL`]; paths that would leave the project root are never looked at.
 //!
 //! **Per index**, `HEAD` is read from `.git` without running git (`HEAD`, loose refs,
 //! `packed-refs`, and the `gitdir:` file of a worktree or submodule), each file at most
-//! [`GIT_FILE_LIMIT`] bytes and only if it is a regular file.
+//! [`GIT_FILE_LIMIT`] bytes and only if it is a regular file; and a **sweep** compares every
+//! baseline row with the disk, at most a budget of files per step ([`sweep`]: the server's
+//! watcher steps it in the background, and overview answers take a small step themselves), a
+//! new pass at most every [`SWEEP_INTERVAL`], so that overviews say how many indexed files
+//! changed without any answer paying for a pass over a large project.
 
 use std::collections::HashMap;
-use std::path::{Component, Path, PathBuf};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::QueryResult;
+use crate::regular_file::{disk_state, under_root, DiskState};
 
 /// How long the result of one file's `lstat` is reused.
 pub const STAT_TTL: Duration = Duration::from_secs(1);
@@ -37,6 +45,13 @@ pub const GIT_FILE_LIMIT: u64 = 4096;
 /// Largest `packed-refs` read.
 const PACKED_REFS_LIMIT: u64 = 16 * 1024 * 1024;
 
+/// Shortest time between the starts of two sweeps of every indexed file.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Files an overview answer compares itself, at most, when a sweep is due or under way: a
+/// small project is swept whole by the answer that asks.
+pub const ANSWER_SWEEP_BUDGET: usize = 256;
+
 /// A file an answer names that changed on disk after the index was imported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct StaleFile {
@@ -49,9 +64,12 @@ pub struct StaleFile {
     /// When the file was last modified (RFC 3339), for a modified file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub modified_at: Option<String>,
+    /// What told: `baseline` (its size or modification time differ from what the import saw)
+    /// or `import_time` (no baseline for it: modified after the import, or gone).
+    pub signal: &'static str,
 }
 
-/// Where the index stands against the project's git repository.
+/// Where the index stands against the project's git repository and its files on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SourceState {
     /// The commit the cache was made at (`git_commit`), when it records one.
@@ -62,8 +80,29 @@ pub struct SourceState {
     pub head: Option<String>,
     /// Whether `HEAD` is another commit than the one indexed.
     pub head_moved: bool,
+    /// The indexed files changed on disk since the import, as far as swept; absent when the
+    /// index has no baseline (served without its sources, or imported by an older acpdb).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<SourceChanges>,
     /// In words, with what to do.
     pub message: String,
+}
+
+/// What the sweep of the indexed files found ([`sweep`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct SourceChanges {
+    /// Files whose size or modification time differ from the baseline, or that are new on
+    /// disk.
+    pub changed: u64,
+    /// Files gone from disk since the import.
+    pub deleted: u64,
+    /// Files compared: all of `indexed` once a sweep is complete.
+    pub checked: u64,
+    /// Files with a baseline.
+    pub indexed: u64,
+    /// When the last complete sweep ended (RFC 3339); absent while the first is under way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swept_at: Option<String>,
 }
 
 /// What the answers compare with: the project directory and the moment of the import.
@@ -73,18 +112,21 @@ struct Baseline {
     imported: SystemTime,
 }
 
+fn meta(conn: &Connection, key: &str) -> QueryResult<Option<String>> {
+    Ok(conn
+        .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+        .query_row([key], |r| r.get(0))
+        .optional()?)
+}
+
 fn baseline(conn: &Connection) -> QueryResult<Option<Baseline>> {
-    let meta = |key: &str| -> QueryResult<Option<String>> {
-        Ok(conn
-            .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
-            .query_row([key], |r| r.get(0))
-            .optional()?)
-    };
-    let (Some(root), Some(imported_at)) = (meta(crate::db::PROJECT_DIR_KEY)?, meta("imported_at")?)
-    else {
+    let (Some(root), Some(imported_at)) = (
+        meta(conn, crate::db::PROJECT_DIR_KEY)?,
+        meta(conn, "imported_at")?,
+    ) else {
         return Ok(None);
     };
-    if meta(crate::db::SOURCE_TREE_KEY)?.as_deref() == Some("absent") {
+    if meta(conn, crate::db::SOURCE_TREE_KEY)?.as_deref() == Some("absent") {
         return Ok(None);
     }
     let Ok(imported) = chrono::DateTime::parse_from_rfc3339(&imported_at) else {
@@ -97,14 +139,14 @@ fn baseline(conn: &Connection) -> QueryResult<Option<Baseline>> {
     }))
 }
 
-/// What one `lstat` found: the modification time, or `None` when the file is gone.
-type Seen = Option<SystemTime>;
+/// What one `lstat` found: the file's state, or `None` when it is gone.
+type Seen = Option<DiskState>;
 
 static STATS: Mutex<Option<HashMap<PathBuf, (Instant, Seen)>>> = Mutex::new(None);
 
-/// The file's modification time (`None`: gone), from the cache while fresh. Errors other than
-/// "not found" (permissions) count as unchanged.
-fn modified(path: &Path) -> Option<Seen> {
+/// The file's state on disk (`Some(None)`: gone), from the cache while fresh; `None` when it
+/// cannot be looked at (permissions), which counts as unchanged.
+fn observed(path: &Path) -> Option<Seen> {
     let now = Instant::now();
     {
         let cache = STATS.lock().unwrap_or_else(|e| e.into_inner());
@@ -114,11 +156,7 @@ fn modified(path: &Path) -> Option<Seen> {
             }
         }
     }
-    let seen = match std::fs::symlink_metadata(path) {
-        Ok(meta) => Some(meta.modified().ok()?),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-        Err(_) => return None,
-    };
+    let seen = disk_state(path).ok()?;
     let mut cache = STATS.lock().unwrap_or_else(|e| e.into_inner());
     let cache = cache.get_or_insert_with(HashMap::new);
     if cache.len() >= STAT_CACHE {
@@ -131,15 +169,38 @@ fn modified(path: &Path) -> Option<Seen> {
     Some(seen)
 }
 
-/// `relative` under `root`, or `None` when it is absolute or climbs out (`..`).
-fn under_root(root: &Path, relative: &str) -> Option<PathBuf> {
-    let path = Path::new(relative);
-    path.components()
-        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-        .then(|| root.join(path))
+/// How a file changed: `modified` (with its time) or `deleted`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Modified(i64),
+    Deleted,
 }
 
-fn rfc3339(time: SystemTime) -> String {
+/// The change from `then` (the baseline) to `now`, if any.
+fn change_since(then: Seen, now: Seen) -> Option<Change> {
+    match (then, now) {
+        (Some(_), None) => Some(Change::Deleted),
+        (then, Some(now)) if then != Some(now) => Some(Change::Modified(now.mtime_ns)),
+        _ => None,
+    }
+}
+
+/// A baseline row as a [`Seen`].
+fn recorded(row: &rusqlite::Row, first: usize) -> rusqlite::Result<Seen> {
+    let size: Option<i64> = row.get(first)?;
+    let mtime_ns: Option<i64> = row.get(first + 1)?;
+    Ok(size.zip(mtime_ns).map(|(size, mtime_ns)| DiskState {
+        size: u64::try_from(size).unwrap_or(0),
+        mtime_ns,
+    }))
+}
+
+fn rfc3339_ns(mtime_ns: i64) -> String {
+    let time = if mtime_ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(mtime_ns.unsigned_abs())
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(mtime_ns.unsigned_abs())
+    };
     chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
@@ -152,6 +213,12 @@ pub fn stale_files<'a>(
     let Some(baseline) = baseline(conn)? else {
         return Ok(Vec::new());
     };
+    let mut lookup =
+        conn.prepare_cached("SELECT size, mtime_ns FROM source_baseline WHERE path = ?1")?;
+    let imported_ns = baseline
+        .imported
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
     let mut stale: Vec<StaleFile> = Vec::new();
     for path in paths {
         if stale.iter().any(|s| s.path == path) {
@@ -160,20 +227,179 @@ pub fn stale_files<'a>(
         let Some(on_disk) = under_root(&baseline.root, path) else {
             continue;
         };
-        let change = match modified(&on_disk) {
-            None => continue,
-            Some(None) => ("deleted", None),
-            Some(Some(time)) if time > baseline.imported => ("modified", Some(rfc3339(time))),
-            Some(Some(_)) => continue,
+        let Some(now) = observed(&on_disk) else {
+            continue;
+        };
+        let then = lookup.query_row([path], |r| recorded(r, 0)).optional()?;
+        let (change, signal) = match then {
+            Some(then) => (change_since(then, now), "baseline"),
+            None => {
+                let change = match now {
+                    None => Some(Change::Deleted),
+                    Some(now) if now.mtime_ns > imported_ns => Some(Change::Modified(now.mtime_ns)),
+                    Some(_) => None,
+                };
+                (change, "import_time")
+            }
+        };
+        let Some(change) = change else {
+            continue;
+        };
+        let (change, modified_at) = match change {
+            Change::Modified(at) => ("modified", Some(rfc3339_ns(at))),
+            Change::Deleted => ("deleted", None),
         };
         stale.push(StaleFile {
             path: path.to_string(),
-            change: change.0,
+            change,
             indexed_at: baseline.imported_at.clone(),
-            modified_at: change.1,
+            modified_at,
+            signal,
         });
     }
     Ok(stale)
+}
+
+/// One sweep of the baseline: where it stands and what it found.
+#[derive(Debug, Default)]
+struct Sweep {
+    /// The pass under way resumes after this path (`None`: no pass under way).
+    after: Option<String>,
+    /// What the pass under way found so far.
+    pass: Found,
+    /// The last complete pass and when it ended.
+    last: Option<(Found, SystemTime, Instant)>,
+}
+
+/// What (part of) a pass found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Found {
+    checked: u64,
+    changed: u64,
+    deleted: u64,
+    /// A hash of the changed files and their states: two passes that found the same
+    /// changes have the same.
+    fingerprint: u64,
+}
+
+/// Sweeps by database: the project directory and the moment of its import.
+static SWEEPS: Mutex<Option<HashMap<(PathBuf, String), Sweep>>> = Mutex::new(None);
+
+/// Compares at most `budget` more indexed files with their baseline, starting a new pass when
+/// none is under way and the last ended [`SWEEP_INTERVAL`] ago or more. Returns whether a pass
+/// ended finding other changes than the pass before it (the first pass: any change), after
+/// which answers computed earlier may lack a staleness note.
+pub fn sweep(conn: &Connection, budget: usize) -> QueryResult<bool> {
+    if budget == 0 {
+        return Ok(false);
+    }
+    let Some(baseline) = baseline(conn)? else {
+        return Ok(false);
+    };
+    let key = (baseline.root.clone(), baseline.imported_at.clone());
+    let (after, pass) = {
+        let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+        let sweeps = sweeps.get_or_insert_with(HashMap::new);
+        // A new import ends the sweeps of the project's earlier ones.
+        sweeps.retain(|(root, at), _| *root != key.0 || *at == key.1);
+        let sweep = sweeps.entry(key.clone()).or_default();
+        match (&sweep.after, &sweep.last) {
+            (Some(after), _) => (after.clone(), sweep.pass),
+            (None, Some((_, _, ended))) if ended.elapsed() < SWEEP_INTERVAL => return Ok(false),
+            (None, _) => (String::new(), Found::default()),
+        }
+    };
+    let mut read = conn.prepare_cached(
+        "SELECT path, size, mtime_ns FROM source_baseline WHERE path > ?1 ORDER BY path LIMIT ?2",
+    )?;
+    let rows: Vec<(String, Seen)> = read
+        .query_map(params![after, budget as i64], |r| {
+            Ok((r.get(0)?, recorded(r, 1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut found = pass;
+    for (path, then) in &rows {
+        found.checked += 1;
+        let Some(on_disk) = under_root(&baseline.root, path) else {
+            continue;
+        };
+        let Ok(now) = disk_state(&on_disk) else {
+            continue;
+        };
+        let Some(change) = change_since(*then, now) else {
+            continue;
+        };
+        match change {
+            Change::Deleted => found.deleted += 1,
+            Change::Modified(_) => found.changed += 1,
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (
+            path,
+            change == Change::Deleted,
+            now.map(|s| (s.size, s.mtime_ns)),
+        )
+            .hash(&mut hasher);
+        found.fingerprint ^= hasher.finish();
+    }
+    let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(sweep) = sweeps.get_or_insert_with(HashMap::new).get_mut(&key) else {
+        return Ok(false);
+    };
+    if sweep.after.as_deref().unwrap_or("") != after {
+        // Another caller stepped the same pass meanwhile: its step counts.
+        return Ok(false);
+    }
+    if rows.len() < budget {
+        let before = sweep.last.map_or(0, |(last, _, _)| last.fingerprint);
+        sweep.last = Some((found, SystemTime::now(), Instant::now()));
+        sweep.after = None;
+        sweep.pass = Found::default();
+        Ok(found.fingerprint != before)
+    } else {
+        sweep.after = rows.last().map(|(path, _)| path.clone());
+        sweep.pass = found;
+        Ok(false)
+    }
+}
+
+/// What the sweep of this database's files has found so far, after a step of at most
+/// `budget` files; `None` when the index has no baseline.
+fn source_changes(conn: &Connection, budget: usize) -> QueryResult<Option<SourceChanges>> {
+    let Some(baseline) = baseline(conn)? else {
+        return Ok(None);
+    };
+    let Some(indexed) =
+        meta(conn, crate::db::SOURCE_BASELINE_FILES_KEY)?.and_then(|n| n.parse::<u64>().ok())
+    else {
+        return Ok(None);
+    };
+    if budget > 0 {
+        sweep(conn, budget)?;
+    }
+    let sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+    let sweep = sweeps
+        .as_ref()
+        .and_then(|s| s.get(&(baseline.root, baseline.imported_at)));
+    let (found, swept_at) = match sweep {
+        Some(Sweep {
+            last: Some((found, at, _)),
+            ..
+        }) => (*found, Some(rfc3339(*at))),
+        Some(sweep) => (sweep.pass, None),
+        None => (Found::default(), None),
+    };
+    Ok(Some(SourceChanges {
+        changed: found.changed,
+        deleted: found.deleted,
+        checked: found.checked,
+        indexed,
+        swept_at,
+    }))
+}
+
+fn rfc3339(time: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// The canonical path of an entry's `field` (`path` of a file entry, `file` of a symbol's).
@@ -194,8 +420,13 @@ pub fn stale_note(stale: &[StaleFile]) -> Option<String> {
             None => format!("{} (deleted)", s.path),
         })
         .collect();
+    let signal = if stale.iter().all(|s| s.signal == "baseline") {
+        "size or modification time differ from what the import saw"
+    } else {
+        "modification time after the import, for files without a baseline"
+    };
     Some(format!(
-        "Stale: changed on disk since the index was imported ({}): {}. Line numbers may be off; re-run `acp index`. (Signal: modification time after the import.)",
+        "Stale: changed on disk since the index was imported ({}): {}. Line numbers may be off; re-run `acp index`. (Signal: {signal}.)",
         stale[0].indexed_at,
         list.join(", ")
     ))
@@ -247,8 +478,15 @@ pub fn git_head(root: &Path) -> Option<String> {
     })
 }
 
-/// The index's commit against the project's `HEAD`.
+/// The index's commit against the project's `HEAD`, and its files against the disk after a
+/// sweep step of at most [`ANSWER_SWEEP_BUDGET`] files.
 pub fn source_state(conn: &Connection) -> QueryResult<SourceState> {
+    source_state_swept(conn, ANSWER_SWEEP_BUDGET)
+}
+
+/// [`source_state`] after a sweep step of at most `budget` files (0: none, what the last steps
+/// found).
+pub fn source_state_swept(conn: &Connection, budget: usize) -> QueryResult<SourceState> {
     let indexed_commit: Option<String> = conn
         .prepare_cached(
             "SELECT json_extract(value_json, '$') FROM cache_root WHERE key = 'git_commit'",
@@ -275,12 +513,43 @@ pub fn source_state(conn: &Connection) -> QueryResult<SourceState> {
             "The cache records no commit and the project is no git repository.".to_string()
         }
     };
+    let files = source_changes(conn, budget)?;
+    let message = match &files {
+        Some(files) => format!("{message} {}", files.describe()),
+        None => message,
+    };
     Ok(SourceState {
         indexed_commit,
         head,
         head_moved,
+        files,
         message,
     })
+}
+
+impl SourceChanges {
+    /// In words: how many indexed files changed, as of when.
+    fn describe(&self) -> String {
+        let deleted = match self.deleted {
+            0 => String::new(),
+            n => format!(", {n} deleted"),
+        };
+        let changed = self.changed + self.deleted;
+        match &self.swept_at {
+            Some(_) if changed == 0 => format!(
+                "No indexed file changed on disk since the import ({} checked).",
+                self.indexed
+            ),
+            Some(_) => format!(
+                "{changed} of {} indexed files changed on disk since the import{deleted}; line numbers in answers naming them may be off: re-run `acp index`.",
+                self.indexed
+            ),
+            None => format!(
+                "{changed} changed on disk since the import{deleted}, among the {} of {} indexed files checked so far.",
+                self.checked, self.indexed
+            ),
+        }
+    }
 }
 
 fn short(hash: &str) -> &str {
@@ -325,21 +594,5 @@ mod tests {
         std::fs::write(git.join("worktrees/linked/HEAD"), "ref: refs/heads/main\n").unwrap();
         std::fs::write(git.join("worktrees/linked/commondir"), "../..\n").unwrap();
         assert_eq!(git_head(&linked), Some(a));
-    }
-
-    #[test]
-    fn paths_never_leave_the_root() {
-        let root = Path::new("/p");
-        assert_eq!(
-            under_root(root, "src/a.ts"),
-            Some(PathBuf::from("/p/src/a.ts"))
-        );
-        assert_eq!(
-            under_root(root, "./src/a.ts"),
-            Some(PathBuf::from("/p/./src/a.ts"))
-        );
-        for bad in ["../x", "/etc/passwd", "src/../../x"] {
-            assert_eq!(under_root(root, bad), None, "{bad}");
-        }
     }
 }

@@ -44,6 +44,14 @@ async fn files_changed_after_the_import_are_named_until_the_next_one() {
     for (tool, args) in [
         ("acp_get_file_context", file.clone()),
         ("acp_get_symbol_context", symbol.clone()),
+        (
+            "acp_context",
+            json!({"operation": "modify", "target": "src/auth/session.ts"}),
+        ),
+        (
+            "acp_context",
+            json!({"operation": "debug", "target": "validateSession"}),
+        ),
     ] {
         let texts = texts(&client, tool, args).await;
         assert_eq!(texts.len(), 2, "{tool}: {texts:?}");
@@ -66,6 +74,7 @@ async fn files_changed_after_the_import_are_named_until_the_next_one() {
         .expect("stale files")
         .iter()
         .map(|s| {
+            assert_eq!(s["signal"], "baseline", "{s}");
             (
                 s["path"].as_str().unwrap().to_string(),
                 s["change"].as_str().unwrap().to_string(),
@@ -147,5 +156,86 @@ async fn an_index_without_its_sources_reports_nothing() {
     let client = Client::spawn(project.root(), &[]).await;
     let answer = texts(&client, "acp_get_file_context", json!({"path": path})).await;
     assert_eq!(answer.len(), 1, "{answer:?}");
+    client.close().await;
+}
+
+/// After a fresh clone or checkout every file may look newer than anything: what the import saw
+/// on disk is the baseline, so a file dated after the import but unchanged since is fresh.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_dated_after_the_import_but_untouched_since_is_fresh() {
+    let project = TempProject::copy_of(&fixture("demo"));
+    let source = project.root().join("src/auth/session.ts");
+    let later = std::time::SystemTime::now() + Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&source)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    project.import();
+    let client = Client::spawn(project.root(), &[]).await;
+    let answer = texts(
+        &client,
+        "acp_get_file_context",
+        json!({"path": "src/auth/session.ts"}),
+    )
+    .await;
+    assert_eq!(answer.len(), 1, "{answer:?}");
+    client.close().await;
+}
+
+/// Overviews (stats, the architecture, `acp://cache`) say how many indexed files changed on
+/// disk since the import.
+#[tokio::test(flavor = "multi_thread")]
+async fn overviews_count_the_files_changed_on_disk() {
+    let project = TempProject::copy_of(&fixture("demo"));
+    project.import();
+    let indexed: i64 = rusqlite::Connection::open(project.db())
+        .unwrap()
+        .query_row("SELECT count(DISTINCT path) FROM files", [], |r| r.get(0))
+        .unwrap();
+    let client = Client::spawn(project.root(), &["--watch-interval", "0"]).await;
+    let files = client.ok("acp_query", json!({"type": "stats"})).await["source"]["files"].clone();
+    assert_eq!(files["changed"], 0, "{files}");
+    assert_eq!(files["deleted"], 0, "{files}");
+    assert_eq!(files["checked"], json!(indexed), "{files}");
+    assert_eq!(files["indexed"], json!(indexed), "{files}");
+    client.close().await;
+
+    let source = project.root().join("src/auth/session.ts");
+    let mut text = std::fs::read_to_string(&source).unwrap();
+    text.push_str("\n// edited\n");
+    std::fs::write(&source, text).unwrap();
+    std::fs::remove_file(project.root().join("src/auth/token.ts")).unwrap();
+    let client = Client::spawn(project.root(), &["--watch-interval", "0"]).await;
+    let files = client.ok("acp_query", json!({"type": "stats"})).await["source"]["files"].clone();
+    assert_eq!(files["changed"], 1, "{files}");
+    assert_eq!(files["deleted"], 1, "{files}");
+    assert!(files["swept_at"].is_string(), "{files}");
+    let architecture = texts(&client, "acp_get_architecture", json!({})).await;
+    assert_eq!(architecture.len(), 2, "{architecture:?}");
+    assert!(
+        architecture[1].contains(&format!("2 of {indexed} indexed files changed on disk")),
+        "{}",
+        architecture[1]
+    );
+    let cache: Value = serde_json::from_str(&client.read("acp://cache").await.unwrap()).unwrap();
+    assert_eq!(cache["source"]["files"]["changed"], 1, "{cache}");
+    client.close().await;
+
+    // The next import (of the cache `acp index` writes after the edits) takes them in:
+    // nothing changed since.
+    let mut cache: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
+    cache["files"]["./src/auth/session.ts"]["summary"] = json!("Sessions, edited");
+    std::fs::write(project.cache_path(), cache.to_string()).unwrap();
+    project.import();
+    let client = Client::spawn(project.root(), &["--watch-interval", "0"]).await;
+    let files = client.ok("acp_query", json!({"type": "stats"})).await["source"]["files"].clone();
+    assert_eq!(
+        (files["changed"].as_u64(), files["deleted"].as_u64()),
+        (Some(0), Some(0)),
+        "{files}"
+    );
     client.close().await;
 }

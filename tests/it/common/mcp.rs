@@ -36,6 +36,16 @@ pub(crate) struct ToolAnswer {
     pub(crate) structured: Option<Value>,
 }
 
+impl ToolAnswer {
+    /// Whether the answer carries the note of an index being re-imported or failing to be
+    /// (not a note about the source files).
+    pub(crate) fn index_is_stale(&self) -> bool {
+        self.texts
+            .iter()
+            .any(|t| t.starts_with("The index is stale"))
+    }
+}
+
 impl Client {
     /// Spawns `acpdb -C root serve` (plus `extra` arguments) and initializes.
     pub(crate) async fn spawn(root: &Path, extra: &[&str]) -> Client {
