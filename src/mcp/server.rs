@@ -189,7 +189,7 @@ impl AcpServer {
             journal: Arc::new(std::sync::Mutex::new(None)),
             answers: Arc::new(AnswerCache::new(answer_cache_bytes)),
             shared: false,
-            tool_router: Self::tool_router(),
+            tool_router: standard_schemas(Self::tool_router()),
         }
     }
 
@@ -390,6 +390,19 @@ impl AcpServer {
             other => Ok(other),
         }
     }
+}
+
+/// `router` with every tool's input and output schema in standard JSON Schema 2020-12
+/// ([`crate::schemas::standard`]); arguments are still coerced by the schemas of their types.
+fn standard_schemas(mut router: ToolRouter<AcpServer>) -> ToolRouter<AcpServer> {
+    for route in router.map.values_mut() {
+        let tool = &mut route.attr;
+        tool.input_schema = Arc::new(crate::schemas::standard(&tool.input_schema));
+        if let Some(output) = &tool.output_schema {
+            tool.output_schema = Some(Arc::new(crate::schemas::standard(output)));
+        }
+    }
+    router
 }
 
 /// A pooled connection that keeps its served pool: the connection goes back to the pool before

@@ -254,3 +254,71 @@ async fn the_output_schemas_refuse_answers_of_the_wrong_shape() {
     }
     client.close().await;
 }
+
+/// Every `format` keyword in `schema`, with where it is (a property named `format` is an object
+/// and not counted).
+fn formats(schema: &Value, at: &str, out: &mut Vec<String>) {
+    match schema {
+        Value::Object(members) => {
+            for (key, member) in members {
+                if let (true, Some(format)) = (key == "format", member.as_str()) {
+                    out.push(format!("{at}: {format}"));
+                }
+                formats(member, &format!("{at}/{key}"), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                formats(item, &format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Clients that validate with a strict JSON Schema 2020-12 validator (MCP Inspector among them)
+/// accept every tool's input and output schema: no format outside the standard's, which such a
+/// validator refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_schema_passes_a_strict_2020_12_validator() {
+    let (_project, client) = demo_client().await;
+    let tools = client.service.list_all_tools().await.expect("tools/list");
+    assert!(tools.len() >= TYPED.len() + 9);
+    let strict = || {
+        jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .should_validate_formats(true)
+            .should_ignore_unknown_formats(false)
+    };
+    let mut bounded = 0;
+    for tool in &tools {
+        let input = Value::Object(tool.input_schema.as_ref().clone());
+        let output = tool
+            .output_schema
+            .as_ref()
+            .map(|schema| Value::Object(schema.as_ref().clone()));
+        for (kind, schema) in [("input", Some(input)), ("output", output)] {
+            let Some(schema) = schema else { continue };
+            if let Err(err) = strict().build(&schema) {
+                panic!("{} {kind} schema: {err}\n{schema}", tool.name);
+            }
+            let mut found = Vec::new();
+            formats(&schema, "#", &mut found);
+            assert!(
+                found.iter().all(|f| {
+                    let format = f.rsplit(": ").next().unwrap();
+                    acpdb::schemas::STANDARD_FORMATS.contains(&format)
+                }),
+                "{} {kind} schema: {found:?}",
+                tool.name
+            );
+            bounded += schema.to_string().matches("\"minimum\":0").count();
+        }
+    }
+    // The unsigned integers kept their bound (limits, depths, lines, counts).
+    assert!(bounded >= 20, "{bounded}");
+    // The strict validator does refuse a format it does not know.
+    let openapi = json!({"type": "integer", "format": "uint32"});
+    assert!(strict().build(&openapi).is_err());
+    client.close().await;
+}
