@@ -623,7 +623,14 @@ pub fn acp_expand(conn: &Connection, params: &ExpandParams) -> QueryResult<Expan
 /// `acp_expand_variable` (deprecated): the raw variable entry (`type, value, description, refs,
 /// source, lines`), read through the same variable lookup as [`acp_expand`].
 pub fn acp_expand_variable(conn: &Connection, params: &ExpandVariableParams) -> QueryResult<Entry> {
-    tracing::warn!("acp_expand_variable is deprecated, use acp_expand");
+    // Once per process at WARN (a fleet's operator reads it once, not once per call), then at
+    // DEBUG.
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::debug!("acp_expand_variable is deprecated, use acp_expand");
+    } else {
+        tracing::warn!("acp_expand_variable is deprecated, use acp_expand (said once)");
+    }
     if !vars_loaded(conn)? {
         return Err(QueryError::invalid("No vars file loaded"));
     }

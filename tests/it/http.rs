@@ -1186,3 +1186,37 @@ async fn kept_answers_learn_of_files_edited_on_disk() {
     );
     client.close().await;
 }
+
+/// A deprecated tool is said to be deprecated once in the operator's log, not at every call.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deprecation_is_logged_once() {
+    let project = demo();
+    let server = HttpServer::start(project.root(), &[]);
+    for _ in 0..2 {
+        let client = Client::http(&server.url(), None).await;
+        for _ in 0..3 {
+            let _ = client
+                .call(
+                    "acp_expand_variable",
+                    json!({"name": "SYM_VALIDATESESSION"}),
+                )
+                .await;
+        }
+        client.close().await;
+    }
+    // The log is read on a thread of its own: wait for the first line, then a little more.
+    let said = || {
+        server
+            .stderr
+            .lock()
+            .unwrap()
+            .matches("is deprecated")
+            .count()
+    };
+    let waited = Instant::now();
+    while said() == 0 && waited.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(said(), 1, "{}", server.stderr.lock().unwrap());
+}
