@@ -84,9 +84,9 @@ pub const STANDARD_FORMATS: [&str; 19] = [
 ];
 
 /// `schema` in standard JSON Schema 2020-12: every `format` outside [`STANDARD_FORMATS`]
-/// removed, an integer format becoming the bounds it stands for ([`integer_bounds`]) where the
-/// schema states none. Property names are left alone: only the
-/// members of a schema object are keywords.
+/// removed, an integer format becoming the bounds it stands for (`uint32`: 0 to 4294967295)
+/// where the schema states none. Property names are left alone: only the members of a schema
+/// object are keywords.
 pub fn standard(schema: &Schema) -> Schema {
     let mut value = Value::Object(schema.clone());
     standardise(&mut value);
