@@ -171,11 +171,16 @@ fn is_virtual(sql: &str) -> bool {
     sql.starts_with("CREATE VIRTUAL TABLE")
 }
 
-/// The value of `option = 'value'` in an FTS5 table's definition.
+/// The value of `option = 'value'` (or `option="value"`) in an FTS5 table's definition.
 fn fts_option(sql: &str, option: &str) -> Option<String> {
-    let start = sql.find(&format!("{option} = '"))? + option.len() + 4;
-    let len = sql[start..].find('\'')?;
-    Some(sql[start..start + len].to_string())
+    sql.match_indices(option).find_map(|(at, _)| {
+        // `option = 'value'`, `option="value"`: spaces around `=` and either quote.
+        let value = sql[at + option.len()..].trim_start().strip_prefix('=')?;
+        let value = value.trim_start();
+        let quote = value.chars().next().filter(|c| matches!(c, '\'' | '"'))?;
+        let value = &value[1..];
+        Some(value[..value.find(quote)?].to_string())
+    })
 }
 
 /// The column names of `table`, in order.
@@ -224,4 +229,22 @@ fn process_cpu() -> Option<Duration> {
 #[cfg(not(unix))]
 fn process_cpu() -> Option<Duration> {
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fts_option;
+
+    #[test]
+    fn fts_options_are_read_in_either_quoting() {
+        let single =
+            "CREATE VIRTUAL TABLE t USING fts5(name, content = 'symbols', content_rowid = 'id')";
+        let double =
+            r#"CREATE VIRTUAL TABLE t USING fts5(content, content="files", content_rowid="id")"#;
+        assert_eq!(fts_option(single, "content").as_deref(), Some("symbols"));
+        assert_eq!(fts_option(single, "content_rowid").as_deref(), Some("id"));
+        assert_eq!(fts_option(double, "content").as_deref(), Some("files"));
+        assert_eq!(fts_option(double, "content_rowid").as_deref(), Some("id"));
+        assert_eq!(fts_option(double, "tokenize"), None);
+    }
 }

@@ -8,6 +8,7 @@ mod bench;
 mod cli;
 mod config;
 mod console;
+mod datasette;
 mod delta;
 mod gen;
 mod graph_questions;
