@@ -8,6 +8,7 @@
 pub mod args;
 pub mod bench;
 pub mod cache;
+pub mod client_config;
 pub mod config;
 pub mod console;
 pub mod db;

@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use acpdb::project::{Project, ProjectArgs};
-use acpdb::{bench, console, export, gen, import, journal, mcp, tools};
+use acpdb::{bench, client_config, console, export, gen, import, journal, mcp, tools};
 
 /// Import an ACP code index into SQLite and serve it to AI agents over MCP.
 #[derive(Debug, Parser)]
@@ -52,6 +52,9 @@ enum Command {
     GenFixture(gen::GenArgs),
     /// Replay a workload of tool calls and report latency percentiles, start-up and memory.
     Bench(bench::BenchArgs),
+    /// Print (or --write) an MCP client's configuration for acpdb on this project: claude-code,
+    /// claude-desktop, cursor, vscode or codex.
+    McpConfig(client_config::McpConfigArgs),
 }
 
 fn main() -> ExitCode {
@@ -106,6 +109,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Command::Hack(args) => journal::run_hack(&project, args),
                 Command::ExportAttempts(args) => journal::run_export_attempts(&project, args),
                 Command::Bench(args) => bench::run(&project, args),
+                Command::McpConfig(args) => client_config::run(&project, args),
                 Command::GenFixture(_) | Command::Impact(_) => unreachable!("handled above"),
             };
             done.map(|()| ExitCode::SUCCESS)

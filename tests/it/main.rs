@@ -6,6 +6,7 @@ mod common;
 
 mod bench;
 mod cli;
+mod client_config;
 mod config;
 mod console;
 mod datasette;

@@ -57,6 +57,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("export", &["db", "project", "query"]),
     ("console", &["db", "freshness", "hex", "project"]),
+    ("client_config", &["project", "regular_file", "replace"]),
     (
         "tools",
         &[

@@ -49,20 +49,25 @@ impl ToolAnswer {
 impl Client {
     /// Spawns `acpdb -C root serve` (plus `extra` arguments) and initializes.
     pub(crate) async fn spawn(root: &Path, extra: &[&str]) -> Client {
-        let root = root.to_path_buf();
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let (transport, _stderr) = TokioChildProcess::builder(
-            tokio::process::Command::new(env!("CARGO_BIN_EXE_acpdb")).configure(|cmd| {
-                cmd.arg("-C")
-                    .arg(&root)
-                    .arg("serve")
-                    .args(&extra)
-                    .env("ACPDB_LOG", "warn");
-            }),
-        )
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn acpdb serve");
+        let mut args = vec![
+            "-C".to_string(),
+            root.display().to_string(),
+            "serve".to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Client::spawn_command(env!("CARGO_BIN_EXE_acpdb"), &args).await
+    }
+
+    /// Spawns `command` with `args` (an MCP client's configured server) and initializes.
+    pub(crate) async fn spawn_command(command: &str, args: &[String]) -> Client {
+        let args = args.to_vec();
+        let (transport, _stderr) =
+            TokioChildProcess::builder(tokio::process::Command::new(command).configure(|cmd| {
+                cmd.args(&args).env("ACPDB_LOG", "warn");
+            }))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn acpdb serve");
         let service = ().serve(transport).await.expect("initialize");
         Client { service }
     }
