@@ -15,15 +15,15 @@ use crate::common::mcp::{wait_ready, Client};
 use crate::common::{fixture, golden_calls, TempProject};
 
 /// A running `acpdb serve --http 127.0.0.1:0`, killed when dropped.
-struct HttpServer {
+pub(crate) struct HttpServer {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     stderr: Arc<Mutex<String>>,
 }
 
 impl HttpServer {
     /// Starts `acpdb -C root serve --http 127.0.0.1:0 <args>` and waits for its address.
-    fn start(root: &std::path::Path, args: &[&str]) -> HttpServer {
+    pub(crate) fn start(root: &std::path::Path, args: &[&str]) -> HttpServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_acpdb"))
             .arg("-C")
             .arg(root)
@@ -63,11 +63,11 @@ impl HttpServer {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 

@@ -11,6 +11,7 @@ mod config;
 mod console;
 mod datasette;
 mod delta;
+mod fleet;
 mod gen;
 mod graph_questions;
 mod http;
