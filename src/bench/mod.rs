@@ -11,6 +11,7 @@
 
 pub mod http;
 pub mod inprocess;
+pub mod plot;
 pub mod replay;
 pub mod report;
 pub mod stdio;
@@ -82,9 +83,27 @@ pub struct BenchArgs {
     /// Write the workload used (the default mix or the file read) to FILE.
     #[arg(long, value_name = "FILE")]
     pub save_workload: Option<PathBuf>,
+    /// Draw the per-group p50/p90/p99 latencies as an SVG chart to FILE (log scale; the title
+    /// names the machine, the date, the data size and the acpdb commit).
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Measure two servers in one run over stdio, the same workload on each: `acpdb serve` on
+    /// this project, then the command after `--` (e.g. `-- acp-mcp -C DIR`).
+    #[arg(long, requires = "server", conflicts_with = "http")]
+    pub compare: bool,
     /// Server command for --stdio (implies --stdio), e.g. `-- acp-mcp -C DIR`.
     #[arg(last = true, value_name = "SERVER")]
     pub server: Vec<String>,
+}
+
+/// What a run measures.
+enum Target {
+    /// The query functions in this process.
+    InProcess,
+    /// A server process over stdio, started with this command.
+    Stdio(Vec<String>),
+    /// A server over HTTP at this URL (empty: one started here).
+    Http(String),
 }
 
 /// Runs `acpdb bench` and prints the report on stdout.
@@ -116,19 +135,79 @@ pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
         Some(path) => path.display().to_string(),
         None => workload.description.clone().unwrap_or_default(),
     };
+    let targets = if args.compare {
+        vec![
+            Target::Stdio(default_server(project, "warn", args.answer_cache_mb)?),
+            Target::Stdio(args.server.clone()),
+        ]
+    } else if let Some(url) = &args.http {
+        vec![Target::Http(url.clone())]
+    } else if args.stdio || !args.server.is_empty() {
+        let command = if args.server.is_empty() {
+            default_server(project, "warn", args.answer_cache_mb)?
+        } else {
+            args.server.clone()
+        };
+        vec![Target::Stdio(command)]
+    } else {
+        vec![Target::InProcess]
+    };
+    let mut reports = Vec::new();
+    for target in targets {
+        reports.push(measure(
+            project,
+            args,
+            &workload,
+            &description,
+            stop,
+            target,
+        )?);
+    }
+    let mut out = io::stdout().lock();
+    match (&reports[..], args.json) {
+        ([report], true) => writeln!(out, "{}", serde_json::to_string_pretty(report)?)?,
+        (reports, true) => writeln!(out, "{}", serde_json::to_string_pretty(reports)?)?,
+        (reports, false) => {
+            let tables: Vec<String> = reports.iter().map(Report::table).collect();
+            write!(out, "{}", tables.join("\n"))?;
+        }
+    }
+    out.flush()?;
+    if let Some(path) = &args.plot {
+        let series: Vec<plot::Series> = reports
+            .iter()
+            .map(|report| plot::Series {
+                name: report.server_name(),
+                groups: &report.tools,
+            })
+            .collect();
+        plot::draw(path, &chart_title(project, &reports[0]), &series)?;
+        tracing::info!("wrote the chart to {}", path.display());
+    }
+    Ok(())
+}
+
+/// Runs the workload against `target` and reports it.
+fn measure(
+    project: &Project,
+    args: &BenchArgs,
+    workload: &Workload,
+    description: &str,
+    stop: Stop,
+    target: Target,
+) -> Result<Report> {
     let mut recorder = Recorder::new(workload.calls.iter().map(|c| (c.group(), c.tool.clone())));
-    let stdio = args.stdio || !args.server.is_empty();
     let mut report = Report {
-        mode: match (&args.http, stdio) {
-            (Some(_), _) => "http",
-            (None, true) => "stdio",
-            (None, false) => "in-process",
+        mode: match target {
+            Target::Http(_) => "http",
+            Target::Stdio(_) => "stdio",
+            Target::InProcess => "in-process",
         },
         clients: args.http.as_ref().map(|_| args.clients),
         server: None,
         server_info: None,
         project: project.root.display().to_string(),
-        workload: description,
+        workload: description.to_string(),
         workload_calls: workload.calls.len(),
         warmup_passes: args.warmup,
         passes: 0,
@@ -140,71 +219,70 @@ pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
         answer_cache: None,
         tools: Vec::new(),
     };
-    let replayed = if let Some(url) = &args.http {
-        let token = args
-            .token_file
-            .as_deref()
-            .map(crate::mcp::http::read_token)
-            .transpose()?;
-        let spawned = if url.is_empty() {
-            let mut command = default_server(project, "info", args.answer_cache_mb)?;
-            command.extend(["--http".into(), "127.0.0.1:0".into()]);
-            if args.stateless {
-                command.push("--stateless".into());
-            }
-            if let Some(file) = &args.token_file {
-                command.extend(["--token-file".into(), file.display().to_string()]);
-            }
-            Some(http::SpawnedServer::start(command)?)
-        } else {
-            None
-        };
-        let load = http::Load {
-            url: spawned
+    let replayed = match target {
+        Target::Http(url) => {
+            let token = args
+                .token_file
+                .as_deref()
+                .map(crate::mcp::http::read_token)
+                .transpose()?;
+            let spawned = if url.is_empty() {
+                let mut command = default_server(project, "info", args.answer_cache_mb)?;
+                command.extend(["--http".into(), "127.0.0.1:0".into()]);
+                if args.stateless {
+                    command.push("--stateless".into());
+                }
+                if let Some(file) = &args.token_file {
+                    command.extend(["--token-file".into(), file.display().to_string()]);
+                }
+                Some(http::SpawnedServer::start(command)?)
+            } else {
+                None
+            };
+            let load = http::Load {
+                url: spawned
+                    .as_ref()
+                    .map_or_else(|| url.clone(), |s| s.url.clone()),
+                token,
+                clients: args.clients,
+            };
+            report.server = Some(match &spawned {
+                Some(server) => server.command.clone(),
+                None => vec![url.clone()],
+            });
+            let replayed = http::replay(&load, workload, args.warmup, stop, &mut recorder);
+            let pid = spawned
                 .as_ref()
-                .map_or_else(|| url.clone(), |s| s.url.clone()),
-            token,
-            clients: args.clients,
-        };
-        report.server = Some(match &spawned {
-            Some(server) => server.command.clone(),
-            None => vec![url.clone()],
-        });
-        let replayed = http::replay(&load, &workload, args.warmup, stop, &mut recorder);
-        let pid = spawned
-            .as_ref()
-            .map(http::SpawnedServer::pid)
-            .or(args.server_pid);
-        report.peak_rss_kb = pid.and_then(http::server_peak_rss_kb);
-        report.answer_cache = http::answer_cache_stats(&load);
-        if let Some(server) = spawned {
-            server.stop();
+                .map(http::SpawnedServer::pid)
+                .or(args.server_pid);
+            report.peak_rss_kb = pid.and_then(http::server_peak_rss_kb);
+            report.answer_cache = http::answer_cache_stats(&load);
+            if let Some(server) = spawned {
+                server.stop();
+            }
+            replayed?
         }
-        replayed?
-    } else if stdio {
-        let command = if args.server.is_empty() {
-            default_server(project, "warn", args.answer_cache_mb)?
-        } else {
-            args.server.clone()
-        };
-        let mut server = stdio::StdioServer::spawn(&command)?;
-        let first = server.first_answer(&workload.calls[0])?;
-        report.startup = Some(Startup::new(server.initialized(), first));
-        report.server_info = server.info();
-        report.server = Some(command);
-        let replayed = replay(&mut server, &workload, args.warmup, stop, &mut recorder);
-        report.peak_rss_kb = server.peak_rss_kb();
-        server.shutdown();
-        replayed?
-    } else {
-        let mut target = inprocess::InProcess::open(&project.db)?;
-        // Per-call log lines of the query layer (e.g. deprecation notes) would flood stderr.
-        let silent = tracing::subscriber::NoSubscriber::default();
-        let replayed = tracing::subscriber::with_default(silent, || {
-            replay(&mut target, &workload, args.warmup, stop, &mut recorder)
-        })?;
-        report.peak_rss_kb = report::peak_rss_kb("self");
-        replayed
+        Target::Stdio(command) => {
+            let mut server = stdio::StdioServer::spawn(&command)?;
+            let first = server.first_answer(&workload.calls[0])?;
+            report.startup = Some(Startup::new(server.initialized(), first));
+            report.server_info = server.info();
+            report.server = Some(command);
+            let replayed = replay(&mut server, workload, args.warmup, stop, &mut recorder);
+            report.peak_rss_kb = server.peak_rss_kb();
+            server.shutdown();
+            replayed?
+        }
+        Target::InProcess => {
+            let mut target = inprocess::InProcess::open(&project.db)?;
+            // Per-call log lines of the query layer (e.g. deprecation notes) would flood stderr.
+            let silent = tracing::subscriber::NoSubscriber::default();
+            let replayed = tracing::subscriber::with_default(silent, || {
+                replay(&mut target, workload, args.warmup, stop, &mut recorder)
+            })?;
+            report.peak_rss_kb = report::peak_rss_kb("self");
+            replayed
+        }
     };
     report.passes = replayed.passes;
     report.calls = replayed.calls;
@@ -221,14 +299,60 @@ pub fn run(project: &Project, args: &BenchArgs) -> Result<()> {
             );
         }
     }
-    let mut out = io::stdout().lock();
-    if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
-    } else {
-        write!(out, "{}", report.table())?;
+    Ok(report)
+}
+
+/// The chart's title: the run, the data size, the machine, the date and the acpdb build.
+fn chart_title(project: &Project, report: &Report) -> String {
+    let symbols = db::open_read_only(&project.db)
+        .ok()
+        .and_then(|conn| {
+            conn.query_row("SELECT symbols FROM index_summary", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .ok()
+        })
+        .map_or_else(
+            || "? symbols".to_string(),
+            |n| format!("{} symbols", thousands(n)),
+        );
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines().find_map(|l| {
+                l.strip_prefix("model name")?
+                    .split_once(':')
+                    .map(|(_, m)| m.trim().to_string())
+            })
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    format!(
+        "acpdb bench ({}, {} passes of {} calls): {symbols}; {cores} cores, {cpu}; {}; acpdb {} ({})",
+        report.mode,
+        report.passes,
+        report.workload_calls,
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+        env!("CARGO_PKG_VERSION"),
+        env!("ACPDB_COMMIT"),
+    )
+}
+
+/// `n` with thousands separated by commas.
+fn thousands(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
     }
-    out.flush()?;
-    Ok(())
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
 }
 
 /// `acpdb --log-level <level> -C <root> --db <db> [--cache <cache>] serve` with this executable.

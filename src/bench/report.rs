@@ -144,6 +144,8 @@ pub struct GroupStats {
     pub mean_ms: Option<f64>,
     /// Median latency.
     pub p50_ms: Option<f64>,
+    /// 90th percentile.
+    pub p90_ms: Option<f64>,
     /// 95th percentile.
     pub p95_ms: Option<f64>,
     /// 99th percentile.
@@ -181,6 +183,7 @@ impl GroupStats {
             first_error: group.first_error,
             mean_ms: mean,
             p50_ms: at(50.0),
+            p90_ms: at(90.0),
             p95_ms: at(95.0),
             p99_ms: at(99.0),
             max_ms: sorted.last().copied().map(ms),
@@ -252,6 +255,26 @@ pub struct Report {
 }
 
 impl Report {
+    /// The server's name for a legend: its command's program, with what it said in
+    /// `initialize` (once, when that starts with the program's name), else the mode.
+    pub fn server_name(&self) -> String {
+        let program = self
+            .server
+            .as_ref()
+            .and_then(|command| command.first())
+            .map(|program| {
+                std::path::Path::new(program)
+                    .file_name()
+                    .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned())
+            });
+        match (program, &self.server_info) {
+            (Some(program), Some(info)) if info.starts_with(&program) => info.clone(),
+            (Some(program), Some(info)) => format!("{program} ({info})"),
+            (Some(program), None) => program,
+            (None, _) => format!("acpdb ({})", self.mode),
+        }
+    }
+
     /// The report as a text table.
     pub fn table(&self) -> String {
         let mut out = String::new();

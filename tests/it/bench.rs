@@ -3,6 +3,7 @@
 
 use crate::common;
 
+use std::collections::HashMap;
 use std::fs;
 
 use serde_json::Value;
@@ -302,4 +303,113 @@ fn http_clients_at_once_against_a_server_the_bench_starts() {
     assert!(!out.status.success());
     let message = String::from_utf8_lossy(&out.stderr);
     assert!(message.contains("cannot initialize"), "{message}");
+}
+
+/// The chart's bars (fill colour → count) and texts of an SVG `acpdb bench --plot` drew.
+fn chart(path: &std::path::Path) -> (HashMap<String, usize>, Vec<String>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let mut bars: HashMap<String, usize> = HashMap::new();
+    let mut texts = Vec::new();
+    for node in doc.descendants() {
+        match node.tag_name().name() {
+            "rect" => {
+                *bars
+                    .entry(node.attribute("fill").unwrap_or("").to_string())
+                    .or_default() += 1
+            }
+            "text" => texts.push(node.text().unwrap_or("").trim().to_string()),
+            _ => {}
+        }
+    }
+    (bars, texts)
+}
+
+/// The fill of server `s`'s bars of percentile `p`.
+fn bar_fill(s: usize, p: usize) -> String {
+    let colour = &acpdb::bench::plot::PALETTES[s][p];
+    format!("#{:02X}{:02X}{:02X}", colour.0, colour.1, colour.2)
+}
+
+#[test]
+fn the_plot_has_a_bar_group_per_tool_group_with_the_measured_values() {
+    let project = imported_demo();
+    let svg = project.root().join("latency.svg");
+    let report = bench(&project, &["--json", "--plot", svg.to_str().unwrap()]);
+    let report: Value = serde_json::from_str(&report).unwrap();
+    let groups = report["tools"].as_array().unwrap();
+    let (bars, texts) = chart(&svg);
+    // One bar per group and percentile (and one in the legend), labelled with its value.
+    for (p, key) in ["p50_ms", "p90_ms", "p99_ms"].iter().enumerate() {
+        assert_eq!(
+            bars.get(&bar_fill(0, p)),
+            Some(&(groups.len() + 1)),
+            "{key}: {bars:?}"
+        );
+        for group in groups {
+            let value = group[key].as_f64().unwrap();
+            let label = acpdb::bench::plot::value_label(value);
+            assert!(texts.contains(&label), "{} {key} {label}", group["label"]);
+        }
+    }
+    for group in groups {
+        assert!(
+            texts.contains(&group["label"].as_str().unwrap().to_string()),
+            "{group}"
+        );
+    }
+    let title = texts
+        .iter()
+        .find(|t| t.starts_with("acpdb bench"))
+        .expect("a title");
+    assert!(
+        title.contains("36 symbols") && title.contains("cores"),
+        "{title}"
+    );
+}
+
+/// Two servers measured in one run over stdio, one colour each (here acpdb twice: the second
+/// given as the other server's command).
+#[test]
+fn compare_measures_two_servers_and_draws_both() {
+    let project = imported_demo();
+    let svg = project.root().join("compare.svg");
+    let root = project.root().to_str().unwrap().to_string();
+    let reports = bench(
+        &project,
+        &[
+            "--json",
+            "--compare",
+            "--plot",
+            svg.to_str().unwrap(),
+            "--",
+            env!("CARGO_BIN_EXE_acpdb"),
+            "-C",
+            &root,
+            "serve",
+        ],
+    );
+    let reports: Value = serde_json::from_str(&reports).unwrap();
+    let reports = reports.as_array().expect("one report per server");
+    assert_eq!(reports.len(), 2);
+    for report in reports {
+        assert_eq!(report["mode"], "stdio");
+        assert!(report["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["errors"] == 0));
+    }
+    let groups = reports[0]["tools"].as_array().unwrap().len();
+    let (bars, _) = chart(&svg);
+    for s in 0..2 {
+        for p in 0..3 {
+            assert_eq!(
+                bars.get(&bar_fill(s, p)),
+                Some(&(groups + 1)),
+                "server {s}: {bars:?}"
+            );
+        }
+    }
 }
