@@ -552,7 +552,7 @@ pub fn default_mix(conn: &Connection, options: MixOptions) -> Result<Workload> {
     }
     mix.fixed(Call::new("acp_unused", json!({})));
     mix.each(&domains, |d| {
-        Call::new("acp_unused", json!({ "domain": d }))
+        Call::new("acp_unused", json!({ "domain": d })).labelled("acp_unused(domain)")
     });
 
     mix.misses(&symbols, &paths);
