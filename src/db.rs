@@ -288,8 +288,9 @@ pub const SOURCE_TREE_KEY: &str = "source_tree";
 /// sweep of every file for changes on disk counts to ([`crate::query::staleness`]).
 pub const SOURCE_BASELINE_FILES_KEY: &str = "source_baseline_files";
 
-/// What tells one import's database from another's: its cursor secret, drawn at each import.
-fn import_identity(conn: &Connection) -> rusqlite::Result<String> {
+/// What tells one import's database from another's: its cursor secret, drawn at each import
+/// (full or delta).
+pub(crate) fn import_identity(conn: &Connection) -> rusqlite::Result<String> {
     conn.query_row(
         "SELECT value FROM meta WHERE key = ?1",
         [CURSOR_SECRET_KEY],

@@ -10,15 +10,18 @@
 //! * **trigram pieces**, where the names have a trigram index, while no candidate is one edit
 //!   away: the last two thirds, the middle third and the last third of the name (one typo in
 //!   the first third leaves the last two thirds intact; two typos leave a third intact), each
-//!   read through its rarest trigram ([`containing`]).
+//!   read through the rarest of up to [`MAX_PROBES`] of its trigrams ([`containing`]). How many
+//!   names hold a trigram is counted once per import and kept for the process
+//!   ([`TrigramCounts`]), since unknown names share their common trigrams.
 //!
 //! Candidates within [`max_edits`] edits (optimal string alignment distance: insertions,
 //! deletions, substitutions and transpositions of adjacent characters, ignoring ASCII case) are
 //! ranked by distance, then by case-sensitive distance, then by name.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, PoisonError};
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::fts_text::fts_quote;
 use super::QueryResult;
@@ -36,7 +39,7 @@ pub const PIECE_CAP: usize = 128;
 pub const PROBE_CAP: usize = 64;
 
 /// Most trigrams of one text probed (by [`containing`]).
-pub const MAX_PROBES: usize = 5;
+pub const MAX_PROBES: usize = 8;
 
 /// Where candidate names are read from.
 #[derive(Debug, Clone, Copy)]
@@ -174,10 +177,68 @@ fn bounded_distance(a: &[char], b: &[char], bound: usize) -> usize {
 }
 
 /// The trigram counts one search for close names has read, so that the pieces of a name (and
-/// the name itself, when it is also searched as a substring) never count a trigram twice.
-/// Kept for one answer only: it reads one snapshot of the index.
+/// the name itself, when it is also searched as a substring) never count a trigram twice; and,
+/// through [`KEPT_COUNTS`], those earlier answers read from the same import.
 #[derive(Debug, Default)]
-pub struct TrigramCounts(HashMap<(&'static str, String), usize>);
+pub struct TrigramCounts {
+    read: HashMap<(&'static str, String), usize>,
+    /// The import this answer reads ([`crate::db::import_identity`]), once asked; `None`
+    /// inside when the database has none (nothing is kept then).
+    import: Option<Option<String>>,
+}
+
+/// How many rows hold each trigram (counted up to [`PROBE_CAP`]), kept for the process per
+/// import: a fact of one import's index, which every unknown name asks again (`ing`, `_id`,
+/// `ser`) and which the next import (full or delta, with its new identity) replaces whole.
+static KEPT_COUNTS: Mutex<Option<KeptCounts>> = Mutex::new(None);
+
+/// Trigram counts of one import.
+type KeptCounts = (String, HashMap<(&'static str, String), usize>);
+
+/// Trigram counts kept at most (about 100 bytes each).
+const COUNTS_KEPT: usize = 65_536;
+
+impl TrigramCounts {
+    /// The rows of `sql`'s index holding `trigram` (an FTS5 query), counted up to
+    /// [`PROBE_CAP`]: from this answer, else from [`KEPT_COUNTS`] for the same import, else
+    /// counted (and kept).
+    fn rows(&mut self, conn: &Connection, sql: TrigramSql, trigram: &str) -> QueryResult<usize> {
+        let key = (sql.count, trigram.to_string());
+        if let Some(&rows) = self.read.get(&key) {
+            return Ok(rows);
+        }
+        if self.import.is_none() {
+            self.import = Some(crate::db::import_identity(conn).optional()?);
+        }
+        let import = self.import.as_ref().and_then(Option::as_deref);
+        let kept = import.and_then(|import| {
+            let kept = KEPT_COUNTS.lock().unwrap_or_else(PoisonError::into_inner);
+            kept.as_ref()
+                .filter(|(of, _)| of == import)
+                .and_then(|(_, counts)| counts.get(&key).copied())
+        });
+        let rows = match kept {
+            Some(rows) => rows,
+            None => {
+                let mut count = conn.prepare_cached(sql.count)?;
+                let rows: i64 =
+                    count.query_row(params![trigram, PROBE_CAP as i64], |r| r.get(0))?;
+                let rows = usize::try_from(rows).unwrap_or(0);
+                if let Some(import) = import {
+                    let mut kept = KEPT_COUNTS.lock().unwrap_or_else(PoisonError::into_inner);
+                    let kept = kept.get_or_insert_with(|| (import.to_string(), HashMap::new()));
+                    if kept.0 != import || kept.1.len() >= COUNTS_KEPT {
+                        *kept = (import.to_string(), HashMap::new());
+                    }
+                    kept.1.insert(key.clone(), rows);
+                }
+                rows
+            }
+        };
+        self.read.insert(key, rows);
+        Ok(rows)
+    }
+}
 
 /// Up to `max` names of `index` within [`max_edits`] of `name`, closest first.
 pub fn similar_names(
@@ -341,20 +402,10 @@ fn rarest_trigram(
     // Rarest first; equal trigrams side by side, so that each is probed once.
     windows.sort_by_cached_key(|window| (std::cmp::Reverse(rarity(window)), *window));
     windows.dedup();
-    let mut count = conn.prepare_cached(sql.count)?;
     let mut rarest: Option<(String, usize)> = None;
     for window in windows.into_iter().take(MAX_PROBES) {
         let trigram = fts_quote(&window.iter().collect::<String>());
-        let rows = match counts.0.get(&(sql.count, trigram.clone())) {
-            Some(&rows) => rows,
-            None => {
-                let rows: i64 =
-                    count.query_row(params![trigram, PROBE_CAP as i64], |r| r.get(0))?;
-                let rows = usize::try_from(rows).unwrap_or(0);
-                counts.0.insert((sql.count, trigram.clone()), rows);
-                rows
-            }
-        };
+        let rows = counts.rows(conn, sql, &trigram)?;
         if rows == 0 {
             return Ok(None);
         }

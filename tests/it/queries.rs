@@ -735,6 +735,35 @@ fn unknown_names_get_suggestions_a_few_typos_away() {
     assert_eq!(message, "Symbol not found: qqqqqqqqqq");
 }
 
+/// Trigram counts are kept between answers for one import only: a name the next import adds
+/// is suggested at once, although an earlier answer counted its rarest trigram as held by no
+/// name.
+#[test]
+fn kept_trigram_counts_belong_to_one_import() {
+    let project = TempProject::copy_of(&common::fixture("demo"));
+    project.import();
+    // No name starts with `x` (no prefix range helps): the suggestion can come from the
+    // trigram pieces alone.
+    let typo = json!({"type": "symbol", "name": "xeconcileLedgerz"});
+    let conn = open(&project);
+    match query(&conn, typo.clone()) {
+        Err(QueryError::InvalidParams { data: None, .. }) => {}
+        other => panic!("expected no suggestion, got {other:?}"),
+    }
+    drop(conn);
+    let mut cache: Value =
+        serde_json::from_str(&fs::read_to_string(project.cache_path()).unwrap()).unwrap();
+    cache["symbols"]["src/billing/tax.ts:reconcileLedger"] = json!({"name": "reconcileLedger", "qualified_name": "src/billing/tax.ts:reconcileLedger", "type": "function", "file": "src/billing/tax.ts", "lines": [40, 41]});
+    fs::write(project.cache_path(), cache.to_string()).unwrap();
+    project.import();
+    let conn = open(&project);
+    let after = suggestions(query(&conn, typo));
+    assert!(
+        after.contains(&"src/billing/tax.ts:reconcileLedger".to_string()),
+        "{after:?}"
+    );
+}
+
 #[test]
 fn suggestion_reads_are_bounded() {
     use acpdb::query::similar::{FILE_PATHS, SYMBOL_NAMES, VARIABLE_NAMES};
