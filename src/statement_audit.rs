@@ -74,6 +74,14 @@ pub const DECLARED_SCANS: &[(&str, &str)] = &[
         "a delta reads every stored fingerprint to tell unchanged entries from changed ones",
     ),
     (
+        "SELECT DISTINCT path FROM files ORDER BY path",
+        "every import with the project's sources on disk compares each indexed file with its source_baseline row once",
+    ),
+    (
+        "DELETE FROM source_baseline",
+        "every import drops the baseline rows of files no longer indexed (all of them when the sources are not on disk)",
+    ),
+    (
         "FROM symbols s INDEXED BY symbols_size",
         "acp_unused reads symbols largest first through symbols_size, at most unused::MAX_READ of them",
     ),
