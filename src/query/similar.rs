@@ -178,7 +178,7 @@ fn bounded_distance(a: &[char], b: &[char], bound: usize) -> usize {
 
 /// The trigram counts one search for close names has read, so that the pieces of a name (and
 /// the name itself, when it is also searched as a substring) never count a trigram twice; and,
-/// through [`KEPT_COUNTS`], those earlier answers read from the same import.
+/// through the counts kept for the process, those earlier answers read from the same import.
 #[derive(Debug, Default)]
 pub struct TrigramCounts {
     read: HashMap<(&'static str, String), usize>,
