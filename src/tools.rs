@@ -60,8 +60,9 @@ pub struct Answer {
     pub text: String,
     /// The answer as structured content, for the tools with an output schema.
     pub structured: Option<Value>,
-    /// A second text for the reader: the files the answer names that changed on disk since
-    /// the index was imported ([`crate::query::staleness`]).
+    /// A second text for the reader ([`crate::query::staleness`]): the files the answer names
+    /// that changed on disk since the index was imported, or where the whole index stands
+    /// against the project's source.
     pub note: Option<String>,
 }
 
@@ -70,8 +71,8 @@ pub struct Answer {
 pub trait IntoAnswer {
     /// The answer's text.
     fn text(self) -> QueryResult<String>;
-    /// The whole answer.
-    fn into_answer(self) -> QueryResult<Answer>;
+    /// The whole answer, its note read from `conn` (the snapshot the answer was read from).
+    fn into_answer(self, conn: &Connection) -> QueryResult<Answer>;
 }
 
 impl IntoAnswer for String {
@@ -79,7 +80,7 @@ impl IntoAnswer for String {
         Ok(self)
     }
 
-    fn into_answer(self) -> QueryResult<Answer> {
+    fn into_answer(self, _conn: &Connection) -> QueryResult<Answer> {
         Ok(Answer {
             text: self,
             structured: None,
@@ -98,7 +99,7 @@ impl<T: Serialize> IntoAnswer for Typed<T> {
         Ok(serde_json::to_string(&self.0)?)
     }
 
-    fn into_answer(self) -> QueryResult<Answer> {
+    fn into_answer(self, _conn: &Connection) -> QueryResult<Answer> {
         Ok(Answer {
             text: serde_json::to_string(&self.0)?,
             structured: Some(serde_json::to_value(&self.0)?),
@@ -107,22 +108,29 @@ impl<T: Serialize> IntoAnswer for Typed<T> {
     }
 }
 
-/// The text answer of a reference tool, whose text stays exactly the reference's, with the
-/// note of the source files it names that changed on disk since the import.
+/// The text answer of a reference tool, whose text stays exactly the reference's, with a note
+/// on the source it describes, looked at only when the answer is sent (the command line and
+/// the in-process benchmark read the text alone).
 pub struct Noted {
     text: String,
-    note: Option<String>,
+    on: NoteOn,
+}
+
+/// What a [`Noted`] answer's note is about.
+enum NoteOn {
+    /// These files (canonical paths), when they changed on disk since the import.
+    Files(Vec<String>),
+    /// The index against the project's git `HEAD` and its files on disk.
+    Source,
 }
 
 impl Noted {
     /// `text`, noting which of `files` (canonical paths) changed on disk since the import.
-    fn new<'a>(
-        conn: &Connection,
-        text: String,
-        files: impl IntoIterator<Item = &'a str>,
-    ) -> QueryResult<Noted> {
-        let note = stale_note(&stale_files(conn, files)?);
-        Ok(Noted { text, note })
+    fn files(text: String, files: impl IntoIterator<Item = String>) -> Noted {
+        Noted {
+            text,
+            on: NoteOn::Files(files.into_iter().collect()),
+        }
     }
 }
 
@@ -131,11 +139,17 @@ impl IntoAnswer for Noted {
         Ok(self.text)
     }
 
-    fn into_answer(self) -> QueryResult<Answer> {
+    fn into_answer(self, conn: &Connection) -> QueryResult<Answer> {
+        let note = match &self.on {
+            NoteOn::Files(files) => {
+                stale_note(&stale_files(conn, files.iter().map(String::as_str))?)
+            }
+            NoteOn::Source => Some(format!("Source: {}", source_state(conn)?.message)),
+        };
         Ok(Answer {
             text: self.text,
             structured: None,
-            note: self.note,
+            note,
         })
     }
 }
@@ -161,11 +175,9 @@ pub mod answer {
     /// `acp_get_architecture`, noting where the index stands against the project's git `HEAD`
     /// and its files on disk ([`crate::query::staleness::source_state`]).
     pub fn architecture(conn: &Connection) -> QueryResult<Noted> {
-        let text = pretty(&architecture::architecture(conn)?)?;
-        let note = format!("Source: {}", source_state(conn)?.message);
         Ok(Noted {
-            text,
-            note: Some(note),
+            text: pretty(&architecture::architecture(conn)?)?,
+            on: NoteOn::Source,
         })
     }
 
@@ -173,7 +185,7 @@ pub mod answer {
     pub fn file_context(conn: &Connection, params: &GetFileContextParams) -> QueryResult<Noted> {
         let entry = super::file_context(conn, params)?;
         let path = entry_path(&entry, "path");
-        Noted::new(conn, pretty(&entry)?, path.as_deref())
+        Ok(Noted::files(pretty(&entry)?, path))
     }
 
     /// `acp_get_symbol_context`.
@@ -183,7 +195,7 @@ pub mod answer {
     ) -> QueryResult<Noted> {
         let context = super::symbol_context(conn, params)?;
         let path = entry_path(&context.symbol, "file");
-        Noted::new(conn, pretty(&context)?, path.as_deref())
+        Ok(Noted::files(pretty(&context)?, path))
     }
 
     /// `acp_get_domain_files`.
@@ -218,7 +230,7 @@ pub mod answer {
     pub fn context(conn: &Connection, params: &GetContextParams) -> QueryResult<Noted> {
         let answer = super::context(conn, params)?;
         let files = crate::query::context::indexed_files_named(&answer);
-        Noted::new(conn, pretty(&answer)?, files.iter().map(String::as_str))
+        Ok(Noted::files(pretty(&answer)?, files))
     }
 
     /// `acp_query`.

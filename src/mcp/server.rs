@@ -214,7 +214,7 @@ impl AcpServer {
     {
         let (answer, note) = self
             .run(weight, move |conn| {
-                query(conn).and_then(IntoAnswer::into_answer)
+                query(conn).and_then(|answer| answer.into_answer(conn))
             })
             .await?;
         Ok(respond(answer, note))
@@ -493,7 +493,7 @@ impl AcpServer {
                     if !probe.is_small_walk(conn)? {
                         return Ok(None);
                     }
-                    answer::query(conn, &probe)?.into_answer().map(Some)
+                    answer::query(conn, &probe)?.into_answer(conn).map(Some)
                 })
                 .await?;
             if let Some(answer) = small {
