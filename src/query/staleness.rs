@@ -6,8 +6,9 @@
 //! was imported (`source_baseline`, written by every import): a file whose size or time
 //! differs was edited since, and its lines may have moved. The cache's own recorded mtimes are
 //! not the baseline: after a fresh clone or checkout every file is newer than the cache says,
-//! but as the import that follows saw it. A file without a baseline row (a database imported
-//! by an older acpdb) is compared with the moment of the import instead; each stale file says
+//! but as the import that follows saw it. A file without a baseline row (one the import could
+//! not look at, in a directory it may not search) is compared with the moment of the import
+//! instead; each stale file says
 //! which signal found it. A file gone from disk is reported as deleted, unless the import found
 //! none of the project's files on disk (an index served without its sources). One `lstat` per
 //! file (never followed, never opened, so a symlink or a FIFO costs nothing and cannot block),
@@ -81,7 +82,7 @@ pub struct SourceState {
     /// Whether `HEAD` is another commit than the one indexed.
     pub head_moved: bool,
     /// The indexed files changed on disk since the import, as far as swept; absent when the
-    /// index has no baseline (served without its sources, or imported by an older acpdb).
+    /// index has no baseline (served without its sources).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files: Option<SourceChanges>,
     /// In words, with what to do.
@@ -196,12 +197,12 @@ fn recorded(row: &rusqlite::Row, first: usize) -> rusqlite::Result<Seen> {
 }
 
 fn rfc3339_ns(mtime_ns: i64) -> String {
-    let time = if mtime_ns >= 0 {
-        UNIX_EPOCH + Duration::from_nanos(mtime_ns.unsigned_abs())
+    let since_epoch = Duration::from_nanos(mtime_ns.unsigned_abs());
+    rfc3339(if mtime_ns >= 0 {
+        UNIX_EPOCH + since_epoch
     } else {
-        UNIX_EPOCH - Duration::from_nanos(mtime_ns.unsigned_abs())
-    };
-    chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        UNIX_EPOCH - since_epoch
+    })
 }
 
 /// The files among `paths` (canonical, relative to the project) changed on disk after the
@@ -290,12 +291,17 @@ static SWEEPS: Mutex<Option<HashMap<(PathBuf, String), Sweep>>> = Mutex::new(Non
 /// ended finding other changes than the pass before it (the first pass: any change), after
 /// which answers computed earlier may lack a staleness note.
 pub fn sweep(conn: &Connection, budget: usize) -> QueryResult<bool> {
+    match baseline(conn)? {
+        Some(baseline) => sweep_step(conn, &baseline, budget),
+        None => Ok(false),
+    }
+}
+
+/// [`sweep`] of the files of `baseline`.
+fn sweep_step(conn: &Connection, baseline: &Baseline, budget: usize) -> QueryResult<bool> {
     if budget == 0 {
         return Ok(false);
     }
-    let Some(baseline) = baseline(conn)? else {
-        return Ok(false);
-    };
     let key = (baseline.root.clone(), baseline.imported_at.clone());
     let (after, pass) = {
         let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
@@ -363,24 +369,22 @@ pub fn sweep(conn: &Connection, budget: usize) -> QueryResult<bool> {
     }
 }
 
-/// What the sweep of this database's files has found so far, after a step of at most
-/// `budget` files; `None` when the index has no baseline.
-fn source_changes(conn: &Connection, budget: usize) -> QueryResult<Option<SourceChanges>> {
-    let Some(baseline) = baseline(conn)? else {
-        return Ok(None);
-    };
+/// What the sweep of the files of `baseline` has found so far, after a step of at most
+/// `budget` files; `None` when the import recorded no baseline.
+fn source_changes(
+    conn: &Connection,
+    baseline: &Baseline,
+    budget: usize,
+) -> QueryResult<Option<SourceChanges>> {
     let Some(indexed) =
         meta(conn, crate::db::SOURCE_BASELINE_FILES_KEY)?.and_then(|n| n.parse::<u64>().ok())
     else {
         return Ok(None);
     };
-    if budget > 0 {
-        sweep(conn, budget)?;
-    }
+    sweep_step(conn, baseline, budget)?;
     let sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-    let sweep = sweeps
-        .as_ref()
-        .and_then(|s| s.get(&(baseline.root, baseline.imported_at)));
+    let key = (baseline.root.clone(), baseline.imported_at.clone());
+    let sweep = sweeps.as_ref().and_then(|s| s.get(&key));
     let (found, swept_at) = match sweep {
         Some(Sweep {
             last: Some((found, at, _)),
@@ -494,7 +498,8 @@ pub fn source_state_swept(conn: &Connection, budget: usize) -> QueryResult<Sourc
         .query_row([], |r| r.get::<_, Option<String>>(0))
         .optional()?
         .flatten();
-    let head = baseline(conn)?.and_then(|b| git_head(&b.root));
+    let baseline = baseline(conn)?;
+    let head = baseline.as_ref().and_then(|b| git_head(&b.root));
     let head_moved =
         matches!((&indexed_commit, &head), (Some(a), Some(b)) if !a.eq_ignore_ascii_case(b));
     let message = match (&indexed_commit, &head) {
@@ -513,7 +518,10 @@ pub fn source_state_swept(conn: &Connection, budget: usize) -> QueryResult<Sourc
             "The cache records no commit and the project is no git repository.".to_string()
         }
     };
-    let files = source_changes(conn, budget)?;
+    let files = match &baseline {
+        Some(baseline) => source_changes(conn, baseline, budget)?,
+        None => None,
+    };
     let message = match &files {
         Some(files) => format!("{message} {}", files.describe()),
         None => message,
