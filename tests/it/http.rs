@@ -1165,10 +1165,7 @@ async fn kept_answers_learn_of_files_edited_on_disk() {
     }
     let changed =
         || json_body(&get(server.addr, "/healthz"))["source"]["files"]["changed"].as_u64();
-    let source = project.root().join("src/auth/session.ts");
-    let mut text = std::fs::read_to_string(&source).unwrap();
-    text.push_str("\n// edited\n");
-    std::fs::write(&source, text).unwrap();
+    project.edit_source("src/auth/session.ts");
     let waited = std::time::Instant::now();
     while changed() != Some(1) {
         assert!(

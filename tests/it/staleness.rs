@@ -9,6 +9,15 @@ use serde_json::{json, Value};
 use crate::common::mcp::Client;
 use crate::common::{fixture, TempProject};
 
+/// Rewrites the cache as `acp index` does after the edit of `src/auth/session.ts` (its summary
+/// changes).
+fn reindex_after_the_edit(project: &TempProject) {
+    let mut cache: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
+    cache["files"]["./src/auth/session.ts"]["summary"] = json!("Sessions, edited");
+    std::fs::write(project.cache_path(), cache.to_string()).unwrap();
+}
+
 /// The texts of a tool's answer (the answer, then its notes).
 async fn texts(client: &Client, tool: &str, args: Value) -> Vec<String> {
     client.call(tool, args).await.expect("an answer").texts
@@ -33,10 +42,7 @@ async fn files_changed_after_the_import_are_named_until_the_next_one() {
     assert!(answer.get("stale_files").is_none(), "{answer}");
 
     std::thread::sleep(Duration::from_millis(20));
-    let source = project.root().join("src/auth/session.ts");
-    let mut text = std::fs::read_to_string(&source).unwrap();
-    text.push_str("\n// edited\n");
-    std::fs::write(&source, text).unwrap();
+    project.edit_source("src/auth/session.ts");
     std::fs::remove_file(project.root().join("src/auth/token.ts")).unwrap();
     // The file checks are kept for a second.
     std::thread::sleep(Duration::from_millis(1100));
@@ -97,10 +103,7 @@ async fn files_changed_after_the_import_are_named_until_the_next_one() {
     client.close().await;
 
     // After the next import, the edit is part of the index: nothing is stale.
-    let mut cache: Value =
-        serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
-    cache["files"]["./src/auth/session.ts"]["summary"] = json!("Sessions, edited");
-    std::fs::write(project.cache_path(), cache.to_string()).unwrap();
+    reindex_after_the_edit(&project);
     assert!(project.import().status.success());
     let client = Client::spawn(project.root(), &[]).await;
     assert_eq!(texts(&client, "acp_get_file_context", file).await.len(), 1);
@@ -202,10 +205,7 @@ async fn overviews_count_the_files_changed_on_disk() {
     assert_eq!(files["indexed"], json!(indexed), "{files}");
     client.close().await;
 
-    let source = project.root().join("src/auth/session.ts");
-    let mut text = std::fs::read_to_string(&source).unwrap();
-    text.push_str("\n// edited\n");
-    std::fs::write(&source, text).unwrap();
+    project.edit_source("src/auth/session.ts");
     std::fs::remove_file(project.root().join("src/auth/token.ts")).unwrap();
     let client = Client::spawn(project.root(), &["--watch-interval", "0"]).await;
     let files = client.ok("acp_query", json!({"type": "stats"})).await["source"]["files"].clone();
@@ -225,10 +225,7 @@ async fn overviews_count_the_files_changed_on_disk() {
 
     // The next import (of the cache `acp index` writes after the edits) takes them in:
     // nothing changed since.
-    let mut cache: Value =
-        serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
-    cache["files"]["./src/auth/session.ts"]["summary"] = json!("Sessions, edited");
-    std::fs::write(project.cache_path(), cache.to_string()).unwrap();
+    reindex_after_the_edit(&project);
     project.import();
     let client = Client::spawn(project.root(), &["--watch-interval", "0"]).await;
     let files = client.ok("acp_query", json!({"type": "stats"})).await["source"]["files"].clone();

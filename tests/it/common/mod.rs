@@ -163,6 +163,15 @@ impl TempProject {
             .expect("run acpdb")
     }
 
+    /// Edits the project's source file `path` on disk (a line appended), as a developer does
+    /// between two runs of `acp index`.
+    pub(crate) fn edit_source(&self, path: &str) {
+        let source = self.root().join(path);
+        let mut text = fs::read_to_string(&source).unwrap();
+        text.push_str("\n// edited\n");
+        fs::write(&source, text).unwrap();
+    }
+
     /// Runs `acpdb import` and panics with its stderr when it fails.
     pub(crate) fn import(&self) -> Output {
         let out = self.run(&["import"]);
