@@ -7,7 +7,7 @@ use std::path::Path;
 use rusqlite::Connection;
 use serde_json::{json, Map, Value};
 
-use crate::common::{acpdb, import_in_process, stderr, TempProject};
+use crate::common::{acpdb, import_in_process, stderr, without_sweep_times, TempProject};
 
 /// A small deterministic generator (xorshift64*), so that a failing script can be replayed.
 struct Rng(u64);
@@ -361,13 +361,15 @@ fn tool_calls(cache: &Value, rng: &mut Rng) -> Vec<(&'static str, Value)> {
     calls
 }
 
-/// Answers with the parts that name the import itself (its time, its cursor) taken out.
+/// Answers with the parts that name the import itself (its time, its cursor) and the moment
+/// of the source sweep taken out.
 fn answer(conn: &Connection, tool: &str, args: &Value) -> String {
     let text = match acpdb::tools::call(conn, tool, args) {
         Ok(text) => text,
         Err(err) => format!("error: {err}"),
     };
-    text.lines()
+    without_sweep_times(text)
+        .lines()
         .filter(|line| !line.contains("imported_at") && !line.contains("next_cursor"))
         .collect::<Vec<_>>()
         .join("\n")

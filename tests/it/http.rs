@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common::mcp::{wait_ready, Client};
-use crate::common::{fixture, golden_calls, TempProject};
+use crate::common::{fixture, golden_calls, without_sweep_times, TempProject};
 
 /// A running `acpdb serve --http 127.0.0.1:0`, killed when dropped.
 pub(crate) struct HttpServer {
@@ -242,24 +242,6 @@ fn calls() -> Vec<(String, Value)> {
 }
 
 /// Every answer (text or error code and message) of `calls` and of the resources.
-/// `text` without the times at which a server's sweep of the source files ended (each server
-/// sweeps on its own clock): `swept_at` values become `…`.
-fn without_sweep_times(text: String) -> String {
-    let mut out = String::new();
-    let mut rest = text.as_str();
-    while let Some(at) = rest.find("swept_at") {
-        let (before, after) = rest.split_at(at + "swept_at".len());
-        out.push_str(before);
-        // Skip the quotes, escapes and colon, then the RFC 3339 time (digits, `-`, `:`, `T`, `Z`).
-        let value = after.trim_start_matches(['\\', '"', ':', ' ']);
-        out.push_str(&after[..after.len() - value.len()]);
-        out.push('…');
-        rest = value.trim_start_matches(|c: char| c.is_ascii_digit() || "-:TZ".contains(c));
-    }
-    out.push_str(rest);
-    out
-}
-
 async fn transcript(client: &Client, calls: &[(String, Value)]) -> Vec<String> {
     let mut out = Vec::new();
     for (tool, arguments) in calls {

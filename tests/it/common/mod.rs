@@ -285,3 +285,21 @@ pub(crate) fn import_in_process(root: &Path, full: bool) -> acpdb::import::Impor
     };
     acpdb::import::import(&project_at(root), &args).expect("import")
 }
+
+/// `text` without the times at which a server's sweep of the source files ended (each server
+/// sweeps on its own clock): `swept_at` values become `…`.
+pub(crate) fn without_sweep_times(text: String) -> String {
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("swept_at") {
+        let (before, after) = rest.split_at(at + "swept_at".len());
+        out.push_str(before);
+        // Skip the quotes, escapes and colon, then the RFC 3339 time (digits, `-`, `:`, `T`, `Z`).
+        let value = after.trim_start_matches(['\\', '"', ':', ' ']);
+        out.push_str(&after[..after.len() - value.len()]);
+        out.push('…');
+        rest = value.trim_start_matches(|c: char| c.is_ascii_digit() || "-:TZ".contains(c));
+    }
+    out.push_str(rest);
+    out
+}
