@@ -18,7 +18,17 @@ fn demo() -> TempProject {
 
 /// Sends raw lines to `acpdb serve` and collects the JSON answers with an id.
 fn raw_session(project: &TempProject, lines: &[&str], expected_answers: usize) -> Vec<Value> {
-    raw_answers(project, lines, expected_answers)
+    raw_session_with(project, &[], lines, expected_answers)
+}
+
+/// [`raw_session`] with more arguments for `acpdb serve`.
+fn raw_session_with(
+    project: &TempProject,
+    serve_args: &[&str],
+    lines: &[&str],
+    expected_answers: usize,
+) -> Vec<Value> {
+    raw_answers_with(project, serve_args, lines, expected_answers)
         .into_iter()
         .map(|line| {
             serde_json::from_str(&line)
@@ -29,10 +39,21 @@ fn raw_session(project: &TempProject, lines: &[&str], expected_answers: usize) -
 
 /// Sends raw lines to `acpdb serve` and returns its first answers, as written on stdout.
 fn raw_answers(project: &TempProject, lines: &[&str], expected_answers: usize) -> Vec<String> {
+    raw_answers_with(project, &[], lines, expected_answers)
+}
+
+/// [`raw_answers`] with more arguments for `acpdb serve`.
+fn raw_answers_with(
+    project: &TempProject,
+    serve_args: &[&str],
+    lines: &[&str],
+    expected_answers: usize,
+) -> Vec<String> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_acpdb"))
         .arg("-C")
         .arg(project.root())
         .arg("serve")
+        .args(serve_args)
         .env("ACPDB_LOG", "warn")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -790,9 +811,17 @@ async fn a_cache_replaced_by_a_fifo_is_refused_at_once_and_the_previous_import_k
 async fn a_database_replaced_under_a_running_server_never_mixes_into_its_pool() {
     let (project, hub) = generated_with_hub();
     // The watcher would re-import; this is about the pool alone.
+    // A time limit no heavy walk reaches on a loaded machine: this is about the pool.
     let client = Client::spawn(
         project.root(),
-        &["--pool-size", "4", "--watch-interval", "0"],
+        &[
+            "--pool-size",
+            "4",
+            "--watch-interval",
+            "0",
+            "--query-timeout",
+            "120",
+        ],
     )
     .await;
     wait_ready(&client, 60).await;
@@ -1475,7 +1504,8 @@ fn heavy_calls_do_not_hold_up_cheap_ones_and_run_under_a_time_limit() {
         tool_call(5, "acp_query", json!({"type": "stats"})),
     ];
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
-    let answers = raw_session(&project, &refs, 5);
+    // A time limit no heavy call reaches on a loaded machine: this part is about the order.
+    let answers = raw_session_with(&project, &["--query-timeout", "120"], &refs, 5);
     let order: Vec<i64> = answers.iter().filter_map(|a| a["id"].as_i64()).collect();
     let position = |id| order.iter().position(|&x| x == id).unwrap();
     assert!(
