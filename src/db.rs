@@ -291,11 +291,8 @@ pub const SOURCE_BASELINE_FILES_KEY: &str = "source_baseline_files";
 /// What tells one import's database from another's: its cursor secret, drawn at each import
 /// (full or delta).
 pub(crate) fn import_identity(conn: &Connection) -> rusqlite::Result<String> {
-    conn.query_row(
-        "SELECT value FROM meta WHERE key = ?1",
-        [CURSOR_SECRET_KEY],
-        |r| r.get(0),
-    )
+    conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+        .query_row([CURSOR_SECRET_KEY], |r| r.get(0))
 }
 
 /// A new random secret for a database's cursors, hex, from SQLite's randomness.

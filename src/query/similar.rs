@@ -3,10 +3,9 @@
 //!
 //! Candidates come from capped index reads, never from a scan of the names:
 //!
-//! * **prefix ranges**: names starting with the first `L` characters of the unknown name, from
-//!   the longest `L` that any name starts with (a typo at position `p` leaves the prefix before
-//!   `p` intact), at most [`RANGE_CAP`] names per range, stopping at the first full range or
-//!   after [`MAX_PREFIX_READS`] reads;
+//! * **neighbours**: the names nearest to the unknown name in the index's order, at most
+//!   [`NEIGHBOURS`] on each side. The names sharing the longest prefix with it are there (a
+//!   typo at position `p` leaves the prefix before `p` intact), read in two range reads;
 //! * **trigram pieces**, where the names have a trigram index, while no candidate is one edit
 //!   away: the last two thirds, the middle third and the last third of the name (one typo in
 //!   the first third leaves the last two thirds intact; two typos leave a third intact), each
@@ -18,7 +17,7 @@
 //! deletions, substitutions and transpositions of adjacent characters, ignoring ASCII case) are
 //! ranked by distance, then by case-sensitive distance, then by name.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -26,11 +25,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::fts_text::fts_quote;
 use super::QueryResult;
 
-/// Most names read from one prefix range.
-pub const RANGE_CAP: usize = 50;
-
-/// Most prefix ranges read for one unknown name.
-pub const MAX_PREFIX_READS: usize = 32;
+/// Most names read on each side of an unknown name in the index's order.
+pub const NEIGHBOURS: usize = 32;
 
 /// Most rows read for one trigram piece whose trigrams are all common.
 pub const PIECE_CAP: usize = 128;
@@ -44,10 +40,9 @@ pub const MAX_PROBES: usize = 8;
 /// Where candidate names are read from.
 #[derive(Debug, Clone, Copy)]
 pub struct NameIndex {
-    /// A range read (parameters: prefix, limit) returning names that start with the prefix.
-    pub prefix_sql: &'static str,
-    /// Whether `prefix_sql` compares ASCII-lower-cased names (then the prefix is lower-cased).
-    pub folded: bool,
+    /// Range reads of the names nearest to a text in the index's order (parameters: the text,
+    /// limit): those from the text on, in order, and those before it, nearest first.
+    pub neighbours_sql: [&'static str; 2],
     /// A trigram read (parameters: an FTS5 query, the piece, limit) returning names that
     /// contain the piece among at most `limit` rows matching the query, and the count of at
     /// most `limit` rows matching a query (parameters: query, limit); `None` when the names
@@ -69,8 +64,10 @@ pub struct TrigramSql {
 
 /// Simple names of symbols: the case-insensitive name index and the name trigram index.
 pub const SYMBOL_NAMES: NameIndex = NameIndex {
-    prefix_sql: "SELECT name FROM symbols WHERE name COLLATE NOCASE >= ?1 AND name COLLATE NOCASE < ?1 || char(1114111) ORDER BY name COLLATE NOCASE LIMIT ?2",
-    folded: true,
+    neighbours_sql: [
+        "SELECT name FROM symbols WHERE name COLLATE NOCASE >= ?1 ORDER BY name COLLATE NOCASE LIMIT ?2",
+        "SELECT name FROM symbols WHERE name COLLATE NOCASE < ?1 ORDER BY name COLLATE NOCASE DESC LIMIT ?2",
+    ],
     trigram_sql: Some(SYMBOL_NAME_TRIGRAMS),
 };
 
@@ -85,9 +82,10 @@ pub const SYMBOL_NAME_TRIGRAMS: TrigramSql = TrigramSql {
 
 /// Canonical file paths: the path index and the path trigram index.
 pub const FILE_PATHS: NameIndex = NameIndex {
-    prefix_sql:
-        "SELECT path FROM files WHERE path >= ?1 AND path < ?1 || char(1114111) ORDER BY path LIMIT ?2",
-    folded: false,
+    neighbours_sql: [
+        "SELECT path FROM files WHERE path >= ?1 ORDER BY path LIMIT ?2",
+        "SELECT path FROM files WHERE path < ?1 ORDER BY path DESC LIMIT ?2",
+    ],
     trigram_sql: Some(TrigramSql {
         read: "SELECT f.path FROM (SELECT rowid AS id FROM files_trigram WHERE files_trigram MATCH ?1 LIMIT ?3) t
                CROSS JOIN files f ON f.id = t.id WHERE instr(acpdb_fold(f.path), acpdb_fold(?2)) > 0",
@@ -97,9 +95,10 @@ pub const FILE_PATHS: NameIndex = NameIndex {
 
 /// Variable names: the primary key.
 pub const VARIABLE_NAMES: NameIndex = NameIndex {
-    prefix_sql:
-        "SELECT name FROM vars WHERE name >= ?1 AND name < ?1 || char(1114111) ORDER BY name LIMIT ?2",
-    folded: false,
+    neighbours_sql: [
+        "SELECT name FROM vars WHERE name >= ?1 ORDER BY name LIMIT ?2",
+        "SELECT name FROM vars WHERE name < ?1 ORDER BY name DESC LIMIT ?2",
+    ],
     trigram_sql: None,
 };
 
@@ -123,7 +122,7 @@ pub fn distance(a: &[char], b: &[char]) -> usize {
 /// cheap enough to skip most candidates before the distance is computed: the characters of one
 /// text missing from the other, counted with their multiplicity (the larger of the two counts;
 /// each edit removes at most one from each side). Characters outside ASCII all count as one.
-fn bag_distance(a: &[char], b: &[char]) -> usize {
+fn bag_distance(a: &[char], b: impl IntoIterator<Item = char>) -> usize {
     let slot = |c: char| {
         let c = c.to_ascii_lowercase();
         if c.is_ascii() {
@@ -136,7 +135,7 @@ fn bag_distance(a: &[char], b: &[char]) -> usize {
     for &c in a {
         balance[slot(c)] += 1;
     }
-    for &c in b {
+    for c in b {
         balance[slot(c)] -= 1;
     }
     let (only_a, only_b) = balance.iter().fold((0, 0), |(plus, minus), &n| {
@@ -254,29 +253,27 @@ pub fn similar_names(
         return Ok(Vec::new());
     }
     let folded: Vec<char> = name.to_ascii_lowercase().chars().collect();
-    // Each candidate is measured once, when it is first read.
-    let mut seen: HashSet<String> = HashSet::new();
     let mut ranked: Vec<(usize, usize, String)> = Vec::new();
-    let mut measure = |found: Vec<String>, ranked: &mut Vec<(usize, usize, String)>| {
+    // The cheap bounds first (length, then the bag of characters), on the text as read; a
+    // name read twice is ranked twice and listed once.
+    let measure = |found: Vec<String>, ranked: &mut Vec<(usize, usize, String)>| {
         for candidate in found {
-            if seen.contains(&candidate) {
+            if candidate.chars().count().abs_diff(chars.len()) > allowed
+                || bag_distance(&folded, candidate.chars()) > allowed
+            {
                 continue;
             }
             let other: Vec<char> = candidate.chars().collect();
-            if other.len().abs_diff(chars.len()) <= allowed
-                && bag_distance(&folded, &other) <= allowed
-            {
-                let lower: Vec<char> = other.iter().map(char::to_ascii_lowercase).collect();
-                let d = bounded_distance(&folded, &lower, allowed);
-                if d <= allowed {
-                    ranked.push((d, distance(&chars, &other), candidate.clone()));
-                }
+            let lower: Vec<char> = other.iter().map(char::to_ascii_lowercase).collect();
+            let d = bounded_distance(&folded, &lower, allowed);
+            if d <= allowed {
+                ranked.push((d, distance(&chars, &other), candidate));
             }
-            seen.insert(candidate);
         }
         ranked.sort();
+        ranked.dedup();
     };
-    measure(prefix_candidates(conn, index, &chars)?, &mut ranked);
+    measure(neighbours(conn, index, name)?, &mut ranked);
     // A name one edit away is as close as an unknown name gets: the pieces can add no closer,
     // and the next piece is read only while no candidate is close enough.
     if let Some(sql) = index.trigram_sql {
@@ -293,51 +290,17 @@ pub fn similar_names(
     Ok(ranked.into_iter().take(max).map(|(_, _, n)| n).collect())
 }
 
-/// The names of `index` in the prefix ranges of `chars`: from the longest prefix that any name
-/// starts with (found by halving, as a shorter prefix matches at least the names a longer one
-/// does) down to the first full range (at most `MAX_PREFIX_READS * RANGE_CAP` rows read).
-fn prefix_candidates(
-    conn: &Connection,
-    index: NameIndex,
-    chars: &[char],
-) -> QueryResult<Vec<String>> {
-    let mut range = conn.prepare_cached(index.prefix_sql)?;
-    let mut read_range = |length: usize, limit: usize| -> QueryResult<Vec<String>> {
-        let prefix: String = chars[..length].iter().collect();
-        let prefix = if index.folded {
-            prefix.to_ascii_lowercase()
-        } else {
-            prefix
-        };
-        let names = range.query_map(params![prefix, limit as i64], |r| {
+/// The names of `index` nearest to `name` in the index's order, up to [`NEIGHBOURS`] on each
+/// side: the names sharing the longest prefixes with `name` are next to where it would be.
+fn neighbours(conn: &Connection, index: NameIndex, name: &str) -> QueryResult<Vec<String>> {
+    let mut found = Vec::with_capacity(2 * NEIGHBOURS);
+    for sql in index.neighbours_sql {
+        let mut range = conn.prepare_cached(sql)?;
+        let names = range.query_map(params![name, NEIGHBOURS as i64], |r| {
             r.get::<_, Option<String>>(0)
         })?;
-        Ok(names
-            .filter_map(|name| name.transpose())
-            .collect::<rusqlite::Result<_>>()?)
-    };
-    // The longest prefix with a name: lengths up to `matched` have one, beyond `missed` none.
-    let (mut matched, mut missed) = (0, chars.len() + 1);
-    let mut reads = 0;
-    while missed - matched > 1 && reads < MAX_PREFIX_READS {
-        let middle = (matched + missed) / 2;
-        reads += 1;
-        if read_range(middle, 1)?.is_empty() {
-            missed = middle;
-        } else {
-            matched = middle;
-        }
-    }
-    let mut found = Vec::new();
-    for length in (1..=matched)
-        .rev()
-        .take(MAX_PREFIX_READS.saturating_sub(reads))
-    {
-        let names = read_range(length, RANGE_CAP)?;
-        let full = names.len() == RANGE_CAP;
-        found.extend(names);
-        if full {
-            break;
+        for name in names {
+            found.extend(name?);
         }
     }
     Ok(found)
@@ -488,8 +451,7 @@ mod tests {
             for b in words {
                 let a_lower: Vec<char> = a.to_ascii_lowercase().chars().collect();
                 let b_lower: Vec<char> = b.to_ascii_lowercase().chars().collect();
-                let b_chars: Vec<char> = b.chars().collect();
-                assert!(bag_distance(&a_lower, &b_chars) <= distance(&a_lower, &b_lower));
+                assert!(bag_distance(&a_lower, b.chars()) <= distance(&a_lower, &b_lower));
             }
         }
     }

@@ -769,9 +769,11 @@ fn suggestion_reads_are_bounded() {
     use acpdb::query::similar::{FILE_PATHS, SYMBOL_NAMES, VARIABLE_NAMES};
     let conn = open(generated());
     for index in [SYMBOL_NAMES, FILE_PATHS, VARIABLE_NAMES] {
-        let p = positional_plan(&conn, index.prefix_sql, ("abc", 50));
-        assert_indexed(index.prefix_sql, &p);
-        assert!(p.iter().all(|l| !l.contains("TEMP B-TREE")), "{p:?}");
+        for sql in index.neighbours_sql {
+            let p = positional_plan(&conn, sql, ("abc", 50));
+            assert_indexed(sql, &p);
+            assert!(p.iter().all(|l| !l.contains("TEMP B-TREE")), "{p:?}");
+        }
         if let Some(sql) = index.trigram_sql {
             let read = positional_plan(&conn, sql.read, ("\"abc\"", "abc", 50));
             assert_indexed(sql.read, &read);
