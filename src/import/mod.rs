@@ -46,7 +46,7 @@ mod scratch;
 mod tables;
 
 pub use delta::DeltaCounts;
-use delta::{Delta, DeltaMeetsExcluded, TooManyChanges};
+use delta::{Delta, DeltaMeetsExcluded, Sample, TooManyChanges};
 use filter::Filter;
 use fts::FtsBuilder;
 use full::FullWriter;
@@ -253,6 +253,10 @@ pub fn import_with_progress(
                         .map(ToString::to_string)
                         .or_else(|| e.downcast_ref::<TooManyChanges>().map(ToString::to_string))
                 }) {
+                    tracing::debug!(
+                        "gave up the delta at {:.2} s",
+                        started.elapsed().as_secs_f64()
+                    );
                     full_because = Some(why);
                 } else {
                     tracing::warn!("delta import failed ({err:#}); importing the whole cache");
@@ -541,6 +545,15 @@ impl Source<'_> {
     fn delta(&self, progress: Arc<Progress>) -> Result<ImportSummary> {
         let (project, started) = (self.project, self.started);
         let conn = open_in_place(&project.db)?;
+        let mut sample = Sample::new(&conn)?;
+        self.start_reading(None, Arc::default(), READ_AHEAD)?
+            .inspect(|event| sample.look(event))?;
+        sample.verdict()?;
+        drop(sample);
+        tracing::debug!(
+            "judged the first entries at {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
         let known = Arc::new(delta::known_entries(&conn)?);
         tracing::debug!(
             "read {} entry digests at {:.2} s",

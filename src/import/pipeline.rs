@@ -69,6 +69,41 @@ impl Reading {
         })
     }
 
+    /// Hands the events to `look` as they arrive until it returns false or the document ends,
+    /// then stops the reader. A read failure is left to the reading that follows.
+    pub(super) fn inspect(self, mut look: impl FnMut(&Event) -> Result<bool>) -> Result<()> {
+        let Reading {
+            rx,
+            spent,
+            written,
+            thread,
+            ..
+        } = self;
+        let mut looked = Ok(());
+        'batches: for batch in rx.iter() {
+            for event in &batch {
+                match look(event) {
+                    Ok(true) => {}
+                    stop => {
+                        looked = stop.map(drop);
+                        break 'batches;
+                    }
+                }
+            }
+            let _ = spent.try_send(batch);
+            if let Some(written) = &written {
+                written.wrote_batch();
+            }
+        }
+        if let Some(written) = &written {
+            written.stopped();
+        }
+        drop(rx);
+        // A reader stopped early ends with the error of a closed channel.
+        let _ = thread.join();
+        looked
+    }
+
     /// Writes every event into `loader` as it arrives, until the document ends.
     pub(super) fn finish<'c, W: EntryWriter<'c>>(
         self,

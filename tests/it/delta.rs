@@ -469,6 +469,34 @@ fn the_summary_says_what_changed_and_full_rebuilds() {
     assert!(line.starts_with(&expected), "{line}");
 }
 
+#[test]
+fn a_delta_gives_up_for_a_full_import_when_most_entries_changed() {
+    // 120 files and 1,200 symbols: the first 1,024 file and symbol entries are a sample.
+    let project = TempProject::generated(120);
+    set_summaries(&project, 1200, "every summary rewritten");
+    let out = project.run(&["import", "--no-progress"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = stderr(&out);
+    assert!(
+        line.starts_with("full import (904 of the first 1024 entries changed, more than the 8 % a delta is faster for): imported 120 files, 1200 symbols"),
+        "{line}"
+    );
+    let conn = acpdb::db::open_read_only(&project.db()).unwrap();
+    let rewritten: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM symbols WHERE summary = 'every summary rewritten'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(rewritten, 1200);
+
+    // A few changed entries among the sample's keep the delta.
+    set_summaries(&project, 60, "a few summaries rewritten");
+    let summary = import_in_process(project.root(), false);
+    assert_eq!(summary.delta.map(|d| d.symbols_changed), Some(60));
+}
+
 /// Sets the summary of the first `n` symbols of the project's cache to `text`.
 fn set_summaries(project: &TempProject, n: usize, text: &str) {
     let mut cache: Value =

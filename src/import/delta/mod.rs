@@ -27,8 +27,9 @@ use rusqlite::{params, Connection, OptionalExtension, Statement};
 use serde_json::Value;
 
 use crate::cache::digest::KnownEntries;
-use crate::cache::event::Section;
-use crate::cache::fields::{Cell, SYMBOL_NAME_CELL, SYMBOL_QUALIFIED_NAME_CELL};
+use crate::cache::event::{Event, Section};
+use crate::cache::fields::{Cell, SYMBOL_FILE_CELL, SYMBOL_NAME_CELL, SYMBOL_QUALIFIED_NAME_CELL};
+use crate::cache::paths::canonical_path;
 use crate::db;
 
 use super::fts::{qualified_name_terms, FILE_FTS_COLUMNS, SYMBOL_FTS_CELLS, SYMBOL_FTS_COLUMNS};
@@ -87,6 +88,98 @@ pub(super) const MAX_CHANGED_PERCENT: u64 = 8;
 /// judgements): a few edited files at the start of a small cache say little of the rest, and
 /// what a delta that gives up wrote is work lost.
 const JUDGED_AFTER: u64 = 4096;
+
+/// Gives up ([`TooManyChanges`]) when more than [`MAX_CHANGED_PERCENT`] of the entries `read`
+/// changed.
+fn judge(read: u64, changed: u64) -> Result<()> {
+    if changed * 100 > read * MAX_CHANGED_PERCENT {
+        return Err(TooManyChanges { changed, read }.into());
+    }
+    Ok(())
+}
+
+/// File and symbol entries at the start of a new cache that a delta compares before it starts
+/// ([`Sample`]): few enough to cost a few hundredths of a second, enough that a share of
+/// changed entries well below [`MAX_CHANGED_PERCENT`] is not taken for one above it.
+const SAMPLED: u64 = 1024;
+
+/// The first [`SAMPLED`] file and symbol entries of a new cache, compared with the stored rows
+/// by key (digest, then values, as the delta compares them) before a delta starts: a delta
+/// bound to give up learns it from them without reading every stored digest first (a tenth of
+/// a full import's time at 100K symbols).
+pub(super) struct Sample<'c> {
+    /// A file's, then a symbol's stored row by key.
+    by_key: [Statement<'c>; 2],
+    columns: [usize; 2],
+    /// The project root the stored canonical paths were computed with.
+    root: Option<String>,
+    read: u64,
+    changed: u64,
+}
+
+impl<'c> Sample<'c> {
+    /// An empty sample of the database on `conn`.
+    pub(super) fn new(conn: &'c Connection) -> Result<Sample<'c>> {
+        let (files, symbols) = (file_columns(), symbol_columns());
+        let count = |columns: &str| columns.split(',').count();
+        Ok(Sample {
+            by_key: [
+                conn.prepare(&format!("SELECT id, {files} FROM files WHERE key = ?1"))?,
+                conn.prepare(&format!("SELECT id, {symbols} FROM symbols WHERE key = ?1"))?,
+            ],
+            columns: [count(&files), count(&symbols)],
+            root: project_root(conn)?,
+            read: 0,
+            changed: 0,
+        })
+    }
+
+    /// Compares the entry of a file or symbol event (other events are passed over); false
+    /// once the sample is complete.
+    pub(super) fn look(&mut self, event: &Event) -> Result<bool> {
+        let (slot, key, path, record, digest) = match event {
+            Event::File {
+                key,
+                record,
+                digest,
+            } => (0, key, Some(key.as_str()), record, *digest),
+            Event::Symbol {
+                key,
+                record,
+                digest,
+            } => (
+                1,
+                key,
+                record.cells[SYMBOL_FILE_CELL].as_str(),
+                record,
+                *digest,
+            ),
+            _ => return Ok(true),
+        };
+        let path = path.map(|p| canonical_path(p, self.root.as_deref()));
+        let stored = lookup(
+            &mut self.by_key[slot],
+            self.columns[slot],
+            key,
+            path.as_deref(),
+            &record.cells,
+            &record.extra,
+            digest,
+        )?;
+        self.read += 1;
+        self.changed += u64::from(!matches!(stored, Stored::Same(..)));
+        Ok(self.read < SAMPLED)
+    }
+
+    /// Gives up ([`TooManyChanges`]) when the sample is complete and too many of its entries
+    /// changed.
+    pub(super) fn verdict(&self) -> Result<()> {
+        if self.read < SAMPLED {
+            return Ok(());
+        }
+        judge(self.read, self.changed)
+    }
+}
 
 /// What a delta changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -500,10 +593,7 @@ impl<'c> Delta<'c> {
         let c = &self.counts;
         let changed =
             c.files_added + c.files_changed + c.symbols_added + c.symbols_changed + c.lists_changed;
-        if changed * 100 > read * MAX_CHANGED_PERCENT {
-            return Err(TooManyChanges { changed, read }.into());
-        }
-        Ok(())
+        judge(read, changed)
     }
 
     /// The rows of `section` the new cache has shown so far.
