@@ -6,14 +6,17 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::similar::{
-    containing, similar_names, TrigramCounts, TrigramSql, FILE_PATHS, PIECE_CAP, PROBE_CAP,
-    SYMBOL_NAMES, SYMBOL_NAME_TRIGRAMS, VARIABLE_NAMES,
+    closest, containing, similar_names, TrigramCounts, TrigramSql, FILE_PATHS, PIECE_CAP,
+    PROBE_CAP, SYMBOL_NAMES, SYMBOL_NAME_TRIGRAMS, VARIABLE_NAMES,
 };
 use super::{QueryError, QueryResult};
 use crate::cache::paths::{canonical_path, split_qualified_name};
 
 /// Most suggestions or candidates listed in an error.
 pub const MAX_SUGGESTIONS: usize = 5;
+
+/// Most symbols of one file read for the suggestions of a qualified name in it.
+const FILE_SYMBOLS_READ: usize = 256;
 
 /// The qualified names of the symbols whose simple name contains a text, through the name
 /// trigram index ([`containing`]).
@@ -179,12 +182,34 @@ fn count_symbols_named(conn: &Connection, name: &str) -> QueryResult<i64> {
         .query_row([name], |r| r.get(0))?)
 }
 
-/// Up to [`MAX_SUGGESTIONS`] qualified names close to `name`: names it begins (ignoring case),
-/// then substring matches, then names a few typos away.
+/// Up to [`MAX_SUGGESTIONS`] qualified names close to `name`: for a qualified name, the
+/// symbols of its file a few typos from its member when there are any; else names it begins
+/// (ignoring case), then substring matches, then names a few typos away.
 pub fn suggest_symbols(conn: &Connection, name: &str) -> QueryResult<Vec<String>> {
-    let member = split_qualified_name(name, None)
-        .map(|(_, m)| m)
-        .unwrap_or(name);
+    let qualified = split_qualified_name(name, None);
+    // A qualified name in an indexed file: the file's own symbols close to the member are what
+    // was meant, read from the file's rows alone.
+    if let Some((path, member)) = qualified {
+        let mut in_file = conn.prepare_cached(
+            "SELECT name, coalesce(qualified_name, key) FROM symbols
+             WHERE file_path = ?1 ORDER BY line_start LIMIT ?2",
+        )?;
+        let rows = in_file.query_map(
+            params![canonical_path(path, None), FILE_SYMBOLS_READ as i64],
+            |r| Ok((r.get::<_, Option<String>>(0)?, r.get::<_, String>(1)?)),
+        )?;
+        let mut candidates = Vec::new();
+        for row in rows {
+            if let (Some(name), qualified) = row? {
+                candidates.push((name, qualified));
+            }
+        }
+        let close = closest(member, candidates, MAX_SUGGESTIONS);
+        if !close.is_empty() {
+            return Ok(close);
+        }
+    }
+    let member = qualified.map(|(_, m)| m).unwrap_or(name);
     let mut out: Vec<String> = Vec::new();
     let mut counts = TrigramCounts::default();
     // Names starting with `member`, ignoring case: a range of the case-insensitive name index

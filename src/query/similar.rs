@@ -254,20 +254,11 @@ pub fn similar_names(
     }
     let folded: Vec<char> = name.to_ascii_lowercase().chars().collect();
     let mut ranked: Vec<(usize, usize, String)> = Vec::new();
-    // The cheap bounds first (length, then the bag of characters), on the text as read; a
-    // name read twice is ranked twice and listed once.
+    // A name read twice is ranked twice and listed once.
     let measure = |found: Vec<String>, ranked: &mut Vec<(usize, usize, String)>| {
         for candidate in found {
-            if candidate.chars().count().abs_diff(chars.len()) > allowed
-                || bag_distance(&folded, candidate.chars()) > allowed
-            {
-                continue;
-            }
-            let other: Vec<char> = candidate.chars().collect();
-            let lower: Vec<char> = other.iter().map(char::to_ascii_lowercase).collect();
-            let d = bounded_distance(&folded, &lower, allowed);
-            if d <= allowed {
-                ranked.push((d, distance(&chars, &other), candidate));
+            if let Some((d, exact)) = closeness(&chars, &folded, allowed, &candidate) {
+                ranked.push((d, exact, candidate));
             }
         }
         ranked.sort();
@@ -288,6 +279,47 @@ pub fn similar_names(
         }
     }
     Ok(ranked.into_iter().take(max).map(|(_, _, n)| n).collect())
+}
+
+/// The distance between `candidate` and a name of `chars` ignoring ASCII case (`folded`: the
+/// name ASCII-lower-cased) and the exact distance, when the first is at most `allowed`; the
+/// cheap bounds (length, then the bag of characters) first, on the text as it is.
+fn closeness(
+    chars: &[char],
+    folded: &[char],
+    allowed: usize,
+    candidate: &str,
+) -> Option<(usize, usize)> {
+    if candidate.chars().count().abs_diff(chars.len()) > allowed
+        || bag_distance(folded, candidate.chars()) > allowed
+    {
+        return None;
+    }
+    let other: Vec<char> = candidate.chars().collect();
+    let lower: Vec<char> = other.iter().map(char::to_ascii_lowercase).collect();
+    let d = bounded_distance(folded, &lower, allowed);
+    (d <= allowed).then(|| (d, distance(chars, &other)))
+}
+
+/// Up to `max` of `candidates` (a text compared with `name`, the text listed for it) within
+/// [`max_edits`] of `name`, closest first, ranked as [`similar_names`] ranks.
+pub fn closest(
+    name: &str,
+    candidates: impl IntoIterator<Item = (String, String)>,
+    max: usize,
+) -> Vec<String> {
+    let chars: Vec<char> = name.chars().collect();
+    let folded: Vec<char> = name.to_ascii_lowercase().chars().collect();
+    let allowed = max_edits(chars.len());
+    let mut ranked: Vec<(usize, usize, String)> = candidates
+        .into_iter()
+        .filter_map(|(compared, listed)| {
+            closeness(&chars, &folded, allowed, &compared).map(|(d, exact)| (d, exact, listed))
+        })
+        .collect();
+    ranked.sort();
+    ranked.dedup();
+    ranked.into_iter().take(max).map(|(_, _, n)| n).collect()
 }
 
 /// The names of `index` nearest to `name` in the index's order, up to [`NEIGHBOURS`] on each

@@ -689,6 +689,20 @@ fn unknown_names_get_suggestions_a_few_typos_away() {
         symbol("src/billing/tax.ts:computTax"),
         vec!["src/billing/tax.ts:computeTax"]
     );
+    // A qualified name: its file's symbols first (two files have a `format`)...
+    assert_eq!(
+        symbol("src/util/format.ts:formt"),
+        vec!["src/util/format.ts:format"]
+    );
+    assert_eq!(
+        symbol("formt"),
+        vec!["src/billing/report.ts:format", "src/util/format.ts:format"]
+    );
+    // ... else the names close to its member anywhere.
+    assert_eq!(
+        symbol("src/auth/session.ts:verifyTokn"),
+        vec!["src/auth/token.ts:verifyToken"]
+    );
     assert_eq!(
         suggestions(query(
             &conn,
