@@ -116,9 +116,9 @@ pub struct KnownEntries {
     rows: [Rows; 4],
     /// Every digest, sorted as an unsigned number.
     sorted: Vec<u64>,
-    /// For each of `sorted`, its section (index into [`DIGESTED`]) and its index in that
-    /// section's `rows`.
-    places: Vec<(u8, u32)>,
+    /// For each of `sorted`, its section (index into [`DIGESTED`], the top [`SECTION_BITS`]
+    /// bits) and its index in that section's `rows` (the other bits).
+    places: Vec<u32>,
     /// `buckets[b]..buckets[b + 1]` are the indexes of `sorted` whose top `bits` bits are `b`.
     buckets: Vec<u32>,
     bits: u32,
@@ -131,6 +131,24 @@ struct Rows {
     ids: Vec<u32>,
 }
 
+/// Bits of a [`KnownEntries`] place that hold the section: four sections, and up to 2^30 entries
+/// in each.
+const SECTION_BITS: u32 = 2;
+
+/// The place of the `at`-th entry of section `code` (see [`KnownEntries::places`]).
+fn place(code: u8, at: usize) -> u32 {
+    debug_assert!(at < 1 << (32 - SECTION_BITS), "{at} entries in one section");
+    (u32::from(code) << (32 - SECTION_BITS)) | at as u32
+}
+
+/// The section and index of a place.
+fn unplace(place: u32) -> (u8, usize) {
+    (
+        (place >> (32 - SECTION_BITS)) as u8,
+        (place & (u32::MAX >> SECTION_BITS)) as usize,
+    )
+}
+
 /// Where [`KnownEntries::find`] looks first in each section: just after the last entry found.
 #[derive(Debug, Default, Clone)]
 pub struct Hints([usize; 4]);
@@ -140,20 +158,25 @@ impl KnownEntries {
     pub fn new(mut entries: Vec<(i64, Section, u32)>) -> KnownEntries {
         entries.sort_unstable_by_key(|(_, section, id)| (section_code(*section), *id));
         let mut known = KnownEntries::default();
-        let mut all = Vec::with_capacity(entries.len());
         for (digest, section, id) in entries {
-            let code = section_code(section);
-            let Some(rows) = known.rows.get_mut(usize::from(code)) else {
+            let Some(rows) = known.rows.get_mut(usize::from(section_code(section))) else {
                 continue;
             };
-            all.push((digest as u64, code, rows.ids.len() as u32));
             rows.digests.push(digest);
             rows.ids.push(id);
         }
-        all.sort_unstable_by_key(|(digest, _, _)| *digest);
+        // Built once the triples are freed: the peak of a delta's memory at a million symbols.
+        let mut all: Vec<(u64, u32)> =
+            Vec::with_capacity(known.rows.iter().map(|r| r.ids.len()).sum());
+        for (code, rows) in known.rows.iter().enumerate() {
+            for (at, digest) in rows.digests.iter().enumerate() {
+                all.push((*digest as u64, place(code as u8, at)));
+            }
+        }
+        all.sort_unstable_by_key(|(digest, _)| *digest);
         known.bits = all.len().max(2).ilog2().clamp(1, 30);
-        known.sorted = all.iter().map(|(digest, _, _)| *digest).collect();
-        known.places = all.iter().map(|(_, code, at)| (*code, *at)).collect();
+        known.sorted = all.iter().map(|(digest, _)| *digest).collect();
+        known.places = all.iter().map(|(_, place)| *place).collect();
         known.buckets = vec![0; (1usize << known.bits) + 1];
         // buckets[b] = the first index whose bucket is at least b.
         let mut i = 0;
@@ -185,8 +208,10 @@ impl KnownEntries {
         let unsigned = digest as u64;
         let b = self.bucket(unsigned);
         let at = (self.buckets[b] as usize..self.buckets[b + 1] as usize)
-            .find(|&i| self.sorted[i] == unsigned && self.places[i].0 == code)
-            .map(|i| self.places[i].1 as usize)?;
+            .filter(|&i| self.sorted[i] == unsigned)
+            .map(|i| unplace(self.places[i]))
+            .find(|(section, _)| *section == code)
+            .map(|(_, at)| at)?;
         *hint = at + 1;
         Some(rows.ids[at])
     }
