@@ -214,6 +214,40 @@ fn present_calls(conn: &rusqlite::Connection) -> Vec<(&'static str, Value)> {
     calls
 }
 
+/// A typo of a simple name that many symbols share (`handle`, in 1,000 files) is suggested
+/// through a read of a few of them, not of all.
+#[test]
+fn a_typo_of_a_name_many_symbols_share_reads_a_few_of_them() {
+    let _one = AUDIT.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    generate(root, 0);
+    let path = root.join(".acp/acp.cache.json");
+    let mut cache: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let symbols = cache["symbols"].as_object_mut().expect("symbols");
+    for i in 0..1000 {
+        let file = format!("src/handlers/h{i:04}.ts");
+        let key = format!("{file}:handle");
+        symbols.insert(
+            key.clone(),
+            json!({"name": "handle", "qualified_name": key, "type": "function", "file": file, "lines": [1, 9]}),
+        );
+    }
+    std::fs::write(&path, cache.to_string()).unwrap();
+    import_in_process(root, true);
+    let db = project_at(root).db;
+    let rows = largest_table(&db);
+    let (suggestions, runs) = audit(root, || {
+        let conn = acpdb::db::open_read_only(&db).unwrap();
+        acpdb::tools::call(&conn, "acp_get_symbol_context", &json!({"name": "handel"}))
+            .expect_err("a typo")
+            .to_string()
+    });
+    assert_eq!(suggestions.matches(":handle").count(), 5, "{suggestions}");
+    let found = offenders("a typo of `handle`", &runs, Some(MISS_VM_STEPS), rows);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
 /// Runs each call; an error answer is an answer too (misses are errors).
 fn run_calls(conn: &rusqlite::Connection, calls: &[(impl AsRef<str>, Value)]) {
     for (tool, args) in calls {
