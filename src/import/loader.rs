@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::cache::event::{DocumentKind, Event, Section};
 use crate::cache::fields::{Record, SYMBOL_FILE_CELL};
 use crate::cache::names::{name_hash, NameList};
+use crate::cache::paths::canonical_path;
 
 use super::filter::Filter;
 use super::tables::Tables;
@@ -21,6 +22,29 @@ pub(super) struct Entry<'a> {
     pub(super) path: Option<String>,
     pub(super) record: &'a Record,
     pub(super) digest: i64,
+}
+
+impl<'a> Entry<'a> {
+    /// The entry of a file or symbol event, with the canonical path it is stored with (a file's
+    /// key, a symbol's `file`, under the project `root`).
+    pub(super) fn new(
+        section: Section,
+        key: &'a str,
+        record: &'a Record,
+        digest: i64,
+        root: Option<&str>,
+    ) -> Entry<'a> {
+        let raw = match section {
+            Section::Files => Some(key),
+            _ => record.cells[SYMBOL_FILE_CELL].as_str(),
+        };
+        Entry {
+            key,
+            path: raw.map(|raw| canonical_path(raw, root)),
+            record,
+            digest,
+        }
+    }
 }
 
 /// Which call-graph list a writer gets: its direction, its key and the key's node-name hash.
@@ -99,13 +123,7 @@ impl<'c, W: EntryWriter<'c>> Loader<'c, W> {
                 ref record,
                 digest,
             } => {
-                let path = Some(tables.canonical(key));
-                let entry = Entry {
-                    key,
-                    path,
-                    record,
-                    digest,
-                };
+                let entry = Entry::new(Section::Files, key, record, digest, tables.root.as_deref());
                 self.writer.file(tables, entry)?
             }
             Event::Symbol {
@@ -113,15 +131,8 @@ impl<'c, W: EntryWriter<'c>> Loader<'c, W> {
                 ref record,
                 digest,
             } => {
-                let path = record.cells[SYMBOL_FILE_CELL]
-                    .as_str()
-                    .map(|f| tables.canonical(f));
-                let entry = Entry {
-                    key,
-                    path,
-                    record,
-                    digest,
-                };
+                let root = tables.root.as_deref();
+                let entry = Entry::new(Section::Symbols, key, record, digest, root);
                 self.writer.symbol(tables, entry)?
             }
             Event::GraphList {

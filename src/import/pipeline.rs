@@ -69,9 +69,13 @@ impl Reading {
         })
     }
 
-    /// Hands the events to `look` as they arrive until it returns false or the document ends,
-    /// then stops the reader. A read failure is left to the reading that follows.
-    pub(super) fn inspect(self, mut look: impl FnMut(&Event) -> Result<bool>) -> Result<()> {
+    /// Hands each batch to `take`, which returns the events to free and whether to go on (an
+    /// error stops too), until the document ends; then stops the reader. Returns `take`'s
+    /// error, else the reader's outcome.
+    fn drain(
+        self,
+        mut take: impl FnMut(Vec<Event>) -> (Vec<Event>, Result<bool>),
+    ) -> (Result<()>, Result<Result<ReadOutcome, ReadError>>) {
         let Reading {
             rx,
             spent,
@@ -79,18 +83,21 @@ impl Reading {
             thread,
             ..
         } = self;
-        let mut looked = Ok(());
-        'batches: for batch in rx.iter() {
-            for event in &batch {
-                match look(event) {
-                    Ok(true) => {}
-                    stop => {
-                        looked = stop.map(drop);
-                        break 'batches;
-                    }
+        let mut taken = Ok(());
+        for batch in rx.iter() {
+            let (done, go_on) = take(batch);
+            // The reading thread frees what it allocated (freeing another thread's memory
+            // contends for its allocator's lock); if it has enough to free, this one does.
+            if !done.is_empty() {
+                let _ = spent.try_send(done);
+            }
+            match go_on {
+                Ok(true) => {}
+                stop => {
+                    taken = stop.map(drop);
+                    break;
                 }
             }
-            let _ = spent.try_send(batch);
             if let Some(written) = &written {
                 written.wrote_batch();
             }
@@ -99,9 +106,24 @@ impl Reading {
             written.stopped();
         }
         drop(rx);
-        // A reader stopped early ends with the error of a closed channel.
-        let _ = thread.join();
-        looked
+        let read = thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the reader thread panicked"));
+        (taken, read)
+    }
+
+    /// Hands the events to `look` as they arrive until it returns false or the document ends,
+    /// then stops the reader. A read failure is left to the reading that follows (a reader
+    /// stopped early ends with the error of a closed channel).
+    pub(super) fn inspect(self, mut look: impl FnMut(&Event) -> Result<bool>) -> Result<()> {
+        self.drain(|batch| {
+            let go_on = batch.iter().try_fold(true, |go_on, event| match go_on {
+                true => look(event),
+                false => Ok(false),
+            });
+            (batch, go_on)
+        })
+        .0
     }
 
     /// Writes every event into `loader` as it arrives, until the document ends.
@@ -110,53 +132,23 @@ impl Reading {
         loader: &mut Loader<'c, W>,
         reporter: Option<&Reporter>,
     ) -> Result<ReadOutcome> {
-        let Reading {
-            path,
-            kind,
-            rx,
-            spent,
-            written,
-            thread,
-        } = self;
-        let mut write_error = None;
-        for batch in rx.iter() {
+        let (path, kind) = (self.path.clone(), self.kind);
+        let (written, read) = self.drain(|batch| {
             let mut done = Vec::new();
             for event in batch {
                 match loader.event(kind, event) {
                     Ok(Some(event)) => done.push(event),
                     Ok(None) => {}
-                    Err(err) => {
-                        write_error = Some(err);
-                        break;
-                    }
+                    Err(err) => return (done, Err(err)),
                 }
-            }
-            // The reading thread frees what it allocated (freeing another thread's memory
-            // contends for its allocator's lock); if it has enough to free, this one does.
-            if !done.is_empty() {
-                let _ = spent.try_send(done);
-            }
-            if write_error.is_some() {
-                break;
-            }
-            if let Some(written) = &written {
-                written.wrote_batch();
             }
             if let Some(reporter) = reporter {
                 reporter.tick();
             }
-        }
-        if let Some(written) = &written {
-            written.stopped();
-        }
-        drop(rx);
-        let read_result = thread
-            .join()
-            .map_err(|_| anyhow::anyhow!("the reader thread panicked"))?;
-        if let Some(err) = write_error {
-            return Err(err);
-        }
-        let outcome = read_result?;
+            (done, Ok(true))
+        });
+        written?;
+        let outcome = read??;
         if kind == DocumentKind::Cache {
             loader.tables.check_cache_shape(&path)?;
         }

@@ -28,11 +28,11 @@ use serde_json::Value;
 
 use crate::cache::digest::KnownEntries;
 use crate::cache::event::{Event, Section};
-use crate::cache::fields::{Cell, SYMBOL_FILE_CELL, SYMBOL_NAME_CELL, SYMBOL_QUALIFIED_NAME_CELL};
-use crate::cache::paths::canonical_path;
+use crate::cache::fields::{Cell, SYMBOL_NAME_CELL, SYMBOL_QUALIFIED_NAME_CELL};
 use crate::db;
 
 use super::fts::{qualified_name_terms, FILE_FTS_COLUMNS, SYMBOL_FTS_CELLS, SYMBOL_FTS_COLUMNS};
+use super::loader::Entry;
 use super::rows::{
     cell_value, entry_values, file_columns, sql_params, symbol_calls, symbol_columns,
 };
@@ -120,14 +120,11 @@ pub(super) struct Sample<'c> {
 impl<'c> Sample<'c> {
     /// An empty sample of the database on `conn`.
     pub(super) fn new(conn: &'c Connection) -> Result<Sample<'c>> {
-        let (files, symbols) = (file_columns(), symbol_columns());
-        let count = |columns: &str| columns.split(',').count();
+        let (files, file_columns) = entry_by_key(conn, "files", &file_columns())?;
+        let (symbols, symbol_columns) = entry_by_key(conn, "symbols", &symbol_columns())?;
         Ok(Sample {
-            by_key: [
-                conn.prepare(&format!("SELECT id, {files} FROM files WHERE key = ?1"))?,
-                conn.prepare(&format!("SELECT id, {symbols} FROM symbols WHERE key = ?1"))?,
-            ],
-            columns: [count(&files), count(&symbols)],
+            by_key: [files, symbols],
+            columns: [file_columns, symbol_columns],
             root: project_root(conn)?,
             read: 0,
             changed: 0,
@@ -137,34 +134,33 @@ impl<'c> Sample<'c> {
     /// Compares the entry of a file or symbol event (other events are passed over); false
     /// once the sample is complete.
     pub(super) fn look(&mut self, event: &Event) -> Result<bool> {
-        let (slot, key, path, record, digest) = match event {
+        let (slot, entry) = match event {
             Event::File {
                 key,
                 record,
                 digest,
-            } => (0, key, Some(key.as_str()), record, *digest),
+            } => (
+                0,
+                Entry::new(Section::Files, key, record, *digest, self.root.as_deref()),
+            ),
             Event::Symbol {
                 key,
                 record,
                 digest,
             } => (
                 1,
-                key,
-                record.cells[SYMBOL_FILE_CELL].as_str(),
-                record,
-                *digest,
+                Entry::new(Section::Symbols, key, record, *digest, self.root.as_deref()),
             ),
             _ => return Ok(true),
         };
-        let path = path.map(|p| canonical_path(p, self.root.as_deref()));
         let stored = lookup(
             &mut self.by_key[slot],
             self.columns[slot],
-            key,
-            path.as_deref(),
-            &record.cells,
-            &record.extra,
-            digest,
+            entry.key,
+            entry.path.as_deref(),
+            &entry.record.cells,
+            &entry.record.extra,
+            entry.digest,
         )?;
         self.read += 1;
         self.changed += u64::from(!matches!(stored, Stored::Same(..)));
@@ -471,7 +467,7 @@ fn fts_statements<'c>(
     table: &str,
     columns: &str,
 ) -> Result<[Statement<'c>; 2]> {
-    let n = columns.split(',').count();
+    let n = column_count(columns);
     let placeholders = (2..=n + 1)
         .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()
@@ -486,19 +482,32 @@ fn fts_statements<'c>(
     ])
 }
 
+/// The number of columns of a comma-separated column list.
+fn column_count(columns: &str) -> usize {
+    columns.split(',').count()
+}
+
+/// The statement that reads an entry's stored row by key (`SELECT id, columns`, as [`lookup`]
+/// reads it) and the number of `columns`.
+fn entry_by_key<'c>(
+    conn: &'c Connection,
+    table: &str,
+    columns: &str,
+) -> Result<(Statement<'c>, usize)> {
+    let sql = format!("SELECT id, {columns} FROM {table} WHERE key = ?1");
+    Ok((conn.prepare(&sql)?, column_count(columns)))
+}
+
 /// `UPDATE table SET (columns) = (?1, ...) WHERE id = ?N`.
-fn update_sql(table: &str, columns: &str) -> (String, usize) {
-    let n = columns.split(',').count();
+fn update_sql(table: &str, columns: &str) -> String {
+    let n = column_count(columns);
     let placeholders = (1..=n)
         .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()
         .join(", ");
-    (
-        format!(
-            "UPDATE {table} SET ({columns}) = ({placeholders}) WHERE id = ?{}",
-            n + 1
-        ),
-        n,
+    format!(
+        "UPDATE {table} SET ({columns}) = ({placeholders}) WHERE id = ?{}",
+        n + 1
     )
 }
 
@@ -508,8 +517,8 @@ impl<'c> Delta<'c> {
     pub(super) fn start(conn: &'c Connection, known: Arc<KnownEntries>) -> Result<Delta<'c>> {
         let files = file_columns();
         let symbols = symbol_columns();
-        let (update_file, file_columns) = update_sql("files", &files);
-        let (update_symbol, symbol_columns) = update_sql("symbols", &symbols);
+        let (file_by_key, file_columns) = entry_by_key(conn, "files", &files)?;
+        let (symbol_by_key, symbol_columns) = entry_by_key(conn, "symbols", &symbols)?;
         let root = project_root(conn)?;
         for table in REWRITTEN_TABLES {
             conn.execute(&format!("DELETE FROM {table}"), [])?;
@@ -543,14 +552,13 @@ impl<'c> Delta<'c> {
             conn,
             file_columns,
             symbol_columns,
-            file_by_key: conn.prepare(&format!("SELECT id, {files} FROM files WHERE key = ?1"))?,
+            file_by_key,
             file_by_id: conn.prepare(&format!("SELECT id, {files} FROM files WHERE id = ?1"))?,
-            update_file: conn.prepare(&update_file)?,
-            symbol_by_key: conn
-                .prepare(&format!("SELECT id, {symbols} FROM symbols WHERE key = ?1"))?,
+            update_file: conn.prepare(&update_sql("files", &files))?,
+            symbol_by_key,
             symbol_by_id: conn
                 .prepare(&format!("SELECT id, {symbols} FROM symbols WHERE id = ?1"))?,
-            update_symbol: conn.prepare(&update_symbol)?,
+            update_symbol: conn.prepare(&update_sql("symbols", &symbols))?,
             list_by_node: conn
                 .prepare("SELECT id, items FROM graph_lists WHERE node_id = ?1 AND reverse = ?2")?,
             symbols_fts: fts_statements(conn, "symbols_fts", SYMBOL_FTS_COLUMNS)?,
