@@ -118,23 +118,142 @@ pub struct DiskState {
     pub mtime_ns: i64,
 }
 
-/// The [`DiskState`] of `path`: `Ok(None)` when nothing is there; other errors (a directory
-/// that cannot be searched) as they are.
-pub fn disk_state(path: &Path) -> io::Result<Option<DiskState>> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(err),
+/// A project directory whose files are looked at without leaving it: a path that is absolute
+/// or climbs out (`..`) is refused ([`under_root`]), and so is one that passes through a
+/// symbolic link anywhere below the directory (a linked directory could lead outside it).
+pub struct Beneath {
+    root: PathBuf,
+    /// The directory, opened once, that Linux resolves paths beneath (`openat2`).
+    #[cfg(target_os = "linux")]
+    dir: Option<File>,
+}
+
+impl Beneath {
+    /// Files under `root`.
+    pub fn new(root: &Path) -> Beneath {
+        #[cfg(target_os = "linux")]
+        let dir = {
+            use std::os::unix::fs::OpenOptionsExt;
+            OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+                .open(root)
+                .ok()
+        };
+        Beneath {
+            root: root.to_path_buf(),
+            #[cfg(target_os = "linux")]
+            dir,
+        }
+    }
+
+    /// The [`DiskState`] of `relative` (a path as the index writes it): `Ok(None)` when
+    /// nothing is there. A path that would leave the directory, or passes through a symbolic
+    /// link or ends in one, is an [`io::ErrorKind::InvalidInput`] error; other errors (a
+    /// directory that cannot be searched) are as they are.
+    pub fn disk_state(&self, relative: &str) -> io::Result<Option<DiskState>> {
+        let refused = || {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{relative} leaves the project directory or passes through a link"),
+            )
+        };
+        let path = under_root(&self.root, relative).ok_or_else(refused)?;
+        #[cfg(target_os = "linux")]
+        if let Some(dir) = &self.dir {
+            match open_beneath(dir, relative) {
+                Ok(file) => {
+                    // A final link is opened as itself (`O_PATH | O_NOFOLLOW`).
+                    let meta = file.metadata()?;
+                    if meta.file_type().is_symlink() {
+                        return Err(refused());
+                    }
+                    return disk_state_of(meta).map(Some);
+                }
+                Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(err) if err.raw_os_error() == Some(libc::ELOOP) => return Err(refused()),
+                Err(err) if err.raw_os_error() != Some(libc::ENOSYS) => return Err(err),
+                Err(_) => {} // a kernel before 5.6: look at each directory below
+            }
+        }
+        self.walked_state(relative, &path).map_err(|err| match err {
+            Walked::Refused => refused(),
+            Walked::Failed(err) => err,
+        })
+    }
+
+    /// [`Beneath::disk_state`] by an `lstat` of each directory on the way, then of the file:
+    /// where `openat2` is missing. `path` is `relative` under the root.
+    fn walked_state(&self, relative: &str, path: &Path) -> Result<Option<DiskState>, Walked> {
+        let mut directory = self.root.clone();
+        let mut components = Path::new(relative).components().peekable();
+        while let Some(component) = components.next() {
+            directory.push(component);
+            if components.peek().is_some() {
+                match fs::symlink_metadata(&directory) {
+                    Ok(meta) if meta.file_type().is_symlink() => return Err(Walked::Refused),
+                    Ok(_) => {}
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+                    Err(err) => return Err(Walked::Failed(err)),
+                }
+            }
+        }
+        match fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => Err(Walked::Refused),
+            Ok(meta) => disk_state_of(meta).map(Some).map_err(Walked::Failed),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(Walked::Failed(err)),
+        }
+    }
+}
+
+/// Why [`Beneath::walked_state`] found no state.
+enum Walked {
+    /// A symbolic link on the way or at the end.
+    Refused,
+    /// The file system's error.
+    Failed(io::Error),
+}
+
+/// `relative` opened as a path only (never read, so a FIFO cannot block) beneath `dir`,
+/// refusing symbolic links in any component (`ELOOP`) and ways out of `dir` (`EXDEV`).
+#[cfg(target_os = "linux")]
+fn open_beneath(dir: &File, relative: &str) -> io::Result<File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let name = std::ffi::CString::new(relative)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a path"))?;
+    // SAFETY: `open_how` is plain data; every field is set below or zero as the kernel wants.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: `name` and `how` outlive the call, and the size passed is `how`'s.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
     };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd as i32) })
+}
+
+/// A [`DiskState`] from what `lstat` (or `fstat` on a path handle) found.
+fn disk_state_of(meta: fs::Metadata) -> io::Result<DiskState> {
     let modified = meta.modified()?;
     let mtime_ns = match modified.duration_since(UNIX_EPOCH) {
         Ok(after) => i64::try_from(after.as_nanos()).unwrap_or(i64::MAX),
         Err(before) => i64::try_from(before.duration().as_nanos()).map_or(i64::MIN, |n| -n),
     };
-    Ok(Some(DiskState {
+    Ok(DiskState {
         size: meta.len(),
         mtime_ns,
-    }))
+    })
 }
 
 /// What a file of this kind is called in messages: "regular file", "directory", "symbolic
@@ -192,22 +311,56 @@ mod tests {
     }
 
     #[test]
-    fn disk_state_never_follows_a_link_and_tells_a_missing_file() {
+    fn files_are_looked_at_beneath_the_root_never_through_a_link() {
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret.ts"), b"outside").unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("a.ts");
-        fs::write(&file, b"12345").unwrap();
-        let state = disk_state(&file).unwrap().unwrap();
-        assert_eq!(state.size, 5);
-        assert!(state.mtime_ns > 0);
-        assert_eq!(disk_state(&dir.path().join("gone.ts")).unwrap(), None);
+        let root = dir.path();
+        fs::create_dir(root.join("src")).unwrap();
+        fs::write(root.join("src/a.ts"), b"12345").unwrap();
         #[cfg(unix)]
         {
-            let link = dir.path().join("link.ts");
-            std::os::unix::fs::symlink("/nonexistent/target/of/link", &link).unwrap();
-            let seen = disk_state(&link)
-                .unwrap()
-                .expect("the link itself is there");
-            assert_ne!(seen.size, 5);
+            std::os::unix::fs::symlink(outside.path(), root.join("linked")).unwrap();
+            std::os::unix::fs::symlink(root.join("src/a.ts"), root.join("src/link.ts")).unwrap();
+            let fifo = std::ffi::CString::new(root.join("src/pipe").to_str().unwrap()).unwrap();
+            assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        }
+        let project = Beneath::new(root);
+        // What each path gives: its size, "gone", or refused.
+        let looked = |relative: &str| -> Vec<String> {
+            let path = root.join(relative);
+            let by_kernel = match project.disk_state(relative) {
+                Ok(Some(state)) => state.size.to_string(),
+                Ok(None) => "gone".into(),
+                Err(err) if err.kind() == io::ErrorKind::InvalidInput => "refused".into(),
+                Err(err) => panic!("{relative}: {err}"),
+            };
+            let by_walk = match project.walked_state(relative, &path) {
+                Ok(Some(state)) => state.size.to_string(),
+                Ok(None) => "gone".into(),
+                Err(Walked::Refused) => "refused".into(),
+                Err(Walked::Failed(err)) => panic!("{relative}: {err}"),
+            };
+            vec![by_kernel, by_walk]
+        };
+        assert_eq!(looked("src/a.ts"), ["5", "5"]);
+        assert_eq!(looked("./src/a.ts"), ["5", "5"]);
+        assert_eq!(looked("src/gone.ts"), ["gone", "gone"]);
+        assert_eq!(looked("gone/a.ts"), ["gone", "gone"]);
+        assert_eq!(
+            project.disk_state("../secret.ts").unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(
+            project.disk_state("/etc/passwd").unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        #[cfg(unix)]
+        {
+            assert_eq!(looked("linked/secret.ts"), ["refused", "refused"]);
+            assert_eq!(looked("src/link.ts"), ["refused", "refused"]);
+            // A FIFO is looked at, never opened: no wait for a writer.
+            assert_eq!(looked("src/pipe"), ["0", "0"]);
         }
     }
 

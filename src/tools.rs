@@ -22,7 +22,7 @@ use crate::query::expand::{
 use crate::query::file_context::{file_context, GetFileContextParams};
 use crate::query::impact::{acp_impact, at_least_as_strict, ImpactParams, ImpactResponse};
 use crate::query::primer::{generate_primer, GeneratePrimerParams};
-use crate::query::staleness::{entry_path, source_state, stale_files, stale_note};
+use crate::query::staleness::{files_named, source_state, stale_files, stale_note, StaleFile};
 use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
 use crate::query::trace::{acp_trace, TraceParams, TraceResponse};
 use crate::query::unused::{acp_unused, UnusedParams, UnusedResponse};
@@ -99,13 +99,40 @@ impl<T: Serialize> IntoAnswer for Typed<T> {
         Ok(serde_json::to_string(&self.0)?)
     }
 
-    fn into_answer(self, _conn: &Connection) -> QueryResult<Answer> {
+    fn into_answer(self, conn: &Connection) -> QueryResult<Answer> {
+        let structured = serde_json::to_value(&self.0)?;
+        let named = files_named(&structured);
+        let stale_files = stale_files(conn, named.iter().map(String::as_str))?;
+        if stale_files.is_empty() {
+            return Ok(Answer {
+                text: serde_json::to_string(&self.0)?,
+                structured: Some(structured),
+                note: None,
+            });
+        }
+        let checked = Checked {
+            answer: &self.0,
+            stale_files,
+        };
         Ok(Answer {
-            text: serde_json::to_string(&self.0)?,
-            structured: Some(serde_json::to_value(&self.0)?),
+            text: serde_json::to_string(&checked)?,
+            structured: Some(serde_json::to_value(&checked)?),
             note: None,
         })
     }
+}
+
+/// A typed answer as it is sent: the tool's answer, and the files it names that changed on
+/// disk since the import. Its schema is the tool's `outputSchema`.
+#[derive(Serialize, JsonSchema)]
+pub struct Checked<T> {
+    /// The tool's answer.
+    #[serde(flatten)]
+    pub answer: T,
+    /// Files this answer names that changed on disk since the index was imported: their
+    /// lines may be off; re-run `acp index` ([`crate::query::staleness`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stale_files: Vec<StaleFile>,
 }
 
 /// The text answer of a reference tool, whose text stays exactly the reference's, with a note
@@ -118,18 +145,25 @@ pub struct Noted {
 
 /// What a [`Noted`] answer's note is about.
 enum NoteOn {
-    /// These files (canonical paths), when they changed on disk since the import.
+    /// The files the answer names ([`files_named`]) and those the question named (canonical
+    /// paths), when they changed on disk since the import.
     Files(Vec<String>),
     /// The index against the project's git `HEAD` and its files on disk.
     Source,
 }
 
 impl Noted {
-    /// `text`, noting which of `files` (canonical paths) changed on disk since the import.
-    fn files(text: String, files: impl IntoIterator<Item = String>) -> Noted {
+    /// `text` (JSON, or a literal message naming nothing), noting which files it names
+    /// changed on disk since the import.
+    fn files(text: String) -> Noted {
+        Noted::files_and(text, Vec::new())
+    }
+
+    /// [`Noted::files`], noting `asked` too: the files the question named (canonical paths).
+    fn files_and(text: String, asked: Vec<String>) -> Noted {
         Noted {
             text,
-            on: NoteOn::Files(files.into_iter().collect()),
+            on: NoteOn::Files(asked),
         }
     }
 }
@@ -141,8 +175,11 @@ impl IntoAnswer for Noted {
 
     fn into_answer(self, conn: &Connection) -> QueryResult<Answer> {
         let note = match &self.on {
-            NoteOn::Files(files) => {
-                stale_note(&stale_files(conn, files.iter().map(String::as_str))?)
+            NoteOn::Files(asked) => {
+                let named = serde_json::from_str(&self.text)
+                    .map_or_else(|_| Vec::new(), |answer| files_named(&answer));
+                let files = asked.iter().chain(&named).map(String::as_str);
+                stale_note(&stale_files(conn, files)?)
             }
             NoteOn::Source => Some(format!("Source: {}", source_state(conn)?.message)),
         };
@@ -183,9 +220,7 @@ pub mod answer {
 
     /// `acp_get_file_context`.
     pub fn file_context(conn: &Connection, params: &GetFileContextParams) -> QueryResult<Noted> {
-        let entry = super::file_context(conn, params)?;
-        let path = entry_path(&entry, "path");
-        Ok(Noted::files(pretty(&entry)?, path))
+        Ok(Noted::files(pretty(&super::file_context(conn, params)?)?))
     }
 
     /// `acp_get_symbol_context`.
@@ -193,44 +228,41 @@ pub mod answer {
         conn: &Connection,
         params: &GetSymbolContextParams,
     ) -> QueryResult<Noted> {
-        let context = super::symbol_context(conn, params)?;
-        let path = entry_path(&context.symbol, "file");
-        Ok(Noted::files(pretty(&context)?, path))
+        Ok(Noted::files(pretty(&super::symbol_context(conn, params)?)?))
     }
 
     /// `acp_get_domain_files`.
-    pub fn domain_files(conn: &Connection, params: &GetDomainFilesParams) -> QueryResult<String> {
-        pretty(&super::domain_files(conn, params)?)
+    pub fn domain_files(conn: &Connection, params: &GetDomainFilesParams) -> QueryResult<Noted> {
+        Ok(Noted::files(pretty(&super::domain_files(conn, params)?)?))
     }
 
     /// `acp_check_constraints`: a literal message or the constraint object.
     pub fn check_constraints(
         conn: &Connection,
         params: &CheckConstraintsParams,
-    ) -> QueryResult<String> {
+    ) -> QueryResult<Noted> {
         let answer = super::check_constraints(conn, params)?;
-        match answer.literal() {
-            Some(text) => Ok(text.to_string()),
-            None => pretty(&answer),
-        }
+        let text = match answer.literal() {
+            Some(text) => text.to_string(),
+            None => pretty(&answer)?,
+        };
+        let asked = crate::query::staleness::asked_file(&params.path);
+        Ok(Noted::files_and(text, vec![asked]))
     }
 
     /// `acp_get_hotpaths`.
-    pub fn hotpaths(conn: &Connection) -> QueryResult<String> {
-        pretty(&hotpaths::hotpaths(conn)?)
+    pub fn hotpaths(conn: &Connection) -> QueryResult<Noted> {
+        Ok(Noted::files(pretty(&hotpaths::hotpaths(conn)?)?))
     }
 
     /// `acp_generate_primer`.
-    pub fn primer(conn: &Connection, params: &GeneratePrimerParams) -> QueryResult<String> {
-        pretty(&generate_primer(conn, params)?)
+    pub fn primer(conn: &Connection, params: &GeneratePrimerParams) -> QueryResult<Noted> {
+        Ok(Noted::files(pretty(&generate_primer(conn, params)?)?))
     }
 
-    /// `acp_context`, noting the indexed files it names (`file`, `similar_files`,
-    /// `key_files`) that changed on disk since the import.
+    /// `acp_context`.
     pub fn context(conn: &Connection, params: &GetContextParams) -> QueryResult<Noted> {
-        let answer = super::context(conn, params)?;
-        let files = crate::query::context::indexed_files_named(&answer);
-        Ok(Noted::files(pretty(&answer)?, files))
+        Ok(Noted::files(pretty(&super::context(conn, params)?)?))
     }
 
     /// `acp_query`.
@@ -282,10 +314,10 @@ pub fn call(conn: &Connection, name: &str, args: &Value) -> QueryResult<String> 
         "acp_get_architecture" => answer::architecture(conn)?.text(),
         "acp_get_file_context" => answer::file_context(conn, &decode(args)?)?.text(),
         "acp_get_symbol_context" => answer::symbol_context(conn, &decode(args)?)?.text(),
-        "acp_get_domain_files" => answer::domain_files(conn, &decode(args)?),
-        "acp_check_constraints" => answer::check_constraints(conn, &decode(args)?),
-        "acp_get_hotpaths" => answer::hotpaths(conn),
-        "acp_generate_primer" => answer::primer(conn, &decode(args)?),
+        "acp_get_domain_files" => answer::domain_files(conn, &decode(args)?)?.text(),
+        "acp_check_constraints" => answer::check_constraints(conn, &decode(args)?)?.text(),
+        "acp_get_hotpaths" => answer::hotpaths(conn)?.text(),
+        "acp_generate_primer" => answer::primer(conn, &decode(args)?)?.text(),
         "acp_context" => answer::context(conn, &decode(args)?)?.text(),
         "acp_query" => answer::query(conn, &decode(args)?)?.text(),
         "acp_expand" => answer::expand(conn, &decode(args)?)?.text(),

@@ -21,9 +21,9 @@ const SOURCE_TREE_PROBES: i64 = 64;
 pub(super) fn source_tree(conn: &Connection, root: &Path) -> Result<&'static str> {
     let mut stmt = conn.prepare("SELECT path FROM files ORDER BY id LIMIT ?1")?;
     let paths = stmt.query_map([SOURCE_TREE_PROBES], |r| r.get::<_, String>(0))?;
+    let project = regular_file::Beneath::new(root);
     for path in paths {
-        let on_disk = regular_file::under_root(root, &path?);
-        if on_disk.is_some_and(|p| matches!(regular_file::disk_state(&p), Ok(Some(_)))) {
+        if matches!(project.disk_state(&path?), Ok(Some(_))) {
             return Ok("present");
         }
     }
@@ -52,15 +52,14 @@ pub(super) fn record(conn: &Connection, root: &Path, sources: &str) -> Result<u6
          WHERE size IS NOT excluded.size OR mtime_ns IS NOT excluded.mtime_ns",
     )?;
     let mut recorded = 0;
+    let project = regular_file::Beneath::new(root);
     let mut rows = paths.query([])?;
     while let Some(row) = rows.next()? {
         let path: String = row.get(0)?;
-        let Some(on_disk) = regular_file::under_root(root, &path) else {
-            continue;
-        };
-        // A file that cannot be looked at (a directory without search permission) gets no
-        // row: answers then fall back to the moment of the import.
-        let Ok(state) = regular_file::disk_state(&on_disk) else {
+        // A file that cannot be looked at (outside the project, behind a link, in a directory
+        // without search permission) gets no row: answers then fall back to the moment of the
+        // import.
+        let Ok(state) = project.disk_state(&path) else {
             continue;
         };
         let (size, mtime_ns) = match state {

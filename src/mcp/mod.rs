@@ -52,7 +52,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     /// MiB of answers of the read-only tools to keep, shared by all clients, until the
-    /// index changes; 0 turns the cache off [default: 16 with --http, else 0].
+    /// index or its source files on disk change; 0 turns the cache off, as does
+    /// --watch-interval 0 [default: 16 with --http, else 0].
     #[arg(long, value_name = "MB")]
     pub answer_cache_mb: Option<usize>,
     /// With --http: answer each request on its own, without sessions (any request may reach
@@ -157,10 +158,15 @@ pub fn run(project: &Project, args: &ServeArgs) -> Result<()> {
         }
         None => None,
     };
-    let answer_cache_mb = args.answer_cache_mb.unwrap_or(match http {
+    let mut answer_cache_mb = args.answer_cache_mb.unwrap_or(match http {
         Some(_) => HTTP_ANSWER_CACHE_MB,
         None => 0,
     });
+    // A kept answer learns of source files edited since only from the watcher's sweep.
+    if watch_interval.is_zero() && answer_cache_mb > 0 {
+        tracing::info!("--watch-interval 0: no answers are kept (their staleness notes would age)");
+        answer_cache_mb = 0;
+    }
     let answer_cache_bytes = answer_cache_mb
         .checked_mul(1 << 20)
         .context("--answer-cache-mb is too large")?;
@@ -176,6 +182,7 @@ pub fn run(project: &Project, args: &ServeArgs) -> Result<()> {
         .worker_threads(workers)
         .enable_all()
         .build()?;
+    crate::query::staleness::keep_checks_for(watch_interval);
     runtime.block_on(async {
         let state = state::IndexState::start(project.clone(), options);
         let server = AcpServer::new(state.clone(), query_timeout, answer_cache_bytes);

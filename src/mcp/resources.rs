@@ -1,6 +1,6 @@
 //! MCP resources: converts the query layer's resource documents to rmcp types.
 
-use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
+use rmcp::model::{MetaObject, Resource, ResourceContents, ResourceTemplate};
 use rmcp::ErrorData;
 use rusqlite::Connection;
 
@@ -30,15 +30,24 @@ pub(crate) fn templates() -> Vec<ResourceTemplate> {
         .collect()
 }
 
-/// Reads one resource.
+/// Reads one resource. An entry naming files changed on disk since the import says so in its
+/// `_meta` (`stale_files`, and `note` in words), the text staying the entry as indexed.
 pub(crate) fn read(conn: &Connection, uri: &str) -> Result<ResourceContents, ErrorData> {
-    match q::read_resource(conn, uri) {
-        Ok(content) => Ok(ResourceContents::TextResourceContents {
-            uri: content.uri,
-            mime_type: Some(content.mime_type),
-            text: content.text,
-            meta: None,
-        }),
-        Err(err) => Err(super::errors::resource(err)),
-    }
+    let content = q::read_resource(conn, uri).map_err(super::errors::resource)?;
+    let stale = q::stale_files_of(conn, &content).map_err(super::errors::query)?;
+    let meta = match crate::query::staleness::stale_note(&stale) {
+        Some(note) => {
+            let mut meta = MetaObject::new();
+            meta.insert("stale_files".into(), serde_json::json!(stale));
+            meta.insert("note".into(), note.into());
+            Some(meta)
+        }
+        None => None,
+    };
+    Ok(ResourceContents::TextResourceContents {
+        uri: content.uri,
+        mime_type: Some(content.mime_type),
+        text: content.text,
+        meta,
+    })
 }

@@ -471,7 +471,7 @@ fn limited<T>(
 impl AcpServer {
     #[tool(
         name = "acp_query",
-        output_schema = crate::schemas::output::<QueryResponse>(),
+        output_schema = crate::schemas::output::<crate::tools::Checked<QueryResponse>>(),
         annotations(
             read_only_hint = true,
             destructive_hint = false,
@@ -508,7 +508,7 @@ impl AcpServer {
 
     #[tool(
         name = "acp_expand",
-        output_schema = crate::schemas::output::<ExpandResponse>(),
+        output_schema = crate::schemas::output::<crate::tools::Checked<ExpandResponse>>(),
         annotations(
             read_only_hint = true,
             destructive_hint = false,
@@ -547,7 +547,7 @@ impl AcpServer {
 
     #[tool(
         name = "acp_constraints",
-        output_schema = crate::schemas::output::<ConstraintsResponse>(),
+        output_schema = crate::schemas::output::<crate::tools::Checked<ConstraintsResponse>>(),
         annotations(
             read_only_hint = true,
             destructive_hint = false,
@@ -568,7 +568,7 @@ impl AcpServer {
 
     #[tool(
         name = "acp_impact",
-        output_schema = crate::schemas::output::<ImpactResponse>(),
+        output_schema = crate::schemas::output::<crate::tools::Checked<ImpactResponse>>(),
         annotations(
             read_only_hint = true,
             destructive_hint = false,
@@ -587,7 +587,7 @@ impl AcpServer {
 
     #[tool(
         name = "acp_trace",
-        output_schema = crate::schemas::output::<TraceResponse>(),
+        output_schema = crate::schemas::output::<crate::tools::Checked<TraceResponse>>(),
         annotations(
             read_only_hint = true,
             destructive_hint = false,
@@ -606,7 +606,7 @@ impl AcpServer {
 
     #[tool(
         name = "acp_unused",
-        output_schema = crate::schemas::output::<UnusedResponse>(),
+        output_schema = crate::schemas::output::<crate::tools::Checked<UnusedResponse>>(),
         annotations(
             read_only_hint = true,
             destructive_hint = false,

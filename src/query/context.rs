@@ -76,24 +76,6 @@ pub fn context(conn: &Connection, params: &GetContextParams) -> QueryResult<Valu
     }
 }
 
-/// The canonical paths of the indexed files an answer of [`context`] names: its `file`
-/// (modify, debug), `similar_files` (create) and `key_files` (explore); not `related_files`,
-/// which are import specifiers as the cache wrote them.
-pub fn indexed_files_named(answer: &Value) -> Vec<String> {
-    let listed = ["similar_files", "key_files"]
-        .into_iter()
-        .filter_map(|field| answer.get(field).and_then(Value::as_array))
-        .flatten();
-    answer
-        .get("file")
-        .into_iter()
-        .chain(listed)
-        .filter_map(Value::as_str)
-        .filter(|path| !path.is_empty())
-        .map(|path| crate::cache::paths::canonical_path(path, None))
-        .collect()
-}
-
 /// The parent directory of a file key, as `std::path::Path::parent` gives it.
 fn parent_of(key: &str) -> String {
     Path::new(key)

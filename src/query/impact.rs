@@ -13,7 +13,6 @@ use sha2::{Digest, Sha256};
 use super::constraints::{can_modify, file_constraint, CanModify};
 use super::cursor::{page_info, requested_page};
 use super::names::{resolve_file, resolve_symbol, SymbolRef};
-use super::staleness::{stale_files, StaleFile};
 use super::{QueryError, QueryResult};
 use crate::cache::paths::canonical_path;
 pub use crate::cache::LOCK_LEVELS;
@@ -144,10 +143,6 @@ pub struct ImpactResponse {
     pub likely_tests: Vec<String>,
     /// The strictest lock level among touched files.
     pub strictest_touched_lock: String,
-    /// Touched or impacted files changed on disk since the index was imported: their lines
-    /// may be off ([`super::staleness`]).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stale_files: Vec<StaleFile>,
     /// Counts and cuts.
     pub totals: ImpactTotals,
     /// More impacted symbols follow.
@@ -667,7 +662,6 @@ pub fn acp_impact(conn: &Connection, params: &ImpactParams) -> QueryResult<Impac
             }),
         }
     }
-    let stale_files = stale_files(conn, files.iter().map(|f| f.file.as_str()))?;
     Ok(ImpactResponse {
         changed: changed
             .iter()
@@ -691,7 +685,6 @@ pub fn acp_impact(conn: &Connection, params: &ImpactParams) -> QueryResult<Impac
         layers: layers.into_iter().collect(),
         likely_tests,
         strictest_touched_lock,
-        stale_files,
         truncated,
         next_cursor,
     })

@@ -188,6 +188,26 @@ pub fn resource_templates() -> Vec<TemplateInfo> {
     ]
 }
 
+/// The files a read resource names that changed on disk since the import: for the entries
+/// of the templates (a file, a symbol, a domain's files), none for the whole documents.
+pub fn stale_files_of(
+    conn: &Connection,
+    content: &ResourceContent,
+) -> QueryResult<Vec<super::staleness::StaleFile>> {
+    let is_entry = resource_templates().iter().any(|t| {
+        let prefix = t.uri_template.split('{').next().unwrap_or_default();
+        content.uri.starts_with(prefix)
+    });
+    if !is_entry {
+        return Ok(Vec::new());
+    }
+    let Ok(document) = serde_json::from_str::<Value>(&content.text) else {
+        return Ok(Vec::new());
+    };
+    let named = super::staleness::files_named(&document);
+    super::staleness::stale_files(conn, named.iter().map(String::as_str))
+}
+
 /// Reads one resource (or one page of it: `…?cursor=<next_cursor>`).
 pub fn read_resource(conn: &Connection, uri: &str) -> Result<ResourceContent, ResourceError> {
     let not_found = || ResourceError::NotFound {

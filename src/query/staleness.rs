@@ -12,7 +12,7 @@
 //! which signal found it. A file gone from disk is reported as deleted, unless the import found
 //! none of the project's files on disk (an index served without its sources). One `lstat` per
 //! file (never followed, never opened, so a symlink or a FIFO costs nothing and cannot block),
-//! kept for [`STAT_TTL`]; paths that would leave the project root are never looked at.
+//! kept for the server's watch interval ([`keep_checks_for`]); paths that would leave the project root are never looked at.
 //!
 //! **Per index**, `HEAD` is read from `.git` without running git (`HEAD`, loose refs,
 //! `packed-refs`, and the `gitdir:` file of a worktree or submodule), each file at most
@@ -25,17 +25,31 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
+use serde_json::Value;
 
 use super::QueryResult;
-use crate::regular_file::{disk_state, under_root, DiskState};
+use crate::regular_file::{under_root, Beneath, DiskState};
 
-/// How long the result of one file's `lstat` is reused.
-pub const STAT_TTL: Duration = Duration::from_secs(1);
+/// How long the result of one file's `lstat` is reused, in milliseconds: the server's watch
+/// interval ([`keep_checks_for`]), one second elsewhere.
+static STAT_TTL_MS: AtomicU64 = AtomicU64::new(1000);
+
+/// Keeps each file's `lstat` result for `interval` (the server's watch interval: 0 looks at
+/// the file for every answer).
+pub fn keep_checks_for(interval: Duration) {
+    let ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+    STAT_TTL_MS.store(ms, Ordering::Relaxed);
+}
+
+fn stat_ttl() -> Duration {
+    Duration::from_millis(STAT_TTL_MS.load(Ordering::Relaxed))
+}
 
 /// Files whose `lstat` results are kept at most.
 const STAT_CACHE: usize = 4096;
@@ -145,23 +159,27 @@ type Seen = Option<DiskState>;
 
 static STATS: Mutex<Option<HashMap<PathBuf, (Instant, Seen)>>> = Mutex::new(None);
 
-/// The file's state on disk (`Some(None)`: gone), from the cache while fresh; `None` when it
-/// cannot be looked at (permissions), which counts as unchanged.
-fn observed(path: &Path) -> Option<Seen> {
+/// The state on disk of `relative` beneath `project` (`Some(None)`: gone), from the cache
+/// while fresh; `None` when it cannot be looked at (permissions, a symbolic link on the way),
+/// which counts as unchanged.
+fn observed(project: &Beneath, root: &Path, relative: &str) -> Option<Seen> {
+    let path = root.join(relative);
+    let path = path.as_path();
     let now = Instant::now();
+    let ttl = stat_ttl();
     {
         let cache = STATS.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((at, seen)) = cache.as_ref().and_then(|c| c.get(path)) {
-            if now.duration_since(*at) < STAT_TTL {
+            if now.duration_since(*at) < ttl {
                 return Some(*seen);
             }
         }
     }
-    let seen = disk_state(path).ok()?;
+    let seen = project.disk_state(relative).ok()?;
     let mut cache = STATS.lock().unwrap_or_else(|e| e.into_inner());
     let cache = cache.get_or_insert_with(HashMap::new);
     if cache.len() >= STAT_CACHE {
-        cache.retain(|_, (at, _)| now.duration_since(*at) < STAT_TTL);
+        cache.retain(|_, (at, _)| now.duration_since(*at) < ttl);
         if cache.len() >= STAT_CACHE {
             cache.clear();
         }
@@ -205,8 +223,8 @@ fn rfc3339_ns(mtime_ns: i64) -> String {
     })
 }
 
-/// The files among `paths` (canonical, relative to the project) changed on disk after the
-/// index was imported, in the order given, each once.
+/// The indexed files among `paths` (canonical, relative to the project) changed on disk after
+/// the index was imported, in the order given, each once.
 pub fn stale_files<'a>(
     conn: &Connection,
     paths: impl IntoIterator<Item = &'a str>,
@@ -216,22 +234,29 @@ pub fn stale_files<'a>(
     };
     let mut lookup =
         conn.prepare_cached("SELECT size, mtime_ns FROM source_baseline WHERE path = ?1")?;
+    let mut indexed = conn.prepare_cached("SELECT 1 FROM files WHERE path = ?1")?;
     let imported_ns = baseline
         .imported
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
     let mut stale: Vec<StaleFile> = Vec::new();
+    let mut project = None;
     for path in paths {
         if stale.iter().any(|s| s.path == path) {
             continue;
         }
-        let Some(on_disk) = under_root(&baseline.root, path) else {
+        if under_root(&baseline.root, path).is_none() {
             continue;
-        };
-        let Some(now) = observed(&on_disk) else {
-            continue;
-        };
+        }
         let then = lookup.query_row([path], |r| recorded(r, 0)).optional()?;
+        // A string that names no indexed file is not the index's to judge.
+        if then.is_none() && !indexed.exists([path])? {
+            continue;
+        }
+        let project = project.get_or_insert_with(|| Beneath::new(&baseline.root));
+        let Some(now) = observed(project, &baseline.root, path) else {
+            continue;
+        };
         let (change, signal) = match then {
             Some(then) => (change_since(then, now), "baseline"),
             None => {
@@ -324,12 +349,10 @@ fn sweep_step(conn: &Connection, baseline: &Baseline, budget: usize) -> QueryRes
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut found = pass;
+    let project = Beneath::new(&baseline.root);
     for (path, then) in &rows {
         found.checked += 1;
-        let Some(on_disk) = under_root(&baseline.root, path) else {
-            continue;
-        };
-        let Ok(now) = disk_state(&on_disk) else {
+        let Ok(now) = project.disk_state(path) else {
             continue;
         };
         let Some(change) = change_since(*then, now) else {
@@ -406,10 +429,58 @@ fn rfc3339(time: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-/// The canonical path of an entry's `field` (`path` of a file entry, `file` of a symbol's).
-pub fn entry_path(entry: &super::ordered::Entry, field: &str) -> Option<String> {
-    let path = entry.get(field)?.as_str()?;
-    Some(crate::cache::paths::canonical_path(path, None))
+/// Members whose string value names a file in an answer: a file entry's `path`, a symbol's
+/// `file`, wherever they are nested.
+const FILE_MEMBERS: [&str; 2] = ["file", "path"];
+
+/// Members whose list of strings names files (a domain's `files`, `acp_context`'s
+/// `similar_files` and `key_files`).
+const FILE_LIST_MEMBERS: [&str; 3] = ["files", "similar_files", "key_files"];
+
+/// Files of one answer checked on disk, at most: the first ones it names.
+pub const NAMED_FILES_CHECKED: usize = 64;
+
+/// The canonical path of a file a question names (`src/a.ts` for `./src/a.ts`), for
+/// [`stale_files`].
+pub fn asked_file(path: &str) -> String {
+    crate::cache::paths::canonical_path(path, None)
+}
+
+/// The files `answer` names (canonical paths, each once, at most [`NAMED_FILES_CHECKED`]):
+/// what [`stale_files`] checks for any tool's answer. Strings that name no indexed file are
+/// left for [`stale_files`] to drop.
+pub fn files_named(answer: &Value) -> Vec<String> {
+    fn walk(value: &Value, named: &mut Vec<String>) {
+        match value {
+            Value::Object(members) => {
+                for (key, member) in members {
+                    if named.len() >= NAMED_FILES_CHECKED {
+                        return;
+                    }
+                    let key = key.as_str();
+                    match member {
+                        Value::String(path) if FILE_MEMBERS.contains(&key) => add(path, named),
+                        Value::Array(items) if FILE_LIST_MEMBERS.contains(&key) => items
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .for_each(|path| add(path, named)),
+                        _ => walk(member, named),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| walk(item, named)),
+            _ => {}
+        }
+    }
+    fn add(path: &str, named: &mut Vec<String>) {
+        let path = asked_file(path);
+        if !path.is_empty() && named.len() < NAMED_FILES_CHECKED && !named.contains(&path) {
+            named.push(path);
+        }
+    }
+    let mut named = Vec::new();
+    walk(answer, &mut named);
+    named
 }
 
 /// The note added to an answer naming `stale` files, `None` when there are none.

@@ -98,7 +98,7 @@ impl Drop for HttpServer {
 
 /// An HTTP answer: status and everything after the status line.
 #[derive(Debug)]
-struct Answer {
+pub(crate) struct Answer {
     status: u16,
     text: String,
 }
@@ -162,7 +162,7 @@ fn post_until_refused(
     }
 }
 
-fn get(addr: SocketAddr, path: &str) -> Answer {
+pub(crate) fn get(addr: SocketAddr, path: &str) -> Answer {
     let mut stream = TcpStream::connect(addr).unwrap();
     write!(
         stream,
@@ -173,7 +173,7 @@ fn get(addr: SocketAddr, path: &str) -> Answer {
 }
 
 /// The JSON body of an answer.
-fn json_body(answer: &Answer) -> Value {
+pub(crate) fn json_body(answer: &Answer) -> Value {
     let start = answer.text.find('{').expect("a JSON body");
     let end = answer.text.rfind('}').unwrap();
     serde_json::from_str(&answer.text[start..=end]).unwrap()

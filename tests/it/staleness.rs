@@ -27,7 +27,7 @@ async fn texts(client: &Client, tool: &str, args: Value) -> Vec<String> {
 async fn files_changed_after_the_import_are_named_until_the_next_one() {
     let project = TempProject::copy_of(&fixture("demo"));
     project.import();
-    let client = Client::spawn(project.root(), &[]).await;
+    let client = Client::spawn(project.root(), &["--watch-interval", "1"]).await;
     let file = json!({"path": "src/auth/session.ts"});
     let symbol = json!({"name": "validateSession"});
     let impact = json!({"files": ["src/auth/session.ts"]});
@@ -44,7 +44,7 @@ async fn files_changed_after_the_import_are_named_until_the_next_one() {
     std::thread::sleep(Duration::from_millis(20));
     project.edit_source("src/auth/session.ts");
     std::fs::remove_file(project.root().join("src/auth/token.ts")).unwrap();
-    // The file checks are kept for a second.
+    // The file checks are kept for the watch interval, a second here.
     std::thread::sleep(Duration::from_millis(1100));
 
     for (tool, args) in [
@@ -57,6 +57,11 @@ async fn files_changed_after_the_import_are_named_until_the_next_one() {
         (
             "acp_context",
             json!({"operation": "debug", "target": "validateSession"}),
+        ),
+        ("acp_get_domain_files", json!({"name": "auth"})),
+        (
+            "acp_check_constraints",
+            json!({"path": "src/auth/session.ts"}),
         ),
     ] {
         let texts = texts(&client, tool, args).await;
@@ -92,6 +97,26 @@ async fn files_changed_after_the_import_are_named_until_the_next_one() {
             && stale.contains(&("src/auth/token.ts".into(), "deleted".into())),
         "{stale:?}"
     );
+    // Resources keep the entry as indexed and say it in `_meta`.
+    for uri in [
+        "acp://file/src/auth/session.ts",
+        "acp://symbol/validateSession",
+    ] {
+        let (_, meta) = client.read_with_meta(uri).await.unwrap();
+        assert_eq!(
+            meta["stale_files"][0]["path"], "src/auth/session.ts",
+            "{uri}: {meta}"
+        );
+        assert!(meta["note"]
+            .as_str()
+            .unwrap()
+            .contains("re-run `acp index`"));
+    }
+    let (_, meta) = client
+        .read_with_meta("acp://file/src/billing/tax.ts")
+        .await
+        .unwrap();
+    assert!(meta.is_null(), "{meta}");
     // A file the answer does not name is not mentioned.
     let other = texts(
         &client,
@@ -102,11 +127,31 @@ async fn files_changed_after_the_import_are_named_until_the_next_one() {
     assert_eq!(other.len(), 1, "{other:?}");
     client.close().await;
 
-    // After the next import, the edit is part of the index: nothing is stale.
+    // After the next import (of the cache `acp index` writes after the edit, the deleted file
+    // gone from it), the edit is part of the index: nothing is stale.
     reindex_after_the_edit(&project);
+    let mut cache: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
+    cache["files"]
+        .as_object_mut()
+        .unwrap()
+        .remove("./src/auth/token.ts");
+    std::fs::write(project.cache_path(), cache.to_string()).unwrap();
     assert!(project.import().status.success());
     let client = Client::spawn(project.root(), &[]).await;
-    assert_eq!(texts(&client, "acp_get_file_context", file).await.len(), 1);
+    for (tool, args) in [
+        ("acp_get_file_context", file),
+        ("acp_get_symbol_context", symbol),
+        (
+            "acp_context",
+            json!({"operation": "modify", "target": "src/auth/session.ts"}),
+        ),
+    ] {
+        let texts = texts(&client, tool, args).await;
+        assert_eq!(texts.len(), 1, "{tool}: {texts:?}");
+    }
+    let answer = client.ok("acp_impact", impact).await;
+    assert!(answer.get("stale_files").is_none(), "{answer}");
     client.close().await;
 }
 
@@ -131,16 +176,81 @@ async fn a_moved_head_is_reported_by_stats() {
 
     let moved = "2".repeat(40);
     std::fs::write(git.join("refs/heads/main"), format!("{moved}\n")).unwrap();
+    let said = "Indexed at commit 111111111111, HEAD is 222222222222";
     let source = stats().await["source"].clone();
     assert_eq!(source["head_moved"], true, "{source}");
     assert_eq!(source["head"], json!(moved));
     assert!(
-        source["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("Indexed at commit 111111111111, HEAD is 222222222222"),
+        source["message"].as_str().unwrap().starts_with(said),
         "{source}"
     );
+    let architecture = texts(&client, "acp_get_architecture", json!({})).await;
+    assert!(
+        architecture.len() == 2 && architecture[1].contains(said),
+        "{architecture:?}"
+    );
+    let cache: Value = serde_json::from_str(&client.read("acp://cache").await.unwrap()).unwrap();
+    assert_eq!(cache["source"]["head_moved"], true, "{cache}");
+    client.close().await;
+
+    let cli = project.run(&["query", "stats"]);
+    assert!(cli.status.success(), "{}", crate::common::stderr(&cli));
+    let cli: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert_eq!(cli["source"]["head_moved"], true, "{cli}");
+
+    let server = crate::http::HttpServer::start(project.root(), &[]);
+    let health = crate::http::json_body(&crate::http::get(server.addr, "/healthz"));
+    assert_eq!(health["source"]["head_moved"], true, "{health}");
+    assert_eq!(health["source"]["head"], json!(moved), "{health}");
+}
+
+/// Links and special files in the project never make an answer fail or wait, and a file
+/// reached through a linked directory (which could lead outside the project) is never looked
+/// at.
+#[tokio::test(flavor = "multi_thread")]
+async fn links_and_fifos_among_the_sources_never_fail_or_stall_an_answer() {
+    let project = TempProject::copy_of(&fixture("demo"));
+    project.import();
+    // After the import: `src/billing` becomes a link to an edited copy outside the project,
+    // and `src/auth/token.ts` a FIFO that no one writes to.
+    let outside = tempfile::tempdir().unwrap();
+    crate::common::copy_tree(&project.root().join("src/billing"), outside.path());
+    std::fs::write(outside.path().join("tax.ts"), "// edited outside\n").unwrap();
+    std::fs::remove_dir_all(project.root().join("src/billing")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), project.root().join("src/billing")).unwrap();
+    std::fs::remove_file(project.root().join("src/auth/token.ts")).unwrap();
+    crate::common::mkfifo(&project.root().join("src/auth/token.ts"));
+    let client = Client::spawn(project.root(), &["--watch-interval", "0"]).await;
+    let linked = texts(
+        &client,
+        "acp_get_file_context",
+        json!({"path": "src/billing/tax.ts"}),
+    )
+    .await;
+    assert_eq!(linked.len(), 1, "{linked:?}");
+    let fifo = texts(
+        &client,
+        "acp_get_file_context",
+        json!({"path": "src/auth/token.ts"}),
+    )
+    .await;
+    assert!(
+        fifo.len() == 2 && fifo[1].contains("src/auth/token.ts (modified "),
+        "{fifo:?}"
+    );
+    let answer = client
+        .ok(
+            "acp_impact",
+            json!({"files": ["src/billing/tax.ts", "src/auth/token.ts"]}),
+        )
+        .await;
+    let stale: Vec<&str> = answer["stale_files"]
+        .as_array()
+        .expect("stale files")
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(stale, ["src/auth/token.ts"], "{answer}");
     client.close().await;
 }
 

@@ -144,13 +144,21 @@ impl Client {
 
     /// Reads a resource's text.
     pub(crate) async fn read(&self, uri: &str) -> Result<String, ToolError> {
+        Ok(self.read_with_meta(uri).await?.0)
+    }
+
+    /// Reads a resource's text and its `_meta` (`Value::Null` when it has none).
+    pub(crate) async fn read_with_meta(&self, uri: &str) -> Result<(String, Value), ToolError> {
         match self
             .service
             .read_resource(ReadResourceRequestParams::new(uri))
             .await
         {
             Ok(result) => match result.contents.into_iter().next() {
-                Some(ResourceContents::TextResourceContents { text, .. }) => Ok(text),
+                Some(ResourceContents::TextResourceContents { text, meta, .. }) => {
+                    let meta = meta.map_or(Value::Null, |m| Value::Object(m.0));
+                    Ok((text, meta))
+                }
                 other => panic!("unexpected resource contents {other:?}"),
             },
             Err(ServiceError::McpError(ErrorData {
