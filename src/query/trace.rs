@@ -5,9 +5,9 @@
 //! (callers) from `to`, always extending the side with the smaller frontier by one whole level,
 //! so that both sides stay near half the path's length. Each level records every predecessor
 //! at the shortest distance, so the paths found are *all* the shortest ones; they are listed in
-//! name order, paged, and counted up to [`TOTAL_CAP`]. The work is bounded: past
-//! [`MAX_EXPANDED`] entities expanded the search stops and says so (`walk_capped`). "No path
-//! within the depth" is an answer, not an error.
+//! name order, paged, and counted up to [`TOTAL_CAP`]. The work is bounded: a level that would
+//! take the entities expanded past [`MAX_EXPANDED`] is not begun, and the search says it
+//! stopped (`walk_capped`). "No path within the depth" is an answer, not an error.
 
 use std::collections::HashMap;
 
@@ -290,16 +290,17 @@ pub fn acp_trace(conn: &Connection, params: &TraceParams) -> QueryResult<TraceRe
         && !forward.frontier.is_empty()
         && !backward.frontier.is_empty()
     {
-        if expanded >= MAX_EXPANDED {
-            capped = true;
-            break;
-        }
         // The smaller frontier is extended: its level is the cheaper one to read.
         let (side, other, direction) = if forward.frontier.len() <= backward.frontier.len() {
             (&mut forward, &backward, Direction::Callees)
         } else {
             (&mut backward, &forward, Direction::Callers)
         };
+        // A level is searched whole or not at all (a part of one could miss a shortest path).
+        if expanded + side.frontier.len() > MAX_EXPANDED {
+            capped = true;
+            break;
+        }
         expanded += side.extend(conn, direction)?;
         // No entity was reached from both sides before this level, so the first ones are the
         // middles of every shortest path.

@@ -165,6 +165,10 @@ async fn trace_agrees_with_a_plain_search_and_pages() {
             let mut seen = HashSet::new();
             let mut page = answer;
             loop {
+                assert!(
+                    page["paths"].as_array().unwrap().len() <= 2,
+                    "{args}: {page}"
+                );
                 for path in page["paths"].as_array().unwrap() {
                     let steps = names_of(path);
                     assert_eq!(steps.len() as u32, d + 1, "{args}: {path}");
@@ -190,6 +194,43 @@ async fn trace_agrees_with_a_plain_search_and_pages() {
     }
     assert!(checked >= 10, "only {checked} pairs checked");
     assert!(paged, "no pair had more paths than a page");
+}
+
+/// A search whose next level would pass the bound on expanded symbols stops before it and says
+/// so: here both ends fan out to more names than the bound.
+#[tokio::test(flavor = "multi_thread")]
+async fn trace_stops_before_a_level_past_its_bound_and_says_so() {
+    let fan = acpdb::query::trace::MAX_EXPANDED + 50;
+    let symbol = |name: &str| {
+        json!({"name": name, "qualified_name": format!("src/a.ts:{name}"), "type": "function",
+               "file": "src/a.ts", "lines": [1, 2]})
+    };
+    let cache = json!({
+        "version": "0.7.0",
+        "generated_at": "2026-01-12T08:41:27Z",
+        "project": {"name": "fan", "root": "."},
+        "stats": {"files": 1, "symbols": 2, "lines": 10},
+        "files": {"src/a.ts": {"path": "src/a.ts", "lines": 10, "language": "typescript",
+                               "exports": [], "imports": []}},
+        "symbols": {"src/a.ts:from": symbol("from"), "src/a.ts:to": symbol("to")},
+        "graph": {
+            "forward": {"src/a.ts:from": (0..fan).map(|i| format!("callee{i}")).collect::<Vec<_>>()},
+            "reverse": {"src/a.ts:to": (0..fan).map(|i| format!("caller{i}")).collect::<Vec<_>>()}
+        },
+    });
+    let project = TempProject::with_cache(&cache.to_string(), None);
+    assert!(project.import().status.success());
+    let client = Client::spawn(project.root(), &[]).await;
+    let answer = client
+        .ok("acp_trace", json!({"from": "from", "to": "to"}))
+        .await;
+    assert_eq!(answer["walk_capped"], true, "{answer}");
+    assert_eq!(answer["found"], false, "{answer}");
+    assert!(
+        answer["message"].as_str().unwrap().contains("stopped"),
+        "{answer}"
+    );
+    client.close().await;
 }
 
 /// The fixture: which functions nothing calls is known by construction.
@@ -278,7 +319,11 @@ async fn unused_lists_exactly_what_nothing_calls() {
         answer["result"][1]["reason"],
         "nothing in the call graph calls it, and it calls nothing"
     );
-    assert_eq!(answer["coverage"][0]["language"], "typescript");
+    // Of the 9 symbols, main, helper, orphanBig and testHelper have a call edge.
+    assert_eq!(
+        answer["coverage"],
+        json!([{"language": "typescript", "sampled": 9, "with_call_edges": 4}])
+    );
     assert!(answer["note"].as_str().unwrap().contains("not proof"));
 
     let with_exported = client
