@@ -187,6 +187,7 @@ pub fn run(project: &Project, args: &ServeArgs) -> Result<()> {
         let state = state::IndexState::start(project.clone(), options);
         let server = AcpServer::new(state.clone(), query_timeout, answer_cache_bytes);
         if !watch_interval.is_zero() {
+            crate::query::staleness::sweep_in_background();
             watch(state.clone(), watch_interval);
         }
         match http {
@@ -218,6 +219,9 @@ fn watch(state: Arc<state::IndexState>, period: Duration) {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(period);
         ticker.tick().await;
+        // The sweep of the source files starts with the server (once its index is open).
+        let first = state.clone();
+        let _ = tokio::task::spawn_blocking(move || first.sweep_sources()).await;
         loop {
             ticker.tick().await;
             let state = state.clone();

@@ -18,14 +18,15 @@
 //! `packed-refs`, and the `gitdir:` file of a worktree or submodule), each file at most
 //! [`GIT_FILE_LIMIT`] bytes and only if it is a regular file; and a **sweep** compares every
 //! baseline row with the disk, at most a budget of files per step ([`sweep`]: the server's
-//! watcher steps it in the background, and overview answers take a small step themselves), a
-//! new pass at most every [`SWEEP_INTERVAL`], so that overviews say how many indexed files
-//! changed without any answer paying for a pass over a large project.
+//! watcher steps it in the background; overview answers take a small step without a watcher,
+//! or until a small project's first pass), a new pass at most every [`SWEEP_INTERVAL`], so
+//! that overviews say how many indexed files changed without any answer paying for a pass
+//! over a large project.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -159,10 +160,10 @@ type Seen = Option<DiskState>;
 
 static STATS: Mutex<Option<HashMap<PathBuf, (Instant, Seen)>>> = Mutex::new(None);
 
-/// The state on disk of `relative` beneath `project` (`Some(None)`: gone), from the cache
-/// while fresh; `None` when it cannot be looked at (permissions, a symbolic link on the way),
-/// which counts as unchanged.
-fn observed(project: &Beneath, root: &Path, relative: &str) -> Option<Seen> {
+/// The state on disk of `relative` beneath `root` (`Some(None)`: gone), from the cache while
+/// fresh, else through `project` (opened here when it is `None`); `None` when it cannot be
+/// looked at (permissions, a symbolic link on the way), which counts as unchanged.
+fn observed(project: &mut Option<Beneath>, root: &Path, relative: &str) -> Option<Seen> {
     let path = root.join(relative);
     let path = path.as_path();
     let now = Instant::now();
@@ -175,6 +176,7 @@ fn observed(project: &Beneath, root: &Path, relative: &str) -> Option<Seen> {
             }
         }
     }
+    let project = project.get_or_insert_with(|| Beneath::new(root));
     let seen = project.disk_state(relative).ok()?;
     let mut cache = STATS.lock().unwrap_or_else(|e| e.into_inner());
     let cache = cache.get_or_insert_with(HashMap::new);
@@ -232,29 +234,44 @@ pub fn stale_files<'a>(
     let Some(baseline) = baseline(conn)? else {
         return Ok(Vec::new());
     };
-    let mut lookup =
-        conn.prepare_cached("SELECT size, mtime_ns FROM source_baseline WHERE path = ?1")?;
-    let mut indexed = conn.prepare_cached("SELECT 1 FROM files WHERE path = ?1")?;
     let imported_ns = baseline
         .imported
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    let mut asked: Vec<&str> = Vec::new();
+    for path in paths {
+        if !asked.contains(&path) && under_root(&baseline.root, path).is_some() {
+            asked.push(path);
+        }
+    }
+    if asked.is_empty() {
+        return Ok(Vec::new());
+    }
+    // One statement for every file: its baseline row, if any, and whether it is indexed at all
+    // (a string that names no indexed file is not the index's to judge).
+    let mut read = conn.prepare_cached(
+        "SELECT b.path IS NOT NULL, b.size, b.mtime_ns,
+                b.path IS NOT NULL OR EXISTS (SELECT 1 FROM files f WHERE f.path = j.value)
+         FROM json_each(?1) j LEFT JOIN source_baseline b ON b.path = j.value
+         ORDER BY j.key",
+    )?;
+    let rows: Vec<(Option<Seen>, bool)> = read
+        .query_map([serde_json::to_string(&asked)?], |r| {
+            let then = if r.get(0)? {
+                Some(recorded(r, 1)?)
+            } else {
+                None
+            };
+            Ok((then, r.get(3)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
     let mut stale: Vec<StaleFile> = Vec::new();
     let mut project = None;
-    for path in paths {
-        if stale.iter().any(|s| s.path == path) {
+    for (path, (then, indexed)) in asked.into_iter().zip(rows) {
+        if !indexed {
             continue;
         }
-        if under_root(&baseline.root, path).is_none() {
-            continue;
-        }
-        let then = lookup.query_row([path], |r| recorded(r, 0)).optional()?;
-        // A string that names no indexed file is not the index's to judge.
-        if then.is_none() && !indexed.exists([path])? {
-            continue;
-        }
-        let project = project.get_or_insert_with(|| Beneath::new(&baseline.root));
-        let Some(now) = observed(project, &baseline.root, path) else {
+        let Some(now) = observed(&mut project, &baseline.root, path) else {
             continue;
         };
         let (change, signal) = match then {
@@ -553,10 +570,45 @@ pub fn git_head(root: &Path) -> Option<String> {
     })
 }
 
-/// The index's commit against the project's `HEAD`, and its files against the disk after a
-/// sweep step of at most [`ANSWER_SWEEP_BUDGET`] files.
+/// Whether a watcher sweeps in the background ([`sweep_in_background`]).
+static SWEPT_IN_BACKGROUND: AtomicBool = AtomicBool::new(false);
+
+/// Says that a watcher steps the sweep in the background (the server's, when it watches):
+/// overview answers then take no step themselves and say what its steps found, unless the
+/// project is small enough for one answer's step to sweep it whole before the watcher has.
+pub fn sweep_in_background() {
+    SWEPT_IN_BACKGROUND.store(true, Ordering::Relaxed);
+}
+
+/// Whether an overview answer takes a sweep step itself ([`sweep_in_background`]).
+fn answer_steps(conn: &Connection) -> QueryResult<bool> {
+    if !SWEPT_IN_BACKGROUND.load(Ordering::Relaxed) {
+        return Ok(true);
+    }
+    let Some(baseline) = baseline(conn)? else {
+        return Ok(false);
+    };
+    let swept_once = SWEEPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|s| s.get(&(baseline.root, baseline.imported_at)))
+        .is_some_and(|sweep| sweep.last.is_some());
+    let files: Option<u64> =
+        meta(conn, crate::db::SOURCE_BASELINE_FILES_KEY)?.and_then(|n| n.parse().ok());
+    Ok(!swept_once && files.is_some_and(|n| n <= ANSWER_SWEEP_BUDGET as u64))
+}
+
+/// The index's commit against the project's `HEAD`, and its files against the disk: after a
+/// sweep step of at most [`ANSWER_SWEEP_BUDGET`] files, without a watcher or while a small
+/// project waits for its first pass ([`sweep_in_background`]).
 pub fn source_state(conn: &Connection) -> QueryResult<SourceState> {
-    source_state_swept(conn, ANSWER_SWEEP_BUDGET)
+    let budget = if answer_steps(conn)? {
+        ANSWER_SWEEP_BUDGET
+    } else {
+        0
+    };
+    source_state_swept(conn, budget)
 }
 
 /// [`source_state`] after a sweep step of at most `budget` files (0: none, what the last steps

@@ -418,7 +418,9 @@ async fn hack_markers_over_stdio() {
 #[tokio::test]
 async fn stdio_answers_equal_the_shared_dispatcher_for_every_golden_call() {
     let project = demo();
-    let client = Client::spawn(project.root(), &[]).await;
+    // Without a watcher, the server's overview answers step the sweep of the source files as
+    // this connection's do.
+    let client = Client::spawn(project.root(), &["--watch-interval", "0"]).await;
     wait_ready(&client, 60).await;
     let conn = acpdb::db::open_read_only(&project.db()).unwrap();
     let mut checked = 0;
