@@ -22,7 +22,9 @@ use crate::query::expand::{
 use crate::query::file_context::{file_context, GetFileContextParams};
 use crate::query::impact::{acp_impact, at_least_as_strict, ImpactParams, ImpactResponse};
 use crate::query::primer::{generate_primer, GeneratePrimerParams};
-use crate::query::staleness::{files_named, source_state, stale_files, stale_note, StaleFile};
+use crate::query::staleness::{
+    files_named, files_named_in, source_state, stale_files, stale_note, StaleFile,
+};
 use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
 use crate::query::trace::{acp_trace, TraceParams, TraceResponse};
 use crate::query::unused::{acp_unused, UnusedParams, UnusedResponse};
@@ -145,7 +147,7 @@ pub struct Noted {
 
 /// What a [`Noted`] answer's note is about.
 enum NoteOn {
-    /// The files the answer names ([`files_named`]) and those the question named (canonical
+    /// The files the answer names ([`files_named_in`]) and those the question named (canonical
     /// paths), when they changed on disk since the import.
     Files(Vec<String>),
     /// The index against the project's git `HEAD` and its files on disk.
@@ -176,8 +178,7 @@ impl IntoAnswer for Noted {
     fn into_answer(self, conn: &Connection) -> QueryResult<Answer> {
         let note = match &self.on {
             NoteOn::Files(asked) => {
-                let named = serde_json::from_str(&self.text)
-                    .map_or_else(|_| Vec::new(), |answer| files_named(&answer));
+                let named = files_named_in(&self.text);
                 let files = asked.iter().chain(&named).map(String::as_str);
                 stale_note(&stale_files(conn, files)?)
             }

@@ -201,10 +201,7 @@ pub fn stale_files_of(
     if !is_entry {
         return Ok(Vec::new());
     }
-    let Ok(document) = serde_json::from_str::<Value>(&content.text) else {
-        return Ok(Vec::new());
-    };
-    let named = super::staleness::files_named(&document);
+    let named = super::staleness::files_named_in(&content.text);
     super::staleness::stale_files(conn, named.iter().map(String::as_str))
 }
 

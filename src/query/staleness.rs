@@ -247,28 +247,15 @@ pub fn stale_files<'a>(
     if asked.is_empty() {
         return Ok(Vec::new());
     }
-    // One statement for every file: its baseline row, if any, and whether it is indexed at all
-    // (a string that names no indexed file is not the index's to judge).
-    let mut read = conn.prepare_cached(
-        "SELECT b.path IS NOT NULL, b.size, b.mtime_ns,
-                b.path IS NOT NULL OR EXISTS (SELECT 1 FROM files f WHERE f.path = j.value)
-         FROM json_each(?1) j LEFT JOIN source_baseline b ON b.path = j.value
-         ORDER BY j.key",
-    )?;
-    let rows: Vec<(Option<Seen>, bool)> = read
-        .query_map([serde_json::to_string(&asked)?], |r| {
-            let then = if r.get(0)? {
-                Some(recorded(r, 1)?)
-            } else {
-                None
-            };
-            Ok((then, r.get(3)?))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
+    let mut lookup =
+        conn.prepare_cached("SELECT size, mtime_ns FROM source_baseline WHERE path = ?1")?;
+    let mut indexed = conn.prepare_cached("SELECT 1 FROM files WHERE path = ?1")?;
     let mut stale: Vec<StaleFile> = Vec::new();
     let mut project = None;
-    for (path, (then, indexed)) in asked.into_iter().zip(rows) {
-        if !indexed {
+    for path in asked {
+        let then = lookup.query_row([path], |r| recorded(r, 0)).optional()?;
+        // A string that names no indexed file is not the index's to judge.
+        if then.is_none() && !indexed.exists([path])? {
             continue;
         }
         let Some(now) = observed(&mut project, &baseline.root, path) else {
@@ -467,37 +454,185 @@ pub fn asked_file(path: &str) -> String {
 /// what [`stale_files`] checks for any tool's answer. Strings that name no indexed file are
 /// left for [`stale_files`] to drop.
 pub fn files_named(answer: &Value) -> Vec<String> {
-    fn walk(value: &Value, named: &mut Vec<String>) {
-        match value {
-            Value::Object(members) => {
-                for (key, member) in members {
-                    if named.len() >= NAMED_FILES_CHECKED {
-                        return;
-                    }
-                    let key = key.as_str();
-                    match member {
-                        Value::String(path) if FILE_MEMBERS.contains(&key) => add(path, named),
-                        Value::Array(items) if FILE_LIST_MEMBERS.contains(&key) => items
-                            .iter()
-                            .filter_map(Value::as_str)
-                            .for_each(|path| add(path, named)),
-                        _ => walk(member, named),
-                    }
-                }
-            }
-            Value::Array(items) => items.iter().for_each(|item| walk(item, named)),
-            _ => {}
-        }
-    }
-    fn add(path: &str, named: &mut Vec<String>) {
-        let path = asked_file(path);
-        if !path.is_empty() && named.len() < NAMED_FILES_CHECKED && !named.contains(&path) {
-            named.push(path);
-        }
-    }
     let mut named = Vec::new();
-    walk(answer, &mut named);
+    // A `Value` always deserialises.
+    let _ = serde::de::DeserializeSeed::deserialize(Walk(&mut named), answer);
     named
+}
+
+/// [`files_named`] of an answer's JSON text, read as it streams by (no value is built); text
+/// that is not JSON (a literal message) names no file.
+pub fn files_named_in(text: &str) -> Vec<String> {
+    let mut named = Vec::new();
+    let mut json = serde_json::Deserializer::from_str(text);
+    if serde::de::DeserializeSeed::deserialize(Walk(&mut named), &mut json).is_err() {
+        named.clear();
+    }
+    named
+}
+
+/// Walks any JSON for the files it names, into the list it holds.
+struct Walk<'a>(&'a mut Vec<String>);
+
+/// What a member's name says of its value.
+#[derive(Clone, Copy)]
+enum Member {
+    /// A file's path when it is a string ([`FILE_MEMBERS`]).
+    File,
+    /// Files' paths, the strings of a list ([`FILE_LIST_MEMBERS`]).
+    Files,
+    /// Walked for members below.
+    Other,
+}
+
+impl Walk<'_> {
+    fn add(&mut self, path: &str) {
+        let path = asked_file(path);
+        if !path.is_empty() && self.0.len() < NAMED_FILES_CHECKED && !self.0.contains(&path) {
+            self.0.push(path);
+        }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Walk<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, json: D) -> Result<(), D::Error> {
+        json.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Walk<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(member) = map.next_key_seed(MemberName)? {
+            let walk = Walk(&mut *self.0);
+            match member {
+                Member::File => map.next_value_seed(Named { walk, list: false })?,
+                Member::Files => map.next_value_seed(Named { walk, list: true })?,
+                Member::Other => map.next_value_seed(walk)?,
+            }
+        }
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Walk(&mut *self.0))?.is_some() {}
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// A member's name, classified without keeping it.
+struct MemberName;
+
+impl<'de> serde::de::DeserializeSeed<'de> for MemberName {
+    type Value = Member;
+    fn deserialize<D: serde::Deserializer<'de>>(self, json: D) -> Result<Member, D::Error> {
+        json.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for MemberName {
+    type Value = Member;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a member name")
+    }
+    fn visit_str<E>(self, name: &str) -> Result<Member, E> {
+        Ok(if FILE_MEMBERS.contains(&name) {
+            Member::File
+        } else if FILE_LIST_MEMBERS.contains(&name) {
+            Member::Files
+        } else {
+            Member::Other
+        })
+    }
+}
+
+/// The value of a member that names files: a path (or, with `list`, a list of paths) is
+/// taken; any other value is walked (a path member holding an object) or, in a list, skipped.
+struct Named<'a> {
+    walk: Walk<'a>,
+    list: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Named<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, json: D) -> Result<(), D::Error> {
+        json.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Named<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_str<E>(mut self, path: &str) -> Result<(), E> {
+        if !self.list {
+            self.walk.add(path);
+        }
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        if !self.list {
+            return self.walk.visit_seq(seq);
+        }
+        while let Some(item) = seq.next_element::<PathOrOther>()? {
+            if let PathOrOther(Some(path)) = item {
+                self.walk.add(&path);
+            }
+        }
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        self.walk.visit_map(map)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// An item of a list of paths: the path, or nothing for any other value.
+struct PathOrOther(Option<String>);
+
+impl<'de> serde::Deserialize<'de> for PathOrOther {
+    fn deserialize<D: serde::Deserializer<'de>>(json: D) -> Result<Self, D::Error> {
+        match serde_json::Value::deserialize(json)? {
+            Value::String(path) => Ok(PathOrOther(Some(path))),
+            _ => Ok(PathOrOther(None)),
+        }
+    }
 }
 
 /// The note added to an answer naming `stale` files, `None` when there are none.
@@ -690,6 +825,40 @@ fn short(hash: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_files_an_answer_names_are_read_from_its_text_as_from_its_value() {
+        let answer = serde_json::json!({
+            "path": "./src/a.ts",
+            "summary": "mentions src/never.ts",
+            "files": ["src/b.ts", 3, {"path": "src/ignored-in-a-list.ts"}, "src/a.ts"],
+            "result": [{"file": "src/c\"q.ts", "lines": [1, 2]}, {"file": null}],
+            "nested": {"similar_files": ["src/d.ts"], "key_files": "not a list"},
+            "file": {"path": "src/e.ts"},
+            "count": 1.5,
+            "ok": true
+        });
+        let expected = [
+            "src/a.ts",
+            "src/b.ts",
+            "src/e.ts",
+            "src/d.ts",
+            "src/c\"q.ts",
+        ];
+        let mut from_value = files_named(&answer);
+        let mut from_text = files_named_in(&serde_json::to_string_pretty(&answer).unwrap());
+        from_value.sort();
+        from_text.sort();
+        let mut expected = expected.map(String::from).to_vec();
+        expected.sort();
+        assert_eq!(from_value, expected);
+        assert_eq!(from_text, expected);
+        assert!(files_named_in("No constraints for this file").is_empty());
+        let many: Vec<String> = (0..100).map(|i| format!("src/{i}.ts")).collect();
+        let listed = files_named_in(&serde_json::json!({ "files": many }).to_string());
+        assert_eq!(listed.len(), NAMED_FILES_CHECKED);
+        assert_eq!(listed[0], "src/0.ts");
+    }
 
     #[test]
     fn head_is_read_from_refs_packed_refs_and_worktrees() {
