@@ -23,7 +23,7 @@ use crate::query::file_context::{file_context, GetFileContextParams};
 use crate::query::impact::{acp_impact, at_least_as_strict, ImpactParams, ImpactResponse};
 use crate::query::primer::{generate_primer, GeneratePrimerParams};
 use crate::query::staleness::{
-    files_named, files_named_in, source_state, stale_files, stale_note, StaleFile,
+    asked_file, files_named, files_named_in, source_state, stale_files, stale_note, StaleFile,
 };
 use crate::query::symbol_context::{symbol_context, GetSymbolContextParams};
 use crate::query::trace::{acp_trace, TraceParams, TraceResponse};
@@ -147,6 +147,9 @@ pub struct Noted {
 
 /// What a [`Noted`] answer's note is about.
 enum NoteOn {
+    /// Only these files (canonical paths): the one file an entry describes, known without
+    /// reading the answer again.
+    Only(Vec<String>),
     /// The files the answer names ([`files_named_in`]) and those the question named (canonical
     /// paths), when they changed on disk since the import.
     Files(Vec<String>),
@@ -159,6 +162,15 @@ impl Noted {
     /// changed on disk since the import.
     fn files(text: String) -> Noted {
         Noted::files_and(text, Vec::new())
+    }
+
+    /// `text`, an entry that names one file, `file` (as written: a file entry's `path`, a
+    /// symbol entry's `file`), noting whether it changed on disk since the import.
+    fn entry(text: String, file: Option<&str>) -> Noted {
+        Noted {
+            text,
+            on: NoteOn::Only(file.map(asked_file).into_iter().collect()),
+        }
     }
 
     /// [`Noted::files`], noting `asked` too: the files the question named (canonical paths).
@@ -177,6 +189,9 @@ impl IntoAnswer for Noted {
 
     fn into_answer(self, conn: &Connection) -> QueryResult<Answer> {
         let note = match &self.on {
+            NoteOn::Only(files) => {
+                stale_note(&stale_files(conn, files.iter().map(String::as_str))?)
+            }
             NoteOn::Files(asked) => {
                 let named = files_named_in(&self.text);
                 let files = asked.iter().chain(&named).map(String::as_str);
@@ -221,7 +236,9 @@ pub mod answer {
 
     /// `acp_get_file_context`.
     pub fn file_context(conn: &Connection, params: &GetFileContextParams) -> QueryResult<Noted> {
-        Ok(Noted::files(pretty(&super::file_context(conn, params)?)?))
+        let entry = super::file_context(conn, params)?;
+        let file = entry.get("path").and_then(Value::as_str);
+        Ok(Noted::entry(pretty(&entry)?, file))
     }
 
     /// `acp_get_symbol_context`.
@@ -229,7 +246,9 @@ pub mod answer {
         conn: &Connection,
         params: &GetSymbolContextParams,
     ) -> QueryResult<Noted> {
-        Ok(Noted::files(pretty(&super::symbol_context(conn, params)?)?))
+        let context = super::symbol_context(conn, params)?;
+        let file = context.symbol.get("file").and_then(Value::as_str);
+        Ok(Noted::entry(pretty(&context)?, file))
     }
 
     /// `acp_get_domain_files`.
@@ -247,7 +266,7 @@ pub mod answer {
             Some(text) => text.to_string(),
             None => pretty(&answer)?,
         };
-        let asked = crate::query::staleness::asked_file(&params.path);
+        let asked = asked_file(&params.path);
         Ok(Noted::files_and(text, vec![asked]))
     }
 

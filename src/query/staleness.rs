@@ -122,6 +122,7 @@ pub struct SourceChanges {
 }
 
 /// What the answers compare with: the project directory and the moment of the import.
+#[derive(Debug, Clone)]
 struct Baseline {
     root: PathBuf,
     imported_at: String,
@@ -135,22 +136,53 @@ fn meta(conn: &Connection, key: &str) -> QueryResult<Option<String>> {
         .optional()?)
 }
 
+/// The baselines of the databases read, by database file and moment of import: every answer
+/// that names a file needs one, and an import writes its facts once.
+static BASELINES: Mutex<Option<HashMap<ImportKey, Option<Baseline>>>> = Mutex::new(None);
+
+/// A database file and the moment of its import.
+type ImportKey = (String, String);
+
+/// Databases whose baselines are kept at most.
+const BASELINES_KEPT: usize = 16;
+
 fn baseline(conn: &Connection) -> QueryResult<Option<Baseline>> {
-    let (Some(root), Some(imported_at)) = (
-        meta(conn, crate::db::PROJECT_DIR_KEY)?,
-        meta(conn, "imported_at")?,
-    ) else {
+    let Some(imported_at) = meta(conn, "imported_at")? else {
+        return Ok(None);
+    };
+    let key = (conn.path().unwrap_or_default().to_string(), imported_at);
+    if let Some(known) = BASELINES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|kept| kept.get(&key))
+    {
+        return Ok(known.clone());
+    }
+    let baseline = read_baseline(conn, &key.1)?;
+    let mut kept = BASELINES.lock().unwrap_or_else(|e| e.into_inner());
+    let kept = kept.get_or_insert_with(HashMap::new);
+    if kept.len() >= BASELINES_KEPT {
+        kept.clear();
+    }
+    kept.insert(key, baseline.clone());
+    Ok(baseline)
+}
+
+/// [`baseline`] as the database of the import at `imported_at` records it.
+fn read_baseline(conn: &Connection, imported_at: &str) -> QueryResult<Option<Baseline>> {
+    let Some(root) = meta(conn, crate::db::PROJECT_DIR_KEY)? else {
         return Ok(None);
     };
     if meta(conn, crate::db::SOURCE_TREE_KEY)?.as_deref() == Some("absent") {
         return Ok(None);
     }
-    let Ok(imported) = chrono::DateTime::parse_from_rfc3339(&imported_at) else {
+    let Ok(imported) = chrono::DateTime::parse_from_rfc3339(imported_at) else {
         return Ok(None);
     };
     Ok(Some(Baseline {
         root: PathBuf::from(root),
-        imported_at,
+        imported_at: imported_at.to_string(),
         imported: imported.with_timezone(&chrono::Utc).into(),
     }))
 }
@@ -441,8 +473,10 @@ const FILE_MEMBERS: [&str; 2] = ["file", "path"];
 /// `similar_files` and `key_files`).
 const FILE_LIST_MEMBERS: [&str; 3] = ["files", "similar_files", "key_files"];
 
-/// Files of one answer checked on disk, at most: the first ones it names.
-pub const NAMED_FILES_CHECKED: usize = 64;
+/// Files of one answer checked on disk, at most: the first ones it names. Each costs a row
+/// read and, once per watch interval, a look at the disk (about 4 µs in all); a listing of
+/// hundreds of files would otherwise pay for every one.
+pub const NAMED_FILES_CHECKED: usize = 16;
 
 /// The canonical path of a file a question names (`src/a.ts` for `./src/a.ts`), for
 /// [`stale_files`].
