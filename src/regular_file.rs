@@ -160,7 +160,11 @@ impl Beneath {
         };
         let path = under_root(&self.root, relative).ok_or_else(refused)?;
         #[cfg(target_os = "linux")]
-        if let Some(dir) = &self.dir {
+        if let Some(dir) = self
+            .dir
+            .as_ref()
+            .filter(|_| !OPENAT2_REFUSED.load(std::sync::atomic::Ordering::Relaxed))
+        {
             match open_beneath(dir, relative) {
                 Ok(file) => {
                     // A final link is opened as itself (`O_PATH | O_NOFOLLOW`).
@@ -172,8 +176,12 @@ impl Beneath {
                 }
                 Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
                 Err(err) if err.raw_os_error() == Some(libc::ELOOP) => return Err(refused()),
-                Err(err) if err.raw_os_error() != Some(libc::ENOSYS) => return Err(err),
-                Err(_) => {} // a kernel before 5.6: look at each directory below
+                // A kernel before 5.6, or a sandbox (seccomp) refusing the call: look at each
+                // directory below instead, from now on.
+                Err(err) if matches!(err.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
+                    OPENAT2_REFUSED.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(err) => return Err(err),
             }
         }
         self.walked_state(relative, &path).map_err(|err| match err {
@@ -214,6 +222,10 @@ enum Walked {
     /// The file system's error.
     Failed(io::Error),
 }
+
+/// Whether `openat2` was refused once (an old kernel, a sandbox): not tried again.
+#[cfg(target_os = "linux")]
+static OPENAT2_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// `relative` opened as a path only (never read, so a FIFO cannot block) beneath `dir`,
 /// refusing symbolic links in any component (`ELOOP`) and ways out of `dir` (`EXDEV`).

@@ -3,8 +3,8 @@
 //! (`source_baseline`, migration V20), the baseline against which answers tell the files edited
 //! since ([`crate::query::staleness`]).
 //!
-//! Invariant: files are looked at with `lstat` only (never followed, never opened), and only at
-//! paths under the project directory ([`regular_file::under_root`]).
+//! Invariant: files are looked at beneath the project directory only, never through a symbolic
+//! link and never read ([`regular_file::Beneath`]).
 
 use std::path::Path;
 
@@ -51,15 +51,17 @@ pub(super) fn record(conn: &Connection, root: &Path, sources: &str) -> Result<u6
          ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns
          WHERE size IS NOT excluded.size OR mtime_ns IS NOT excluded.mtime_ns",
     )?;
+    let mut unseen = conn.prepare("DELETE FROM source_baseline WHERE path = ?1")?;
     let mut recorded = 0;
     let project = regular_file::Beneath::new(root);
     let mut rows = paths.query([])?;
     while let Some(row) = rows.next()? {
         let path: String = row.get(0)?;
         // A file that cannot be looked at (outside the project, behind a link, in a directory
-        // without search permission) gets no row: answers then fall back to the moment of the
-        // import.
+        // without search permission) gets no row, not even an earlier import's: answers then
+        // fall back to the moment of the import.
         let Ok(state) = project.disk_state(&path) else {
+            unseen.execute([&path])?;
             continue;
         };
         let (size, mtime_ns) = match state {

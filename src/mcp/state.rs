@@ -297,6 +297,7 @@ impl IndexState {
                     // note that it comes from the previous import. The generation moves on
                     // before it too, so no answer kept from the previous pool is given again.
                     self.set_stale(None);
+                    crate::query::staleness::forget_checks();
                     self.generation.fetch_add(1, Ordering::SeqCst);
                     current.replace(Arc::new(DroppedApart::new(pool)))
                 };
@@ -425,6 +426,7 @@ impl IndexState {
             crate::query::staleness::sweep(conn, SWEEP_STEP)
         }) {
             Ok(true) => {
+                crate::query::staleness::forget_checks();
                 // Only the generation this step read moves on (an import meanwhile did).
                 let _ = self.generation.compare_exchange(
                     generation,

@@ -10,9 +10,10 @@
 //! not look at, in a directory it may not search) is compared with the moment of the import
 //! instead; each stale file says
 //! which signal found it. A file gone from disk is reported as deleted, unless the import found
-//! none of the project's files on disk (an index served without its sources). One `lstat` per
-//! file (never followed, never opened, so a symlink or a FIFO costs nothing and cannot block),
-//! kept for the server's watch interval ([`keep_checks_for`]); paths that would leave the project root are never looked at.
+//! none of the project's files on disk (an index served without its sources). One look per
+//! file beneath the project directory ([`Beneath`]: a path handle, never read, so a FIFO cannot
+//! block; a path through a symbolic link, or out of the project, is never looked at), kept for
+//! the server's watch interval ([`keep_checks_for`]).
 //!
 //! **Per index**, `HEAD` is read from `.git` without running git (`HEAD`, loose refs,
 //! `packed-refs`, and the `gitdir:` file of a worktree or submodule), each file at most
@@ -220,6 +221,15 @@ fn observed(project: &mut Option<Beneath>, root: &Path, relative: &str) -> Optio
     }
     cache.insert(path.to_path_buf(), (now, seen));
     Some(seen)
+}
+
+/// Forgets every file's kept `lstat`, so the next answers look at the disk: when the answers
+/// kept elsewhere start anew (a new import, a sweep that found other changes), none of those
+/// computed next may rest on a look from before.
+pub fn forget_checks() {
+    if let Some(kept) = STATS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        kept.clear();
+    }
 }
 
 /// How a file changed: `modified` (with its time) or `deleted`.
@@ -601,8 +611,9 @@ impl<'de> serde::de::Visitor<'de> for MemberName {
     }
 }
 
-/// The value of a member that names files: a path (or, with `list`, a list of paths) is
-/// taken; any other value is walked (a path member holding an object) or, in a list, skipped.
+/// The value of a member that names files: a path (or, with `list`, the paths of a list) is
+/// taken; any other value is walked (a path member holding an object, a file impact in a
+/// list).
 struct Named<'a> {
     walk: Walk<'a>,
     list: bool,
@@ -626,15 +637,19 @@ impl<'de> serde::de::Visitor<'de> for Named<'_> {
         }
         Ok(())
     }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         if !self.list {
             return self.walk.visit_seq(seq);
         }
-        while let Some(item) = seq.next_element::<PathOrOther>()? {
-            if let PathOrOther(Some(path)) = item {
-                self.walk.add(&path);
-            }
-        }
+        // Each item as a member naming one file: a path is taken, an object (say, a file
+        // impact's `{file, …}`) walked.
+        while seq
+            .next_element_seed(Named {
+                walk: Walk(&mut *self.walk.0),
+                list: false,
+            })?
+            .is_some()
+        {}
         Ok(())
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
@@ -654,18 +669,6 @@ impl<'de> serde::de::Visitor<'de> for Named<'_> {
     }
     fn visit_unit<E>(self) -> Result<(), E> {
         Ok(())
-    }
-}
-
-/// An item of a list of paths: the path, or nothing for any other value.
-struct PathOrOther(Option<String>);
-
-impl<'de> serde::Deserialize<'de> for PathOrOther {
-    fn deserialize<D: serde::Deserializer<'de>>(json: D) -> Result<Self, D::Error> {
-        match serde_json::Value::deserialize(json)? {
-            Value::String(path) => Ok(PathOrOther(Some(path))),
-            _ => Ok(PathOrOther(None)),
-        }
     }
 }
 
@@ -865,7 +868,7 @@ mod tests {
         let answer = serde_json::json!({
             "path": "./src/a.ts",
             "summary": "mentions src/never.ts",
-            "files": ["src/b.ts", 3, {"path": "src/ignored-in-a-list.ts"}, "src/a.ts"],
+            "files": ["src/b.ts", 3, {"file": "src/f.ts", "symbols": ["x"]}, "src/a.ts"],
             "result": [{"file": "src/c\"q.ts", "lines": [1, 2]}, {"file": null}],
             "nested": {"similar_files": ["src/d.ts"], "key_files": "not a list"},
             "file": {"path": "src/e.ts"},
@@ -875,6 +878,7 @@ mod tests {
         let expected = [
             "src/a.ts",
             "src/b.ts",
+            "src/f.ts",
             "src/e.ts",
             "src/d.ts",
             "src/c\"q.ts",

@@ -93,8 +93,9 @@ pub struct TraceResponse {
     /// Set when there are more than [`TOTAL_CAP`] shortest paths (only the first are listed).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub total_capped: bool,
-    /// Set when the search stopped after expanding [`MAX_EXPANDED`] symbols: a path may exist
-    /// that was not found (ask a smaller `max_depth`, or trace to a nearer symbol).
+    /// Set when the search stopped before a level that would expand more than
+    /// [`MAX_EXPANDED`] symbols: a path may exist that was not found (ask a smaller
+    /// `max_depth`, or trace to a nearer symbol).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub walk_capped: bool,
     /// Why there is no path, in words.
@@ -329,7 +330,7 @@ pub fn acp_trace(conn: &Connection, params: &TraceParams) -> QueryResult<TraceRe
     if meeting.is_empty() {
         response.message = Some(if capped {
             format!(
-                "The search stopped after expanding {MAX_EXPANDED} symbols without finding a path: one may exist. Trace with a smaller max_depth or to a nearer symbol."
+                "The search stopped before a level that would expand more than {MAX_EXPANDED} symbols ({expanded} expanded), without finding a path: one may exist. Trace with a smaller max_depth or to a nearer symbol."
             )
         } else {
             format!(
