@@ -62,19 +62,8 @@ async fn typed_call(client: &Client, schema: &Value, tool: &str, args: Value) ->
     );
     let errors = violations(schema, &structured);
     assert!(errors.is_empty(), "{tool} {args}: {errors:?}\n{structured}");
-    if structured.get("stale_files").is_some() {
-        NOTED_STALE
-            .lock()
-            .unwrap()
-            .get_or_insert_with(Default::default)
-            .insert(tool.to_string());
-    }
     structured
 }
-
-/// The tools whose answers in [`typed_call`] listed `stale_files`.
-static NOTED_STALE: std::sync::Mutex<Option<std::collections::BTreeSet<String>>> =
-    std::sync::Mutex::new(None);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tools_acpdb_defines_declare_an_object_output_schema_and_the_reference_tools_none() {
@@ -174,11 +163,20 @@ async fn every_structured_answer_is_valid_against_its_schema_and_equal_to_its_te
         typed_call(&client, &unused, "acp_unused", args).await;
     }
 
-    let noted = NOTED_STALE.lock().unwrap().clone().unwrap_or_default();
-    for tool in ["acp_query", "acp_constraints", "acp_impact", "acp_trace"] {
-        assert!(
-            noted.contains(tool),
-            "{tool} never listed stale files: {noted:?}"
+    // Answers naming the edited file list it, valid against their schemas.
+    for (tool, args) in [
+        (
+            "acp_query",
+            json!({"type": "symbol", "name": "validateSession"}),
+        ),
+        ("acp_constraints", json!({"file": "src/auth/session.ts"})),
+        ("acp_impact", json!({"files": ["src/auth/session.ts"]})),
+        ("acp_trace", json!({"from": "main", "to": "digest"})),
+    ] {
+        let answer = typed_call(&client, &schema(tool), tool, args).await;
+        assert_eq!(
+            answer["stale_files"][0]["path"], "src/auth/session.ts",
+            "{tool}: {answer}"
         );
     }
 
