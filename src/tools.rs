@@ -102,7 +102,7 @@ impl<T: Serialize> IntoAnswer for Typed<T> {
     }
 
     fn into_answer(self, conn: &Connection) -> QueryResult<Answer> {
-        let structured = serde_json::to_value(&self.0)?;
+        let mut structured = serde_json::to_value(&self.0)?;
         let named = files_named(&structured);
         let stale_files = stale_files(conn, named.iter().map(String::as_str))?;
         if stale_files.is_empty() {
@@ -112,13 +112,18 @@ impl<T: Serialize> IntoAnswer for Typed<T> {
                 note: None,
             });
         }
-        let checked = Checked {
+        let listed = serde_json::to_value(&stale_files)?;
+        // The text keeps the answer's member order, `stale_files` last.
+        let text = serde_json::to_string(&Checked {
             answer: &self.0,
             stale_files,
-        };
+        })?;
+        if let Value::Object(members) = &mut structured {
+            members.insert("stale_files".into(), listed);
+        }
         Ok(Answer {
-            text: serde_json::to_string(&checked)?,
-            structured: Some(serde_json::to_value(&checked)?),
+            text,
+            structured: Some(structured),
             note: None,
         })
     }

@@ -282,7 +282,7 @@ pub fn stale_files<'a>(
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
     let mut asked: Vec<&str> = Vec::new();
     for path in paths {
-        if !asked.contains(&path) && under_root(&baseline.root, path).is_some() {
+        if !asked.contains(&path) {
             asked.push(path);
         }
     }
@@ -500,7 +500,7 @@ pub fn asked_file(path: &str) -> String {
 pub fn files_named(answer: &Value) -> Vec<String> {
     let mut named = Vec::new();
     // A `Value` always deserialises.
-    let _ = serde::de::DeserializeSeed::deserialize(Walk(&mut named), answer);
+    let _ = serde::de::DeserializeSeed::deserialize(Walk::new(&mut named), answer);
     named
 }
 
@@ -509,31 +509,55 @@ pub fn files_named(answer: &Value) -> Vec<String> {
 pub fn files_named_in(text: &str) -> Vec<String> {
     let mut named = Vec::new();
     let mut json = serde_json::Deserializer::from_str(text);
-    if serde::de::DeserializeSeed::deserialize(Walk(&mut named), &mut json).is_err() {
+    if serde::de::DeserializeSeed::deserialize(Walk::new(&mut named), &mut json).is_err() {
         named.clear();
     }
     named
 }
 
-/// Walks any JSON for the files it names, into the list it holds.
-struct Walk<'a>(&'a mut Vec<String>);
+/// Walks any JSON for the files it names, into the list it holds; `value` says what the value
+/// walked is to its member's name.
+struct Walk<'a> {
+    named: &'a mut Vec<String>,
+    value: Member,
+}
 
 /// What a member's name says of its value.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Member {
-    /// A file's path when it is a string ([`FILE_MEMBERS`]).
+    /// A file's path when it is a string ([`FILE_MEMBERS`]); any other value is walked.
     File,
-    /// Files' paths, the strings of a list ([`FILE_LIST_MEMBERS`]).
+    /// Files: each item of a list as a [`Member::File`] ([`FILE_LIST_MEMBERS`]).
     Files,
-    /// Walked for members below.
+    /// Walked for the members below.
     Other,
 }
 
-impl Walk<'_> {
-    fn add(&mut self, path: &str) {
-        let path = asked_file(path);
-        if !path.is_empty() && self.0.len() < NAMED_FILES_CHECKED && !self.0.contains(&path) {
-            self.0.push(path);
+impl Member {
+    fn of(name: &str) -> Member {
+        if FILE_MEMBERS.contains(&name) {
+            Member::File
+        } else if FILE_LIST_MEMBERS.contains(&name) {
+            Member::Files
+        } else {
+            Member::Other
+        }
+    }
+}
+
+impl<'a> Walk<'a> {
+    fn new(named: &'a mut Vec<String>) -> Walk<'a> {
+        Walk {
+            named,
+            value: Member::Other,
+        }
+    }
+
+    /// The walk of a value below this one, which is `value` to its member's name.
+    fn below(&mut self, value: Member) -> Walk<'_> {
+        Walk {
+            named: &mut *self.named,
+            value,
         }
     }
 }
@@ -550,22 +574,30 @@ impl<'de> serde::de::Visitor<'de> for Walk<'_> {
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("JSON")
     }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
         while let Some(member) = map.next_key_seed(MemberName)? {
-            let walk = Walk(&mut *self.0);
-            match member {
-                Member::File => map.next_value_seed(Named { walk, list: false })?,
-                Member::Files => map.next_value_seed(Named { walk, list: true })?,
-                Member::Other => map.next_value_seed(walk)?,
-            }
+            map.next_value_seed(self.below(member))?;
         }
         Ok(())
     }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(Walk(&mut *self.0))?.is_some() {}
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        // The items of a list of files each name one (a path, or an object such as a file
+        // impact's `{file, …}`); any other list is walked.
+        let item = match self.value {
+            Member::Files => Member::File,
+            _ => Member::Other,
+        };
+        while seq.next_element_seed(self.below(item))?.is_some() {}
         Ok(())
     }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+    fn visit_str<E>(self, path: &str) -> Result<(), E> {
+        if self.value == Member::File {
+            let path = asked_file(path);
+            let named = self.named;
+            if !path.is_empty() && named.len() < NAMED_FILES_CHECKED && !named.contains(&path) {
+                named.push(path);
+            }
+        }
         Ok(())
     }
     fn visit_bool<E>(self, _: bool) -> Result<(), E> {
@@ -601,74 +633,7 @@ impl<'de> serde::de::Visitor<'de> for MemberName {
         f.write_str("a member name")
     }
     fn visit_str<E>(self, name: &str) -> Result<Member, E> {
-        Ok(if FILE_MEMBERS.contains(&name) {
-            Member::File
-        } else if FILE_LIST_MEMBERS.contains(&name) {
-            Member::Files
-        } else {
-            Member::Other
-        })
-    }
-}
-
-/// The value of a member that names files: a path (or, with `list`, the paths of a list) is
-/// taken; any other value is walked (a path member holding an object, a file impact in a
-/// list).
-struct Named<'a> {
-    walk: Walk<'a>,
-    list: bool,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for Named<'_> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, json: D) -> Result<(), D::Error> {
-        json.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for Named<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("JSON")
-    }
-    fn visit_str<E>(mut self, path: &str) -> Result<(), E> {
-        if !self.list {
-            self.walk.add(path);
-        }
-        Ok(())
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        if !self.list {
-            return self.walk.visit_seq(seq);
-        }
-        // Each item as a member naming one file: a path is taken, an object (say, a file
-        // impact's `{file, …}`) walked.
-        while seq
-            .next_element_seed(Named {
-                walk: Walk(&mut *self.walk.0),
-                list: false,
-            })?
-            .is_some()
-        {}
-        Ok(())
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
-        self.walk.visit_map(map)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
+        Ok(Member::of(name))
     }
 }
 
