@@ -165,7 +165,7 @@ impl Beneath {
             .as_ref()
             .filter(|_| !OPENAT2_REFUSED.load(std::sync::atomic::Ordering::Relaxed))
         {
-            match open_beneath(dir, relative) {
+            match open_beneath(dir, relative, 0) {
                 Ok(file) => {
                     // A final link is opened as itself (`O_PATH | O_NOFOLLOW`).
                     let meta = file.metadata()?;
@@ -188,6 +188,26 @@ impl Beneath {
             Walked::Refused => refused(),
             Walked::Failed(err) => err,
         })
+    }
+
+    /// A path handle (`O_PATH`) of the directory `relative` (`""`: the project directory),
+    /// opened beneath the project without passing through a symbolic link; an
+    /// [`io::ErrorKind::Unsupported`] error where the kernel cannot promise that (no
+    /// `openat2`).
+    #[cfg(target_os = "linux")]
+    pub fn directory(&self, relative: &str) -> io::Result<File> {
+        let unsupported = || io::Error::from(io::ErrorKind::Unsupported);
+        let dir = self.dir.as_ref().ok_or_else(unsupported)?;
+        if OPENAT2_REFUSED.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(unsupported());
+        }
+        if relative.is_empty() {
+            return dir.try_clone();
+        }
+        if under_root(&self.root, relative).is_none() {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        open_beneath(dir, relative, libc::O_DIRECTORY)
     }
 
     /// [`Beneath::disk_state`] by an `lstat` of each directory on the way, then of the file:
@@ -230,13 +250,13 @@ static OPENAT2_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::Atomi
 /// `relative` opened as a path only (never read, so a FIFO cannot block) beneath `dir`,
 /// refusing symbolic links in any component (`ELOOP`) and ways out of `dir` (`EXDEV`).
 #[cfg(target_os = "linux")]
-fn open_beneath(dir: &File, relative: &str) -> io::Result<File> {
+fn open_beneath(dir: &File, relative: &str, flags: libc::c_int) -> io::Result<File> {
     use std::os::fd::{AsRawFd, FromRawFd};
     let name = std::ffi::CString::new(relative)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a path"))?;
     // SAFETY: `open_how` is plain data; every field is set below or zero as the kernel wants.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
+    how.flags = (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC | flags) as u64;
     how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
     // SAFETY: `name` and `how` outlive the call, and the size passed is `how`'s.
     let fd = unsafe {

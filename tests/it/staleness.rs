@@ -155,6 +155,59 @@ async fn files_changed_after_the_import_are_named_until_the_next_one() {
     client.close().await;
 }
 
+/// Under the server's watcher, the kernel reports edits as they happen (Linux): an edit shows
+/// in the next answer although a file's look is kept for the (long) watch interval, and a
+/// directory moved away and replaced is looked at again, not trusted.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edit_shows_at_once_where_the_kernel_reports_it() {
+    let project = TempProject::copy_of(&fixture("demo"));
+    project.import();
+    let client = Client::spawn(project.root(), &["--watch-interval", "60"]).await;
+    let mut watched = Value::Null;
+    for _ in 0..200 {
+        watched = client.ok("acp_query", json!({"type": "stats"})).await["source"]["files"].clone();
+        if watched["watched"] == true && watched["swept_at"].is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(watched["watched"], true, "{watched}");
+    let session = json!({"path": "src/auth/session.ts"});
+    let tax = json!({"path": "src/billing/tax.ts"});
+    for args in [&session, &tax] {
+        let texts = texts(&client, "acp_get_file_context", args.clone()).await;
+        assert_eq!(texts.len(), 1, "{texts:?}");
+    }
+
+    project.edit_source("src/auth/session.ts");
+    let billing = project.root().join("src/billing");
+    std::fs::rename(&billing, project.root().join("src/billing-before")).unwrap();
+    std::fs::create_dir(&billing).unwrap();
+    std::fs::write(billing.join("tax.ts"), "// another file in its place\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (args, path) in [
+        (&session, "src/auth/session.ts"),
+        (&tax, "src/billing/tax.ts"),
+    ] {
+        let texts = texts(&client, "acp_get_file_context", args.clone()).await;
+        assert_eq!(texts.len(), 2, "{path}: {texts:?}");
+        assert!(
+            texts[1].contains(&format!("{path} (modified ")),
+            "{}",
+            texts[1]
+        );
+    }
+    let untouched = texts(
+        &client,
+        "acp_get_file_context",
+        json!({"path": "src/auth/token.ts"}),
+    )
+    .await;
+    assert_eq!(untouched.len(), 1, "{untouched:?}");
+    client.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_moved_head_is_reported_by_stats() {
     let project = TempProject::copy_of(&fixture("demo"));

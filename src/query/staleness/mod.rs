@@ -23,20 +23,33 @@
 //! or until a small project's first pass), a new pass at most every [`SWEEP_INTERVAL`], so
 //! that overviews say how many indexed files changed without any answer paying for a pass
 //! over a large project.
+//!
+//! **Under the server's watcher** the kernel reports edits as they happen (`events.rs`,
+//! Linux `inotify` on the directories of the indexed files): a file with no event since the
+//! last pass began is answered from that pass without a look at the disk, an edited one is
+//! looked at again at once, and a new pass starts only after an event (or every
+//! [`FULL_SWEEP_INTERVAL`]). `baseline.rs` holds what answers compare with, `sweeps.rs` the
+//! sweep and what it knows.
+
+mod baseline;
+mod events;
+mod sweeps;
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::QueryResult;
-use crate::regular_file::{under_root, Beneath, DiskState};
+use crate::regular_file::{under_root, Beneath};
+use baseline::{baseline, change_since, meta, recorded, rfc3339_ns, Change, Seen};
+use sweeps::{source_changes, swept_in_background, Known};
+pub use sweeps::{sweep, sweep_in_background, SourceChanges, FULL_SWEEP_INTERVAL, SWEEP_INTERVAL};
 
 /// How long the result of one file's `lstat` is reused, in milliseconds: the server's watch
 /// interval ([`keep_checks_for`]), one second elsewhere.
@@ -61,9 +74,6 @@ pub const GIT_FILE_LIMIT: u64 = 4096;
 
 /// Largest `packed-refs` read.
 const PACKED_REFS_LIMIT: u64 = 16 * 1024 * 1024;
-
-/// Shortest time between the starts of two sweeps of every indexed file.
-pub const SWEEP_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Files an overview answer compares itself, at most, when a sweep is due or under way: a
 /// small project is swept whole by the answer that asks.
@@ -105,98 +115,18 @@ pub struct SourceState {
     pub message: String,
 }
 
-/// What the sweep of the indexed files found ([`sweep`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct SourceChanges {
-    /// Files whose size or modification time differ from the baseline, or that are new on
-    /// disk.
-    pub changed: u64,
-    /// Files gone from disk since the import.
-    pub deleted: u64,
-    /// Files compared: all of `indexed` once a sweep is complete.
-    pub checked: u64,
-    /// Files with a baseline.
-    pub indexed: u64,
-    /// When the last complete sweep ended (RFC 3339); absent while the first is under way.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub swept_at: Option<String>,
-}
-
-/// What the answers compare with: the project directory and the moment of the import.
-#[derive(Debug, Clone)]
-struct Baseline {
-    root: PathBuf,
-    imported_at: String,
-    imported: SystemTime,
-}
-
-fn meta(conn: &Connection, key: &str) -> QueryResult<Option<String>> {
-    Ok(conn
-        .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
-        .query_row([key], |r| r.get(0))
-        .optional()?)
-}
-
-/// The baselines of the databases read, by database file and moment of import: every answer
-/// that names a file needs one, and an import writes its facts once.
-static BASELINES: Mutex<Option<HashMap<ImportKey, Option<Baseline>>>> = Mutex::new(None);
-
-/// A database file and the moment of its import.
-type ImportKey = (String, String);
-
-/// Databases whose baselines are kept at most.
-const BASELINES_KEPT: usize = 16;
-
-fn baseline(conn: &Connection) -> QueryResult<Option<Baseline>> {
-    let Some(imported_at) = meta(conn, "imported_at")? else {
-        return Ok(None);
-    };
-    let key = (conn.path().unwrap_or_default().to_string(), imported_at);
-    if let Some(known) = BASELINES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|kept| kept.get(&key))
-    {
-        return Ok(known.clone());
-    }
-    let baseline = read_baseline(conn, &key.1)?;
-    let mut kept = BASELINES.lock().unwrap_or_else(|e| e.into_inner());
-    let kept = kept.get_or_insert_with(HashMap::new);
-    if kept.len() >= BASELINES_KEPT {
-        kept.clear();
-    }
-    kept.insert(key, baseline.clone());
-    Ok(baseline)
-}
-
-/// [`baseline`] as the database of the import at `imported_at` records it.
-fn read_baseline(conn: &Connection, imported_at: &str) -> QueryResult<Option<Baseline>> {
-    let Some(root) = meta(conn, crate::db::PROJECT_DIR_KEY)? else {
-        return Ok(None);
-    };
-    if meta(conn, crate::db::SOURCE_TREE_KEY)?.as_deref() == Some("absent") {
-        return Ok(None);
-    }
-    let Ok(imported) = chrono::DateTime::parse_from_rfc3339(imported_at) else {
-        return Ok(None);
-    };
-    Ok(Some(Baseline {
-        root: PathBuf::from(root),
-        imported_at: imported_at.to_string(),
-        imported: imported.with_timezone(&chrono::Utc).into(),
-    }))
-}
-
-/// What one `lstat` found: the file's state, or `None` when it is gone.
-type Seen = Option<DiskState>;
-
 static STATS: Mutex<Option<HashMap<PathBuf, (Instant, Seen)>>> = Mutex::new(None);
 
 /// The state on disk of `relative` beneath `root` (`Some(None)`: gone), from the cache while
-/// fresh, else through `project` (opened here when it is `None`); `None` when it cannot be
-/// looked at (permissions, a symbolic link on the way), which counts as unchanged.
-fn observed(project: &mut Option<Beneath>, root: &Path, relative: &str) -> Option<Seen> {
+/// fresh (and looked at after `not_before`), else through `project` (opened here when it is
+/// `None`); `None` when it cannot be looked at (permissions, a symbolic link on the way), which
+/// counts as unchanged.
+fn observed(
+    project: &mut Option<Beneath>,
+    root: &Path,
+    relative: &str,
+    not_before: Option<Instant>,
+) -> Option<Seen> {
     let path = root.join(relative);
     let path = path.as_path();
     let now = Instant::now();
@@ -204,7 +134,7 @@ fn observed(project: &mut Option<Beneath>, root: &Path, relative: &str) -> Optio
     {
         let cache = STATS.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((at, seen)) = cache.as_ref().and_then(|c| c.get(path)) {
-            if now.duration_since(*at) < ttl {
+            if now.duration_since(*at) < ttl && not_before.is_none_or(|event| *at > event) {
                 return Some(*seen);
             }
         }
@@ -230,41 +160,6 @@ pub fn forget_checks() {
     if let Some(kept) = STATS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         kept.clear();
     }
-}
-
-/// How a file changed: `modified` (with its time) or `deleted`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Change {
-    Modified(i64),
-    Deleted,
-}
-
-/// The change from `then` (the baseline) to `now`, if any.
-fn change_since(then: Seen, now: Seen) -> Option<Change> {
-    match (then, now) {
-        (Some(_), None) => Some(Change::Deleted),
-        (then, Some(now)) if then != Some(now) => Some(Change::Modified(now.mtime_ns)),
-        _ => None,
-    }
-}
-
-/// A baseline row as a [`Seen`].
-fn recorded(row: &rusqlite::Row, first: usize) -> rusqlite::Result<Seen> {
-    let size: Option<i64> = row.get(first)?;
-    let mtime_ns: Option<i64> = row.get(first + 1)?;
-    Ok(size.zip(mtime_ns).map(|(size, mtime_ns)| DiskState {
-        size: u64::try_from(size).unwrap_or(0),
-        mtime_ns,
-    }))
-}
-
-fn rfc3339_ns(mtime_ns: i64) -> String {
-    let since_epoch = Duration::from_nanos(mtime_ns.unsigned_abs());
-    rfc3339(if mtime_ns >= 0 {
-        UNIX_EPOCH + since_epoch
-    } else {
-        UNIX_EPOCH - since_epoch
-    })
 }
 
 /// The indexed files among `paths` (canonical, relative to the project) changed on disk after
@@ -300,8 +195,19 @@ pub fn stale_files<'a>(
         if then.is_none() && !indexed.exists([path])? {
             continue;
         }
-        let Some(now) = observed(&mut project, &baseline.root, path) else {
-            continue;
+        let known = match then {
+            Some(_) => sweeps::known(&baseline, path),
+            None => Known::Look { not_before: None },
+        };
+        let now = match known {
+            Known::Swept(None) => continue,
+            Known::Swept(Some(now)) => now,
+            Known::Look { not_before } => {
+                match observed(&mut project, &baseline.root, path, not_before) {
+                    Some(now) => now,
+                    None => continue,
+                }
+            }
         };
         let (change, signal) = match then {
             Some(then) => (change_since(then, now), "baseline"),
@@ -330,149 +236,6 @@ pub fn stale_files<'a>(
         });
     }
     Ok(stale)
-}
-
-/// One sweep of the baseline: where it stands and what it found.
-#[derive(Debug, Default)]
-struct Sweep {
-    /// The pass under way resumes after this path (`None`: no pass under way).
-    after: Option<String>,
-    /// What the pass under way found so far.
-    pass: Found,
-    /// The last complete pass and when it ended.
-    last: Option<(Found, SystemTime, Instant)>,
-}
-
-/// What (part of) a pass found.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Found {
-    checked: u64,
-    changed: u64,
-    deleted: u64,
-    /// A hash of the changed files and their states: two passes that found the same
-    /// changes have the same.
-    fingerprint: u64,
-}
-
-/// Sweeps by database: the project directory and the moment of its import.
-static SWEEPS: Mutex<Option<HashMap<(PathBuf, String), Sweep>>> = Mutex::new(None);
-
-/// Compares at most `budget` more indexed files with their baseline, starting a new pass when
-/// none is under way and the last ended [`SWEEP_INTERVAL`] ago or more. Returns whether a pass
-/// ended finding other changes than the pass before it (the first pass: any change), after
-/// which answers computed earlier may lack a staleness note.
-pub fn sweep(conn: &Connection, budget: usize) -> QueryResult<bool> {
-    match baseline(conn)? {
-        Some(baseline) => sweep_step(conn, &baseline, budget),
-        None => Ok(false),
-    }
-}
-
-/// [`sweep`] of the files of `baseline`.
-fn sweep_step(conn: &Connection, baseline: &Baseline, budget: usize) -> QueryResult<bool> {
-    if budget == 0 {
-        return Ok(false);
-    }
-    let key = (baseline.root.clone(), baseline.imported_at.clone());
-    let (after, pass) = {
-        let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-        let sweeps = sweeps.get_or_insert_with(HashMap::new);
-        // A new import ends the sweeps of the project's earlier ones.
-        sweeps.retain(|(root, at), _| *root != key.0 || *at == key.1);
-        let sweep = sweeps.entry(key.clone()).or_default();
-        match (&sweep.after, &sweep.last) {
-            (Some(after), _) => (after.clone(), sweep.pass),
-            (None, Some((_, _, ended))) if ended.elapsed() < SWEEP_INTERVAL => return Ok(false),
-            (None, _) => (String::new(), Found::default()),
-        }
-    };
-    let mut read = conn.prepare_cached(
-        "SELECT path, size, mtime_ns FROM source_baseline WHERE path > ?1 ORDER BY path LIMIT ?2",
-    )?;
-    let rows: Vec<(String, Seen)> = read
-        .query_map(params![after, budget as i64], |r| {
-            Ok((r.get(0)?, recorded(r, 1)?))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut found = pass;
-    let project = Beneath::new(&baseline.root);
-    for (path, then) in &rows {
-        found.checked += 1;
-        let Ok(now) = project.disk_state(path) else {
-            continue;
-        };
-        let Some(change) = change_since(*then, now) else {
-            continue;
-        };
-        match change {
-            Change::Deleted => found.deleted += 1,
-            Change::Modified(_) => found.changed += 1,
-        }
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (
-            path,
-            change == Change::Deleted,
-            now.map(|s| (s.size, s.mtime_ns)),
-        )
-            .hash(&mut hasher);
-        found.fingerprint ^= hasher.finish();
-    }
-    let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(sweep) = sweeps.get_or_insert_with(HashMap::new).get_mut(&key) else {
-        return Ok(false);
-    };
-    if sweep.after.as_deref().unwrap_or("") != after {
-        // Another caller stepped the same pass meanwhile: its step counts.
-        return Ok(false);
-    }
-    if rows.len() < budget {
-        let before = sweep.last.map_or(0, |(last, _, _)| last.fingerprint);
-        sweep.last = Some((found, SystemTime::now(), Instant::now()));
-        sweep.after = None;
-        sweep.pass = Found::default();
-        Ok(found.fingerprint != before)
-    } else {
-        sweep.after = rows.last().map(|(path, _)| path.clone());
-        sweep.pass = found;
-        Ok(false)
-    }
-}
-
-/// What the sweep of the files of `baseline` has found so far, after a step of at most
-/// `budget` files; `None` when the import recorded no baseline.
-fn source_changes(
-    conn: &Connection,
-    baseline: &Baseline,
-    budget: usize,
-) -> QueryResult<Option<SourceChanges>> {
-    let Some(indexed) =
-        meta(conn, crate::db::SOURCE_BASELINE_FILES_KEY)?.and_then(|n| n.parse::<u64>().ok())
-    else {
-        return Ok(None);
-    };
-    sweep_step(conn, baseline, budget)?;
-    let sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-    let key = (baseline.root.clone(), baseline.imported_at.clone());
-    let sweep = sweeps.as_ref().and_then(|s| s.get(&key));
-    let (found, swept_at) = match sweep {
-        Some(Sweep {
-            last: Some((found, at, _)),
-            ..
-        }) => (*found, Some(rfc3339(*at))),
-        Some(sweep) => (sweep.pass, None),
-        None => (Found::default(), None),
-    };
-    Ok(Some(SourceChanges {
-        changed: found.changed,
-        deleted: found.deleted,
-        checked: found.checked,
-        indexed,
-        swept_at,
-    }))
-}
-
-fn rfc3339(time: SystemTime) -> String {
-    chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// Members whose string value names a file in an answer: a file entry's `path`, a symbol's
@@ -707,30 +470,15 @@ pub fn git_head(root: &Path) -> Option<String> {
     })
 }
 
-/// Whether a watcher sweeps in the background ([`sweep_in_background`]).
-static SWEPT_IN_BACKGROUND: AtomicBool = AtomicBool::new(false);
-
-/// Says that a watcher steps the sweep in the background (the server's, when it watches):
-/// overview answers then take no step themselves and say what its steps found, unless the
-/// project is small enough for one answer's step to sweep it whole before the watcher has.
-pub fn sweep_in_background() {
-    SWEPT_IN_BACKGROUND.store(true, Ordering::Relaxed);
-}
-
 /// Whether an overview answer takes a sweep step itself ([`sweep_in_background`]).
 fn answer_steps(conn: &Connection) -> QueryResult<bool> {
-    if !SWEPT_IN_BACKGROUND.load(Ordering::Relaxed) {
+    if !swept_in_background() {
         return Ok(true);
     }
     let Some(baseline) = baseline(conn)? else {
         return Ok(false);
     };
-    let swept_once = SWEEPS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|s| s.get(&(baseline.root, baseline.imported_at)))
-        .is_some_and(|sweep| sweep.last.is_some());
+    let swept_once = sweeps::swept_once(&baseline);
     let files: Option<u64> =
         meta(conn, crate::db::SOURCE_BASELINE_FILES_KEY)?.and_then(|n| n.parse().ok());
     Ok(!swept_once && files.is_some_and(|n| n <= ANSWER_SWEEP_BUDGET as u64))
@@ -793,31 +541,6 @@ pub fn source_state_swept(conn: &Connection, budget: usize) -> QueryResult<Sourc
         files,
         message,
     })
-}
-
-impl SourceChanges {
-    /// In words: how many indexed files changed, as of when.
-    fn describe(&self) -> String {
-        let deleted = match self.deleted {
-            0 => String::new(),
-            n => format!(", {n} deleted"),
-        };
-        let changed = self.changed + self.deleted;
-        match &self.swept_at {
-            Some(_) if changed == 0 => format!(
-                "No indexed file changed on disk since the import ({} checked).",
-                self.indexed
-            ),
-            Some(_) => format!(
-                "{changed} of {} indexed files changed on disk since the import{deleted}; line numbers in answers naming them may be off: re-run `acp index`.",
-                self.indexed
-            ),
-            None => format!(
-                "{changed} changed on disk since the import{deleted}, among the {} of {} indexed files checked so far.",
-                self.checked, self.indexed
-            ),
-        }
-    }
 }
 
 fn short(hash: &str) -> &str {

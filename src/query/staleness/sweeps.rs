@@ -1,0 +1,392 @@
+//! The sweep: every baseline row compared with the disk, a budget of files per step, and what
+//! the last complete pass found. Where the server's watcher sweeps, the kernel's events on the
+//! source directories ([`SourceEvents`]) tell which files may have changed since a pass began:
+//! the others are answered from the pass without a look at the disk, and no new pass starts
+//! while nothing happened (but at least every [`FULL_SWEEP_INTERVAL`], for the edits no event
+//! reports: through a hard link elsewhere, or to a mapped file).
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use rusqlite::{params, Connection};
+use serde::Serialize;
+
+use super::baseline::{baseline, change_since, meta, recorded, rfc3339, Baseline, Change, Seen};
+use super::events::SourceEvents;
+use crate::query::QueryResult;
+use crate::regular_file::Beneath;
+
+/// Shortest time between the starts of two sweeps of every indexed file.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Longest time between two passes while the kernel's events report nothing.
+pub const FULL_SWEEP_INTERVAL: Duration = Duration::from_secs(600);
+
+/// Changed files a pass keeps the states of, at most: past it, answers look at the disk.
+const CHANGED_KEPT: usize = 65_536;
+
+/// One sweep of the baseline: where it stands and what it found.
+#[derive(Debug, Default)]
+struct Sweep {
+    /// The pass under way resumes after this path (`None`: no pass under way).
+    after: Option<String>,
+    /// What the pass under way found so far.
+    pass: Found,
+    /// The changed files the pass under way found, with their states (`None` past
+    /// [`CHANGED_KEPT`]).
+    pass_changed: Option<HashMap<String, Seen>>,
+    /// When the pass under way began.
+    pass_started: Option<Instant>,
+    /// The last complete pass.
+    last: Option<Pass>,
+    /// The kernel's events on the project's source directories, while the server's watcher
+    /// sweeps.
+    events: Option<Arc<SourceEvents>>,
+    /// Whether no events could be had (no `inotify`, no directory watched): not tried again.
+    no_events: bool,
+    /// How many events had been recorded at the last step.
+    events_seen: u64,
+}
+
+/// A complete pass.
+#[derive(Debug)]
+struct Pass {
+    found: Found,
+    /// Every file found changed, with its state; `None` past [`CHANGED_KEPT`].
+    changed: Option<HashMap<String, Seen>>,
+    started: Instant,
+    ended: Instant,
+    ended_at: SystemTime,
+}
+
+/// What (part of) a pass found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Found {
+    checked: u64,
+    changed: u64,
+    deleted: u64,
+    /// A hash of the changed files and their states: two passes that found the same
+    /// changes have the same.
+    fingerprint: u64,
+}
+
+/// A database: the project directory and the moment of its import.
+type SweepKey = (PathBuf, String);
+
+/// Sweeps by database.
+static SWEEPS: Mutex<Option<HashMap<SweepKey, Sweep>>> = Mutex::new(None);
+
+fn key_of(baseline: &Baseline) -> SweepKey {
+    (baseline.root.clone(), baseline.imported_at.clone())
+}
+
+/// Compares at most `budget` more indexed files with their baseline, starting a new pass when
+/// none is under way and the last ended [`SWEEP_INTERVAL`] ago or more (and, with events, when
+/// any happened since it began). Returns whether files may have changed since the step before:
+/// a pass ended finding other changes than the pass before it (the first pass: any change), or
+/// events arrived; answers computed earlier may then lack a staleness note.
+pub fn sweep(conn: &Connection, budget: usize) -> QueryResult<bool> {
+    match baseline(conn)? {
+        Some(baseline) => sweep_step(conn, &baseline, budget),
+        None => Ok(false),
+    }
+}
+
+/// Sets up the watches of `baseline`'s source directories if the server's watcher sweeps and
+/// none are (or those there lost events), between two passes. Returns whether events arrived
+/// since the step before.
+fn keep_watching(conn: &Connection, baseline: &Baseline, key: &SweepKey) -> QueryResult<bool> {
+    if !swept_in_background() {
+        return Ok(false);
+    }
+    let wanted = {
+        let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+        let sweep = sweeps.get_or_insert_with(HashMap::new).entry(key.clone());
+        let sweep = sweep.or_default();
+        if let Some(events) = &sweep.events {
+            let seen = events.seen();
+            let arrived = seen != sweep.events_seen;
+            sweep.events_seen = seen;
+            if !(events.should_rewatch() && sweep.after.is_none()) {
+                return Ok(arrived);
+            }
+        }
+        sweep.after.is_none() && !sweep.no_events
+    };
+    if !wanted {
+        return Ok(false);
+    }
+    let mut dirs: HashSet<String> = HashSet::new();
+    let mut read = conn.prepare_cached("SELECT path FROM source_baseline")?;
+    let mut rows = read.query([])?;
+    while let Some(row) = rows.next()? {
+        let path: String = row.get(0)?;
+        dirs.insert(path.rsplit_once('/').map_or("", |(dir, _)| dir).to_string());
+    }
+    let events = SourceEvents::watch(&baseline.root, dirs);
+    if let Some(events) = &events {
+        tracing::debug!("{} source directories watched for edits", events.covered());
+    }
+    let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(sweep) = sweeps.as_mut().and_then(|s| s.get_mut(key)) {
+        sweep.no_events = events.is_none();
+        sweep.events_seen = events.as_ref().map_or(0, |e| e.seen());
+        sweep.events = events.map(Arc::new);
+    }
+    Ok(true)
+}
+
+/// [`sweep`] of the files of `baseline`.
+pub(super) fn sweep_step(
+    conn: &Connection,
+    baseline: &Baseline,
+    budget: usize,
+) -> QueryResult<bool> {
+    if budget == 0 {
+        return Ok(false);
+    }
+    let key = key_of(baseline);
+    {
+        // A new import ends the sweeps of the project's earlier ones (and their watches).
+        let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+        let sweeps = sweeps.get_or_insert_with(HashMap::new);
+        sweeps.retain(|(root, at), _| *root != key.0 || *at == key.1);
+    }
+    let arrived = keep_watching(conn, baseline, &key)?;
+    let (after, pass) = {
+        let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+        let sweep = sweeps
+            .get_or_insert_with(HashMap::new)
+            .entry(key.clone())
+            .or_default();
+        match (&sweep.after, &sweep.last) {
+            (Some(after), _) => (after.clone(), sweep.pass),
+            (None, Some(last)) if last.ended.elapsed() < SWEEP_INTERVAL => return Ok(arrived),
+            (None, Some(last))
+                if last.ended.elapsed() < FULL_SWEEP_INTERVAL
+                    && sweep
+                        .events
+                        .as_ref()
+                        .is_some_and(|events| events.quiet_since(last.started)) =>
+            {
+                return Ok(arrived)
+            }
+            (None, _) => {
+                sweep.pass_started = Some(Instant::now());
+                sweep.pass_changed = Some(HashMap::new());
+                (String::new(), Found::default())
+            }
+        }
+    };
+    let mut read = conn.prepare_cached(
+        "SELECT path, size, mtime_ns FROM source_baseline WHERE path > ?1 ORDER BY path LIMIT ?2",
+    )?;
+    let rows: Vec<(String, Seen)> = read
+        .query_map(params![after, budget as i64], |r| {
+            Ok((r.get(0)?, recorded(r, 1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut found = pass;
+    let mut changed: Vec<(String, Seen)> = Vec::new();
+    let project = Beneath::new(&baseline.root);
+    for (path, then) in &rows {
+        found.checked += 1;
+        let Ok(now) = project.disk_state(path) else {
+            continue;
+        };
+        let Some(change) = change_since(*then, now) else {
+            continue;
+        };
+        match change {
+            Change::Deleted => found.deleted += 1,
+            Change::Modified(_) => found.changed += 1,
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (
+            path,
+            change == Change::Deleted,
+            now.map(|s| (s.size, s.mtime_ns)),
+        )
+            .hash(&mut hasher);
+        found.fingerprint ^= hasher.finish();
+        changed.push((path.clone(), now));
+    }
+    let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(sweep) = sweeps.get_or_insert_with(HashMap::new).get_mut(&key) else {
+        return Ok(arrived);
+    };
+    if sweep.after.as_deref().unwrap_or("") != after {
+        // Another caller stepped the same pass meanwhile: its step counts.
+        return Ok(arrived);
+    }
+    if let Some(kept) = &mut sweep.pass_changed {
+        if kept.len() + changed.len() > CHANGED_KEPT {
+            sweep.pass_changed = None;
+        } else {
+            kept.extend(changed);
+        }
+    }
+    if rows.len() < budget {
+        let before = sweep.last.as_ref().map_or(0, |last| last.found.fingerprint);
+        let started = sweep.pass_started.take().unwrap_or_else(Instant::now);
+        if let Some(events) = &sweep.events {
+            events.forget_before(started);
+        }
+        sweep.last = Some(Pass {
+            found,
+            changed: sweep.pass_changed.take(),
+            started,
+            ended: Instant::now(),
+            ended_at: SystemTime::now(),
+        });
+        sweep.after = None;
+        sweep.pass = Found::default();
+        Ok(arrived || found.fingerprint != before)
+    } else {
+        sweep.after = rows.last().map(|(path, _)| path.clone());
+        sweep.pass = found;
+        Ok(arrived)
+    }
+}
+
+/// What is known of `path` (relative, with a baseline row) without a look at the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Known {
+    /// As the last pass found it: changed to this state, or unchanged (`None`).
+    Swept(Option<Seen>),
+    /// A look is needed; one from before this moment (the file's last event) is out of date.
+    Look { not_before: Option<Instant> },
+}
+
+/// What the last pass and the events since say of `path`.
+pub(super) fn known(baseline: &Baseline, path: &str) -> Known {
+    let sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(sweep) = sweeps.as_ref().and_then(|s| s.get(&key_of(baseline))) else {
+        return Known::Look { not_before: None };
+    };
+    let Some(events) = &sweep.events else {
+        return Known::Look { not_before: None };
+    };
+    if let Some(Pass {
+        changed: Some(changed),
+        started,
+        ..
+    }) = &sweep.last
+    {
+        if events.unchanged_since(path, *started) {
+            return Known::Swept(changed.get(path).copied());
+        }
+    }
+    Known::Look {
+        not_before: events.last_event(path),
+    }
+}
+
+/// Whether a pass over the files of `baseline` has ended.
+pub(super) fn swept_once(baseline: &Baseline) -> bool {
+    SWEEPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|s| s.get(&key_of(baseline)))
+        .is_some_and(|sweep| sweep.last.is_some())
+}
+
+/// What the sweep of the files of `baseline` has found so far, after a step of at most
+/// `budget` files; `None` when the import recorded no baseline.
+pub(super) fn source_changes(
+    conn: &Connection,
+    baseline: &Baseline,
+    budget: usize,
+) -> QueryResult<Option<SourceChanges>> {
+    let Some(indexed) =
+        meta(conn, crate::db::SOURCE_BASELINE_FILES_KEY)?.and_then(|n| n.parse::<u64>().ok())
+    else {
+        return Ok(None);
+    };
+    sweep_step(conn, baseline, budget)?;
+    let sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+    let sweep = sweeps.as_ref().and_then(|s| s.get(&key_of(baseline)));
+    let (found, swept_at) = match sweep {
+        Some(Sweep {
+            last: Some(last), ..
+        }) => (last.found, Some(rfc3339(last.ended_at))),
+        Some(sweep) => (sweep.pass, None),
+        None => (Found::default(), None),
+    };
+    let watched = sweep.is_some_and(|sweep| sweep.events.is_some());
+    Ok(Some(SourceChanges {
+        changed: found.changed,
+        deleted: found.deleted,
+        checked: found.checked,
+        indexed,
+        swept_at,
+        watched,
+    }))
+}
+
+/// What the sweep of the indexed files found ([`sweep`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct SourceChanges {
+    /// Files whose size or modification time differ from the baseline, or that are new on
+    /// disk.
+    pub changed: u64,
+    /// Files gone from disk since the import.
+    pub deleted: u64,
+    /// Files compared: all of `indexed` once a sweep is complete.
+    pub checked: u64,
+    /// Files with a baseline.
+    pub indexed: u64,
+    /// When the last complete sweep ended (RFC 3339); absent while the first is under way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swept_at: Option<String>,
+    /// Whether the kernel reports edits of the indexed files as they happen (Linux
+    /// `inotify`, while the server watches): answers then see an edit at once without looking
+    /// at the disk, and a sweep starts again only after one. Otherwise each file's look is
+    /// kept for the watch interval.
+    pub watched: bool,
+}
+
+impl SourceChanges {
+    /// In words: how many indexed files changed, as of when.
+    pub(super) fn describe(&self) -> String {
+        let deleted = match self.deleted {
+            0 => String::new(),
+            n => format!(", {n} deleted"),
+        };
+        let changed = self.changed + self.deleted;
+        match &self.swept_at {
+            Some(_) if changed == 0 => format!(
+                "No indexed file changed on disk since the import ({} checked).",
+                self.indexed
+            ),
+            Some(_) => format!(
+                "{changed} of {} indexed files changed on disk since the import{deleted}; line numbers in answers naming them may be off: re-run `acp index`.",
+                self.indexed
+            ),
+            None => format!(
+                "{changed} changed on disk since the import{deleted}, among the {} of {} indexed files checked so far.",
+                self.checked, self.indexed
+            ),
+        }
+    }
+}
+
+/// Whether a watcher sweeps in the background ([`sweep_in_background`]).
+static SWEPT_IN_BACKGROUND: AtomicBool = AtomicBool::new(false);
+
+/// Whether a watcher sweeps in the background.
+pub(super) fn swept_in_background() -> bool {
+    SWEPT_IN_BACKGROUND.load(Ordering::Relaxed)
+}
+
+/// Says that a watcher steps the sweep in the background (the server's, when it watches):
+/// overview answers then take no step themselves and say what its steps found, unless the
+/// project is small enough for one answer's step to sweep it whole before the watcher has.
+pub fn sweep_in_background() {
+    SWEPT_IN_BACKGROUND.store(true, Ordering::Relaxed);
+}
