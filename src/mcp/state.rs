@@ -92,7 +92,8 @@ pub type ServedPool = DroppedApart<ReadPools>;
 /// a few milliseconds on a blocking thread, so that the sweep of a large project never takes
 /// a noticeable share of a core from the answers (16,384 a tick cost point tools several per
 /// cent of their p50 at 100,000 files); 100,000 files are swept in 49 ticks, under two
-/// minutes at the default interval.
+/// minutes at the default interval. The first pass of an import runs whole, in steps of this
+/// size: answers rest on it where the kernel reports edits.
 pub const SWEEP_STEP: usize = 2_048;
 
 /// The read connections of the served database, those of point lookups apart from those of

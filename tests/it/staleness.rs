@@ -156,13 +156,16 @@ async fn files_changed_after_the_import_are_named_until_the_next_one() {
 }
 
 /// Under the server's watcher, the kernel reports edits as they happen (Linux): an edit shows
-/// in the next answer although a file's look is kept for the (long) watch interval, and a
-/// directory moved away and replaced is looked at again, not trusted.
+/// in the next answer although a file's look is kept for the (long) watch interval, one edited
+/// before the server started is told by its first sweep, and a directory moved away and
+/// replaced is looked at again, not trusted.
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread")]
 async fn an_edit_shows_at_once_where_the_kernel_reports_it() {
     let project = TempProject::copy_of(&fixture("demo"));
     project.import();
+    // Edited before the server starts: its first sweep finds it.
+    project.edit_source("src/util/format.ts");
     let client = Client::spawn(project.root(), &["--watch-interval", "60"]).await;
     let mut watched = Value::Null;
     for _ in 0..200 {
@@ -173,6 +176,17 @@ async fn an_edit_shows_at_once_where_the_kernel_reports_it() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(watched["watched"], true, "{watched}");
+    assert_eq!(watched["changed"], 1, "{watched}");
+    let format = texts(
+        &client,
+        "acp_get_file_context",
+        json!({"path": "src/util/format.ts"}),
+    )
+    .await;
+    assert!(
+        format.len() == 2 && format[1].contains("src/util/format.ts (modified "),
+        "{format:?}"
+    );
     let session = json!({"path": "src/auth/session.ts"});
     let tax = json!({"path": "src/billing/tax.ts"});
     for args in [&session, &tax] {

@@ -12,7 +12,7 @@
 //! event), and every directory once the kernel's queue overflowed. [`SourceEvents::should_rewatch`] then
 //! says that the watches should be set up anew.
 //!
-//! *Invariant:* [`SourceEvents::unchanged_since`] is true only when every edit to the file
+//! *Invariant:* [`SourceEvents::edited_since`] says `None` only when every edit to the file
 //! after that moment would have raised an event already recorded: a watch set up before it,
 //! on a covered directory, and nothing lost since.
 
@@ -58,6 +58,13 @@ struct EventState {
     reshaped_at: Option<Instant>,
 }
 
+/// A file that may have been edited ([`SourceEvents::edited_since`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Edited {
+    /// When its last event arrived, if one did.
+    pub(super) last_event: Option<Instant>,
+}
+
 /// The watches on one project's source directories and the events they reported.
 #[derive(Debug)]
 pub(super) struct SourceEvents {
@@ -98,24 +105,23 @@ impl SourceEvents {
         watch_directories(root, wanted)
     }
 
-    /// Whether no edit of `path` (relative to the project) can have happened since `since`
-    /// without a look at the disk: its directory covered, watched before `since`, no event for
-    /// it and nothing lost after.
-    pub(super) fn unchanged_since(&self, path: &str, since: Instant) -> bool {
-        if self.started > since {
-            return false;
-        }
+    /// For each of `paths` (relative to the project), whether no edit can have happened since
+    /// `since` without a look at the disk (`None`: its directory covered, watched before
+    /// `since`, no event for it and nothing lost after), or else when its last event arrived
+    /// (`Some`; a look from before it is out of date).
+    pub(super) fn edited_since(&self, paths: &[&str], since: Instant) -> Vec<Option<Edited>> {
         let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.lost_at.is_none_or(|lost| lost < since)
-            && state.covered.contains(parent_of(path))
-            && state.touched.get(path).is_none_or(|at| *at < since)
-    }
-
-    /// When the last event for `path` arrived, if one did: a look at the disk from before it
-    /// is out of date.
-    pub(super) fn last_event(&self, path: &str) -> Option<Instant> {
-        let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.touched.get(path).copied()
+        let trusted = self.started <= since && state.lost_at.is_none_or(|lost| lost < since);
+        paths
+            .iter()
+            .map(|path| {
+                let last = state.touched.get(*path).copied();
+                let unchanged = trusted
+                    && state.covered.contains(parent_of(path))
+                    && last.is_none_or(|at| at < since);
+                (!unchanged).then_some(Edited { last_event: last })
+            })
+            .collect()
     }
 
     /// Whether nothing happened since `since`: no event, nothing lost, the watches set up
@@ -441,26 +447,25 @@ mod tests {
         // The directories and their ancestors, never one through a link.
         assert_eq!(events.covered(), 4);
         let before = Instant::now();
+        let unchanged =
+            |path: &str, since: Instant| events.edited_since(&[path], since)[0].is_none();
         for file in ["top.ts", "src/a/one.ts", "src/b/three.ts"] {
-            assert!(events.unchanged_since(file, before), "{file}");
+            assert!(unchanged(file, before), "{file}");
         }
-        assert!(!events.unchanged_since("linked/out.ts", before));
+        assert!(!unchanged("linked/out.ts", before));
         assert!(events.quiet_since(before));
 
         std::fs::write(outside.path().join("out.ts"), "edited").unwrap();
         std::fs::write(root.join("src/a/one.ts"), "edited").unwrap();
-        assert!(eventually(
-            || !events.unchanged_since("src/a/one.ts", before)
-        ));
-        assert!(events
-            .last_event("src/a/one.ts")
-            .is_some_and(|at| at > before));
-        assert!(events.unchanged_since("src/a/two.ts", before));
+        assert!(eventually(|| !unchanged("src/a/one.ts", before)));
+        let said = events.edited_since(&["src/a/one.ts", "src/a/two.ts"], before);
+        assert!(said[0].is_some_and(|e| e.last_event.is_some_and(|at| at > before)));
+        assert_eq!(said[1], None);
         assert!(!events.quiet_since(before));
         assert!(!events.should_rewatch());
         // Watched before a moment, and no event after it: unchanged since.
         std::thread::sleep(Duration::from_millis(20));
-        assert!(events.unchanged_since("src/a/one.ts", Instant::now()));
+        assert!(unchanged("src/a/one.ts", Instant::now()));
 
         // A directory moved away and another put in its place: its files are looked at again.
         let seen = events.seen();
@@ -469,8 +474,8 @@ mod tests {
         std::fs::write(root.join("src/b/three.ts"), "other").unwrap();
         assert!(eventually(|| events.should_rewatch()));
         assert!(events.seen() > seen);
-        assert!(!events.unchanged_since("src/b/three.ts", before));
-        assert!(events.unchanged_since("src/a/two.ts", before));
+        assert!(!unchanged("src/b/three.ts", before));
+        assert!(unchanged("src/a/two.ts", before));
         assert!(!events.quiet_since(before));
     }
 }

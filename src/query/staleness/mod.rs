@@ -189,25 +189,25 @@ pub fn stale_files<'a>(
     let mut indexed = conn.prepare_cached("SELECT 1 FROM files WHERE path = ?1")?;
     let mut stale: Vec<StaleFile> = Vec::new();
     let mut project = None;
-    for path in asked {
+    let known = sweeps::known(&baseline, &asked);
+    for (path, known) in asked.into_iter().zip(known) {
+        // A file the last pass found unchanged, and no event since: no lookup at all.
+        if known == Known::Swept(None) {
+            continue;
+        }
         let then = lookup.query_row([path], |r| recorded(r, 0)).optional()?;
         // A string that names no indexed file is not the index's to judge.
         if then.is_none() && !indexed.exists([path])? {
             continue;
         }
-        let known = match then {
-            Some(_) => sweeps::known(&baseline, path),
-            None => Known::Look { not_before: None },
-        };
         let now = match known {
-            Known::Swept(None) => continue,
-            Known::Swept(Some(now)) => now,
-            Known::Look { not_before } => {
-                match observed(&mut project, &baseline.root, path, not_before) {
-                    Some(now) => now,
-                    None => continue,
-                }
-            }
+            Known::Swept(Some(now)) if then.is_some() => Some(now),
+            Known::Look { not_before } => observed(&mut project, &baseline.root, path, not_before),
+            // A path whose hash alone matched one the pass compared.
+            Known::Swept(_) => observed(&mut project, &baseline.root, path, None),
+        };
+        let Some(now) = now else {
+            continue;
         };
         let (change, signal) = match then {
             Some(then) => (change_since(then, now), "baseline"),

@@ -41,6 +41,8 @@ struct Sweep {
     pass_changed: Option<HashMap<String, Seen>>,
     /// When the pass under way began.
     pass_started: Option<Instant>,
+    /// The [`path_hash`] of every file the pass under way compared.
+    pass_paths: Vec<u64>,
     /// The last complete pass.
     last: Option<Pass>,
     /// The kernel's events on the project's source directories, while the server's watcher
@@ -58,6 +60,8 @@ struct Pass {
     found: Found,
     /// Every file found changed, with its state; `None` past [`CHANGED_KEPT`].
     changed: Option<HashMap<String, Seen>>,
+    /// The [`path_hash`] of every file it compared (those with a baseline row), sorted.
+    paths: Vec<u64>,
     started: Instant,
     ended: Instant,
     ended_at: SystemTime,
@@ -86,13 +90,29 @@ fn key_of(baseline: &Baseline) -> SweepKey {
 
 /// Compares at most `budget` more indexed files with their baseline, starting a new pass when
 /// none is under way and the last ended [`SWEEP_INTERVAL`] ago or more (and, with events, when
-/// any happened since it began). Returns whether files may have changed since the step before:
-/// a pass ended finding other changes than the pass before it (the first pass: any change), or
-/// events arrived; answers computed earlier may then lack a staleness note.
+/// any happened since it began); the first pass of an import runs whole, in steps of `budget`
+/// (the server's first, which the answers then rest on). Returns whether files may have
+/// changed since the step before: a pass ended finding other changes than the pass before it
+/// (the first pass: any change), or events arrived; answers computed earlier may then lack a
+/// staleness note.
 pub fn sweep(conn: &Connection, budget: usize) -> QueryResult<bool> {
-    match baseline(conn)? {
-        Some(baseline) => sweep_step(conn, &baseline, budget),
-        None => Ok(false),
+    let Some(baseline) = baseline(conn)? else {
+        return Ok(false);
+    };
+    let first = !swept_once(&baseline);
+    let key = key_of(&baseline);
+    let mut changed = false;
+    loop {
+        changed |= sweep_step(conn, &baseline, budget)?;
+        let under_way = SWEEPS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|s| s.get(&key))
+            .is_some_and(|sweep| sweep.after.is_some());
+        if !first || !under_way || budget == 0 {
+            return Ok(changed);
+        }
     }
 }
 
@@ -178,6 +198,7 @@ pub(super) fn sweep_step(
             (None, _) => {
                 sweep.pass_started = Some(Instant::now());
                 sweep.pass_changed = Some(HashMap::new());
+                sweep.pass_paths.clear();
                 (String::new(), Found::default())
             }
         }
@@ -223,6 +244,9 @@ pub(super) fn sweep_step(
         // Another caller stepped the same pass meanwhile: its step counts.
         return Ok(arrived);
     }
+    sweep
+        .pass_paths
+        .extend(rows.iter().map(|(path, _)| path_hash(path)));
     if let Some(kept) = &mut sweep.pass_changed {
         if kept.len() + changed.len() > CHANGED_KEPT {
             sweep.pass_changed = None;
@@ -236,9 +260,12 @@ pub(super) fn sweep_step(
         if let Some(events) = &sweep.events {
             events.forget_before(started);
         }
+        let mut paths = std::mem::take(&mut sweep.pass_paths);
+        paths.sort_unstable();
         sweep.last = Some(Pass {
             found,
             changed: sweep.pass_changed.take(),
+            paths,
             started,
             ended: Instant::now(),
             ended_at: SystemTime::now(),
@@ -253,37 +280,54 @@ pub(super) fn sweep_step(
     }
 }
 
-/// What is known of `path` (relative, with a baseline row) without a look at the disk.
+/// What is known of a file without a look at the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Known {
-    /// As the last pass found it: changed to this state, or unchanged (`None`).
+    /// A file with a baseline row as the last pass found it: changed to this state, or
+    /// unchanged (`None`).
     Swept(Option<Seen>),
     /// A look is needed; one from before this moment (the file's last event) is out of date.
     Look { not_before: Option<Instant> },
 }
 
-/// What the last pass and the events since say of `path`.
-pub(super) fn known(baseline: &Baseline, path: &str) -> Known {
+/// A path's 64-bit hash, by which a pass remembers the files it compared.
+fn path_hash(path: &str) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    path.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What the last pass and the events since say of each of `paths` (relative to the project).
+pub(super) fn known(baseline: &Baseline, paths: &[&str]) -> Vec<Known> {
+    let look = Known::Look { not_before: None };
     let sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(sweep) = sweeps.as_ref().and_then(|s| s.get(&key_of(baseline))) else {
-        return Known::Look { not_before: None };
+    let sweep = sweeps.as_ref().and_then(|sweeps| {
+        sweeps
+            .iter()
+            .find(|((root, at), _)| *root == baseline.root && *at == baseline.imported_at)
+    });
+    let Some((_, sweep)) = sweep else {
+        return vec![look; paths.len()];
     };
     let Some(events) = &sweep.events else {
-        return Known::Look { not_before: None };
+        return vec![look; paths.len()];
     };
-    if let Some(Pass {
-        changed: Some(changed),
-        started,
-        ..
-    }) = &sweep.last
-    {
-        if events.unchanged_since(path, *started) {
-            return Known::Swept(changed.get(path).copied());
-        }
-    }
-    Known::Look {
-        not_before: events.last_event(path),
-    }
+    let Some(last) = &sweep.last else {
+        return vec![look; paths.len()];
+    };
+    let edited = events.edited_since(paths, last.started);
+    paths
+        .iter()
+        .zip(edited)
+        .map(|(path, edited)| match (edited, &last.changed) {
+            (None, Some(changed)) if last.paths.binary_search(&path_hash(path)).is_ok() => {
+                Known::Swept(changed.get(*path).copied())
+            }
+            (edited, _) => Known::Look {
+                not_before: edited.and_then(|e| e.last_event),
+            },
+        })
+        .collect()
 }
 
 /// Whether a pass over the files of `baseline` has ended.
