@@ -105,7 +105,20 @@ impl Nginx {
 }
 
 impl Drop for Nginx {
+    /// Stops the master with SIGTERM, which stops its workers (SIGKILL would leave them
+    /// running, holding the port); SIGKILL only if it has not exited within five seconds.
     fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: a signal to the child this value owns, not yet waited for.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
