@@ -214,26 +214,44 @@ fn limit_malloc_arenas() {
 }
 
 /// Checks every `period` for a changed cache (re-imported) or, read-only, a replaced database,
-/// and steps the sweep of the source files on disk.
+/// and steps the sweep of the source files on disk, on a task of its own so that an import's
+/// first pass, run whole, never holds up the checks.
 fn watch(state: Arc<state::IndexState>, period: Duration) {
+    let sweeping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sweep = move |state: Arc<state::IndexState>| {
+        if sweeping.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        /// Says that no sweep runs when dropped, also by a panic.
+        struct Swept(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Swept {
+            fn drop(&mut self) {
+                self.0.store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let swept = Swept(sweeping.clone());
+        tokio::task::spawn_blocking(move || {
+            state.sweep_sources();
+            drop(swept);
+        });
+    };
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(period);
         ticker.tick().await;
         // The sweep of the source files starts with the server (once its index is open).
-        let first = state.clone();
-        let _ = tokio::task::spawn_blocking(move || first.sweep_sources()).await;
+        sweep(state.clone());
         loop {
             ticker.tick().await;
-            let state = state.clone();
+            let polled = state.clone();
             let _ = tokio::task::spawn_blocking(move || {
-                if state.read_only() {
-                    state.poll_database();
+                if polled.read_only() {
+                    polled.poll_database();
                 } else {
-                    state.poll_changes();
+                    polled.poll_changes();
                 }
-                state.sweep_sources();
             })
             .await;
+            sweep(state.clone());
         }
     });
 }

@@ -413,31 +413,46 @@ impl IndexState {
 
     /// Takes one background step of the sweep of the served index's files on disk
     /// ([`crate::query::staleness::sweep`], at most [`SWEEP_STEP`] files, on a light
-    /// connection when one is free); a sweep finding other changes than the one before starts a
-    /// new answer generation, so that no kept answer misses the note of a file edited since.
+    /// connection when one is free, in a snapshot of its own), or every step of an import's
+    /// first pass, which answers rest on where the kernel reports edits; a sweep finding other
+    /// changes than the one before, or edits the kernel reported, starts a new answer
+    /// generation, so that no kept answer misses the note of a file edited since.
     pub fn sweep_sources(&self) {
-        let Ok(pool) = self.pool() else {
-            return;
-        };
-        let Some(conn) = pool.light.try_get() else {
-            return;
-        };
-        let generation = self.generation.load(Ordering::SeqCst);
-        match db::in_snapshot(&conn, |conn| {
-            crate::query::staleness::sweep(conn, SWEEP_STEP)
-        }) {
-            Ok(true) => {
-                crate::query::staleness::forget_checks();
-                // Only the generation this step read moves on (an import meanwhile did).
-                let _ = self.generation.compare_exchange(
-                    generation,
-                    generation + 1,
-                    Ordering::SeqCst,
-                    Ordering::SeqCst,
-                );
+        loop {
+            let Ok(pool) = self.pool() else {
+                return;
+            };
+            let Some(conn) = pool.light.try_get() else {
+                return;
+            };
+            let generation = self.generation.load(Ordering::SeqCst);
+            let step = db::in_snapshot(&conn, |conn| -> crate::query::QueryResult<_> {
+                let changed = crate::query::staleness::sweep(conn, SWEEP_STEP)?;
+                Ok((changed, crate::query::staleness::first_pass_pending(conn)?))
+            });
+            let pending = match step {
+                Ok((changed, pending)) => {
+                    if changed {
+                        crate::query::staleness::forget_checks();
+                        // Only the generation this step read moves on (an import meanwhile
+                        // did).
+                        let _ = self.generation.compare_exchange(
+                            generation,
+                            generation + 1,
+                            Ordering::SeqCst,
+                            Ordering::SeqCst,
+                        );
+                    }
+                    pending
+                }
+                Err(err) => {
+                    tracing::debug!("sweep of the source files: {err}");
+                    false
+                }
+            };
+            if !pending {
+                return;
             }
-            Ok(false) => {}
-            Err(err) => tracing::debug!("sweep of the source files: {err}"),
         }
     }
 

@@ -194,6 +194,27 @@ async fn an_edit_shows_at_once_where_the_kernel_reports_it() {
         assert_eq!(texts.len(), 1, "{texts:?}");
     }
 
+    // A file with no event since the sweep began is answered from the sweep, without a look at
+    // the disk: an edit through a hard link in a directory that holds no indexed file raises
+    // no event the server watches, and shows only at the next full sweep.
+    let links = project.root().join("links");
+    std::fs::create_dir(&links).unwrap();
+    std::fs::hard_link(
+        project.root().join("src/billing/invoice.ts"),
+        links.join("invoice.ts"),
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    std::fs::write(links.join("invoice.ts"), "// edited through a link\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let invoice = texts(
+        &client,
+        "acp_get_file_context",
+        json!({"path": "src/billing/invoice.ts"}),
+    )
+    .await;
+    assert_eq!(invoice.len(), 1, "{invoice:?}");
+
     project.edit_source("src/auth/session.ts");
     let billing = project.root().join("src/billing");
     std::fs::rename(&billing, project.root().join("src/billing-before")).unwrap();

@@ -119,3 +119,13 @@ pub(super) fn rfc3339_ns(mtime_ns: i64) -> String {
 pub(super) fn rfc3339(time: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
+
+/// A path's 64-bit hash, keyed anew in each process (so no file name can be chosen to collide
+/// with another), by which a sweep's pass and the kernel's events remember indexed files.
+pub(super) fn path_hash(path: &str) -> u64 {
+    use std::hash::BuildHasher;
+    static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    KEYS.get_or_init(std::collections::hash_map::RandomState::new)
+        .hash_one(path)
+}

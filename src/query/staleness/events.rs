@@ -3,22 +3,26 @@
 //!
 //! [`SourceEvents::watch`] watches the directories that hold indexed files and their
 //! ancestors up to the project directory, each opened beneath the project without passing
-//! through a symbolic link ([`crate::regular_file::Beneath::directory`]) and watched through its handle, so no
-//! link, even one swapped in between, makes it watch outside the project. A thread of its own
-//! reads the events and records, per file, when the last one arrived. A directory that is
-//! moved, removed or replaced is no longer *covered* (its files are looked at on disk again,
-//! as without events); so are the directories a watch could not be added for (the kernel's
-//! limit), those on network or FUSE file systems (where other machines' edits raise no
-//! event), and every directory once the kernel's queue overflowed. [`SourceEvents::should_rewatch`] then
+//! through a symbolic link ([`crate::regular_file::Beneath::directory`]) and watched through
+//! its handle, so no link, even one swapped in between, makes it watch outside the project. A
+//! thread of its own reads the events and records, per indexed file, when the last one was
+//! read. A directory is *covered* when it and every directory above it up to the project are
+//! watched: one moved, removed or replaced stops being covered (its files are looked at on
+//! disk again, as without events), and so do those a watch could not be added for (the
+//! kernel's limit, permissions), those on network or FUSE file systems (where other machines'
+//! edits raise no event), and every directory once the kernel's queue overflowed or the
+//! project directory's path names another directory. [`SourceEvents::should_rewatch`] then
 //! says that the watches should be set up anew.
 //!
 //! *Invariant:* [`SourceEvents::edited_since`] says `None` only when every edit to the file
-//! after that moment would have raised an event already recorded: a watch set up before it,
-//! on a covered directory, and nothing lost since.
+//! after that moment raised an event that was read since, or none was raised: a watch set up
+//! before it, on a covered directory, and nothing lost since. An event the kernel has queued
+//! but the thread has not read yet (normally well under a millisecond) is not known, as a look
+//! kept for the watch interval would not know of it either.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -27,6 +31,7 @@ use std::io;
 #[cfg(target_os = "linux")]
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use super::baseline::path_hash;
 #[cfg(target_os = "linux")]
 use crate::regular_file::Beneath;
 
@@ -38,7 +43,7 @@ const TOUCHED_KEPT: usize = 65_536;
 #[derive(Debug)]
 struct Shared {
     state: Mutex<EventState>,
-    /// Events recorded so far (files touched, directories lost, overflows).
+    /// Events recorded so far (indexed files touched, directories reshaped, events lost).
     seen: AtomicU64,
 }
 
@@ -49,19 +54,25 @@ struct EventState {
     dirs: HashMap<i32, String>,
     /// Directories whose files' events are all seen.
     covered: HashSet<String>,
-    /// Files with an event, and when its last one arrived.
+    /// The directories asked for: one created or moved in is a reason to watch anew.
+    wanted: HashSet<String>,
+    /// The [`path_hash`] of every indexed file: events on other files (editors' swap files,
+    /// build output) are not recorded.
+    indexed: HashSet<u64>,
+    /// Indexed files with an event, and when its last one was read.
     touched: HashMap<String, Instant>,
     /// When events were last lost (the queue overflowed, too many files touched).
     lost_at: Option<Instant>,
-    /// When a covered directory last stopped being what its path names (moved, removed,
-    /// replaced).
+    /// When a directory asked for last stopped being, or became, what its path names (moved,
+    /// removed, replaced, created).
     reshaped_at: Option<Instant>,
 }
 
 /// A file that may have been edited ([`SourceEvents::edited_since`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Edited {
-    /// When its last event arrived, if one did.
+    /// When its last event was read, or events were last lost or a directory reshaped: a look
+    /// from before it is out of date.
     pub(super) last_event: Option<Instant>,
 }
 
@@ -71,22 +82,38 @@ pub(super) struct SourceEvents {
     shared: Arc<Shared>,
     /// When every watch was in place.
     started: Instant,
-    stop: Arc<AtomicBool>,
+    /// The project directory, and the identity (device, inode) of the directory watched as it.
+    root: (PathBuf, (u64, u64)),
+    /// Wakes the reading thread to stop it.
+    #[cfg(target_os = "linux")]
+    wake: OwnedFd,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for SourceEvents {
+    /// Stops the reading thread and waits for it, so that its watches are gone when this is.
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        #[cfg(target_os = "linux")]
+        {
+            let one: u64 = 1;
+            // SAFETY: eight bytes from a live value to the eventfd this value owns.
+            unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
     }
 }
 
 impl SourceEvents {
     /// Watches the directories `dirs` (relative to `root`, as the index writes them) and
-    /// their ancestors; `None` where the kernel offers no `inotify` or no directory could be
+    /// their ancestors, recording the events of the files whose [`path_hash`] is in
+    /// `indexed`; `None` where the kernel offers no `inotify` or no directory could be
     /// watched.
     pub(super) fn watch(
         root: &Path,
         dirs: impl IntoIterator<Item = String>,
+        indexed: HashSet<u64>,
     ) -> Option<SourceEvents> {
         let mut wanted: HashSet<String> = HashSet::new();
         for dir in dirs {
@@ -102,13 +129,12 @@ impl SourceEvents {
                 }
             }
         }
-        watch_directories(root, wanted)
+        watch_directories(root, wanted, indexed)
     }
 
     /// For each of `paths` (relative to the project), whether no edit can have happened since
     /// `since` without a look at the disk (`None`: its directory covered, watched before
-    /// `since`, no event for it and nothing lost after), or else when its last event arrived
-    /// (`Some`; a look from before it is out of date).
+    /// `since`, no event for it and nothing lost after), or else when a look is out of date.
     pub(super) fn edited_since(&self, paths: &[&str], since: Instant) -> Vec<Option<Edited>> {
         let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
         let trusted = self.started <= since && state.lost_at.is_none_or(|lost| lost < since);
@@ -119,13 +145,15 @@ impl SourceEvents {
                 let unchanged = trusted
                     && state.covered.contains(parent_of(path))
                     && last.is_none_or(|at| at < since);
-                (!unchanged).then_some(Edited { last_event: last })
+                (!unchanged).then(|| Edited {
+                    last_event: last.max(state.lost_at).max(state.reshaped_at),
+                })
             })
             .collect()
     }
 
-    /// Whether nothing happened since `since`: no event, nothing lost, the watches set up
-    /// before it.
+    /// Whether nothing happened since `since`: no event, nothing lost or reshaped, the
+    /// watches set up before it.
     pub(super) fn quiet_since(&self, since: Instant) -> bool {
         if self.started > since {
             return false;
@@ -136,11 +164,18 @@ impl SourceEvents {
             && state.touched.values().all(|at| *at < since)
     }
 
-    /// Whether events were lost or a covered directory was moved, removed or replaced: the
-    /// watches should be set up anew.
+    /// Whether the watches should be set up anew: events were lost, a directory asked for was
+    /// moved, removed, replaced or created, or the project directory's path names another
+    /// directory than the one watched (one `stat`).
     pub(super) fn should_rewatch(&self) -> bool {
-        let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.lost_at.is_some() || state.reshaped_at.is_some()
+        {
+            let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            if state.lost_at.is_some() || state.reshaped_at.is_some() {
+                return true;
+            }
+        }
+        let (path, identity) = &self.root;
+        std::fs::metadata(path).map_or(true, |meta| identity_of(&meta) != *identity)
     }
 
     /// Forgets the files' events from before `since` (the start of a complete pass, which saw
@@ -163,6 +198,20 @@ impl SourceEvents {
     }
 }
 
+/// A directory's device and inode.
+fn identity_of(meta: &std::fs::Metadata) -> (u64, u64) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        (meta.dev(), meta.ino())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        (0, 0)
+    }
+}
+
 /// The directory of `path` (`""` at the project's top).
 fn parent_of(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(parent, _)| parent)
@@ -178,29 +227,36 @@ fn joined(dir: &str, name: &str) -> String {
 }
 
 impl EventState {
-    /// A file in the directory watched by `wd` had an event.
-    fn touched(&mut self, wd: i32, name: &str, now: Instant) {
+    /// A file in the directory watched by `wd` had an event; whether it is an indexed file.
+    fn touched(&mut self, wd: i32, name: &str, now: Instant) -> bool {
         let Some(dir) = self.dirs.get(&wd) else {
-            return;
+            return false;
         };
         let path = joined(dir, name);
+        if !self.indexed.contains(&path_hash(&path)) {
+            return false;
+        }
         if self.touched.len() >= TOUCHED_KEPT && !self.touched.contains_key(&path) {
             self.touched.clear();
             self.lost_at = Some(now);
-            return;
+            return true;
         }
         self.touched.insert(path, now);
+        true
     }
 
-    /// `sub` (and every directory below it) no longer is what its path names.
-    fn uncover(&mut self, sub: &str, now: Instant) {
+    /// `sub` (and every directory below it) no longer is what its path names; whether a
+    /// covered directory was among them.
+    fn uncover(&mut self, sub: &str, now: Instant) -> bool {
         let below = format!("{sub}/");
         let before = self.covered.len();
         self.covered
             .retain(|dir| dir != sub && !(sub.is_empty() || dir.starts_with(&below)));
-        if self.covered.len() != before {
+        let reshaped = self.covered.len() != before;
+        if reshaped {
             self.reshaped_at = Some(now);
         }
+        reshaped
     }
 }
 
@@ -219,10 +275,11 @@ const MASK: u32 = libc::IN_MODIFY
     | libc::IN_ONLYDIR
     | libc::IN_EXCL_UNLINK;
 
-/// File systems whose edits from elsewhere raise no event here: NFS, SMB/CIFS, FUSE
-/// (virtiofs, sshfs), 9p, Ceph, AFS, Lustre, GPFS.
+/// File systems whose edits from elsewhere raise no event here (`statfs` magic numbers): NFS,
+/// SMB, CIFS, SMB2, FUSE (virtiofs, sshfs), 9p, Ceph, AFS, Lustre, GPFS, VirtualBox shared
+/// folders, OCFS2, GFS2.
 #[cfg(target_os = "linux")]
-const REMOTE_FILE_SYSTEMS: [i64; 10] = [
+const REMOTE_FILE_SYSTEMS: [u32; 13] = [
     0x6969,
     0x517b,
     0xff53_4d42,
@@ -233,15 +290,19 @@ const REMOTE_FILE_SYSTEMS: [i64; 10] = [
     0x5346_414f,
     0x0bd0_0bd0,
     0x4750_4653,
+    0x786f_4256,
+    0x7461_636f,
+    0x0116_1970,
 ];
 
-/// How long the reading thread waits for events before it checks whether it should stop.
+/// [`SourceEvents::watch`] of the directories `wanted`, ancestors included: each is covered
+/// only if the one above it is.
 #[cfg(target_os = "linux")]
-const POLL_MS: i32 = 500;
-
-/// [`SourceEvents::watch`] of the directories `wanted`, ancestors included.
-#[cfg(target_os = "linux")]
-fn watch_directories(root: &Path, wanted: HashSet<String>) -> Option<SourceEvents> {
+fn watch_directories(
+    root: &Path,
+    wanted: HashSet<String>,
+    indexed: HashSet<u64>,
+) -> Option<SourceEvents> {
     // SAFETY: plain system call; the descriptor returned is owned below.
     let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
     if fd < 0 {
@@ -253,21 +314,36 @@ fn watch_directories(root: &Path, wanted: HashSet<String>) -> Option<SourceEvent
     }
     // SAFETY: the kernel returned a new descriptor that nothing else owns.
     let inotify = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: plain system call; the descriptor returned is owned below.
+    let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if wake < 0 {
+        return None;
+    }
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    let wake = unsafe { OwnedFd::from_raw_fd(wake) };
     let project = Beneath::new(root);
+    let root_handle = project.directory("").ok()?;
+    let root_identity = identity_of(&root_handle.metadata().ok()?);
     let mut state = EventState {
         dirs: HashMap::new(),
         covered: HashSet::new(),
+        wanted: HashSet::new(),
+        indexed,
         touched: HashMap::new(),
         lost_at: None,
         reshaped_at: None,
     };
-    let mut wanted: Vec<String> = wanted.into_iter().collect();
-    wanted.sort();
-    for dir in wanted {
-        match add_watch(&inotify, &project, &dir) {
+    let mut dirs: Vec<&String> = wanted.iter().collect();
+    // Parents before their children.
+    dirs.sort();
+    for dir in dirs {
+        if !dir.is_empty() && !state.covered.contains(parent_of(dir)) {
+            continue;
+        }
+        match add_watch(&inotify, &project, dir) {
             Ok(wd) => {
                 state.dirs.insert(wd, dir.clone());
-                state.covered.insert(dir);
+                state.covered.insert(dir.clone());
             }
             Err(err) if err.raw_os_error() == Some(libc::ENOSPC) => {
                 tracing::info!(
@@ -283,20 +359,23 @@ fn watch_directories(root: &Path, wanted: HashSet<String>) -> Option<SourceEvent
     if state.dirs.is_empty() {
         return None;
     }
+    state.wanted = wanted;
     let shared = Arc::new(Shared {
         state: Mutex::new(state),
         seen: AtomicU64::new(0),
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader = (shared.clone(), stop.clone());
-    std::thread::Builder::new()
+    let reading = shared.clone();
+    let woken = wake.as_raw_fd();
+    let reader = std::thread::Builder::new()
         .name("acpdb-source-events".into())
-        .spawn(move || read_events(inotify, &reader.0, &reader.1))
+        .spawn(move || read_events(inotify, woken, &reading))
         .ok()?;
     Some(SourceEvents {
         shared,
         started: Instant::now(),
-        stop,
+        root: (root.to_path_buf(), root_identity),
+        wake,
+        reader: Some(reader),
     })
 }
 
@@ -311,8 +390,9 @@ fn add_watch(inotify: &OwnedFd, project: &Beneath, dir: &str) -> io::Result<i32>
     if unsafe { libc::fstatfs(handle.as_raw_fd(), &mut fs) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    // The magic numbers are 32-bit; `f_type` is wider (and signed) on some targets.
     #[allow(clippy::unnecessary_cast)]
-    if REMOTE_FILE_SYSTEMS.contains(&(fs.f_type as i64)) {
+    if REMOTE_FILE_SYSTEMS.contains(&(fs.f_type as u32)) {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "a network or FUSE file system",
@@ -329,20 +409,31 @@ fn add_watch(inotify: &OwnedFd, project: &Beneath, dir: &str) -> io::Result<i32>
     Ok(wd)
 }
 
-/// Reads events until `stop` is set.
+/// Reads events until the eventfd `woken` is written to.
 #[cfg(target_os = "linux")]
-fn read_events(inotify: OwnedFd, shared: &Shared, stop: &AtomicBool) {
+fn read_events(inotify: OwnedFd, woken: i32, shared: &Shared) {
     // Aligned for `inotify_event`.
     let mut buffer = vec![0u64; 8192];
-    while !stop.load(Ordering::Relaxed) {
-        let mut ready = libc::pollfd {
-            fd: inotify.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one `pollfd` that outlives the call.
-        if unsafe { libc::poll(&mut ready, 1, POLL_MS) } <= 0 {
+    loop {
+        let mut ready = [
+            libc::pollfd {
+                fd: inotify.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: woken,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two `pollfd`s that outlive the call.
+        let polled = unsafe { libc::poll(ready.as_mut_ptr(), 2, -1) };
+        if polled < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
             continue;
+        }
+        if polled < 0 || ready[1].revents != 0 {
+            return;
         }
         loop {
             let bytes = std::mem::size_of_val(buffer.as_slice());
@@ -368,27 +459,28 @@ fn record(shared: &Shared, mut events: &[u8]) {
     let header = std::mem::size_of::<libc::inotify_event>();
     let now = Instant::now();
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut recorded = 0;
     while events.len() >= header {
         // SAFETY: a whole header lies in the buffer; read unaligned all the same.
         let event: libc::inotify_event =
             unsafe { std::ptr::read_unaligned(events.as_ptr().cast()) };
-        let end = (header + event.len as usize).min(events.len());
+        let end = header.saturating_add(event.len as usize).min(events.len());
         let name = &events[header..end];
         let name = name.split(|b| *b == 0).next().unwrap_or_default();
         let name = String::from_utf8_lossy(name);
         events = &events[end..];
-        shared.seen.fetch_add(1, Ordering::Relaxed);
         let mask = event.mask;
         if mask & libc::IN_Q_OVERFLOW != 0 {
             state.covered.clear();
             state.lost_at = Some(now);
+            recorded += 1;
             continue;
         }
         if mask & (libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_IGNORED | libc::IN_UNMOUNT)
             != 0
         {
             if let Some(dir) = state.dirs.get(&event.wd).cloned() {
-                state.uncover(&dir, now);
+                recorded += u64::from(state.uncover(&dir, now));
             }
             continue;
         }
@@ -396,20 +488,34 @@ fn record(shared: &Shared, mut events: &[u8]) {
             continue;
         }
         if mask & libc::IN_ISDIR != 0 {
-            if mask & (libc::IN_MOVED_FROM | libc::IN_MOVED_TO | libc::IN_DELETE) != 0 {
-                if let Some(dir) = state.dirs.get(&event.wd).cloned() {
-                    state.uncover(&joined(&dir, &name), now);
-                }
+            let Some(dir) = state.dirs.get(&event.wd).cloned() else {
+                continue;
+            };
+            let sub = joined(&dir, &name);
+            if mask & (libc::IN_MOVED_FROM | libc::IN_MOVED_TO | libc::IN_DELETE) != 0
+                && state.uncover(&sub, now)
+            {
+                recorded += 1;
+            }
+            // A directory asked for that appears: watched at the next setting up.
+            if mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 && state.wanted.contains(&sub) {
+                state.reshaped_at = Some(now);
+                recorded += 1;
             }
             continue;
         }
-        state.touched(event.wd, &name, now);
+        recorded += u64::from(state.touched(event.wd, &name, now));
     }
+    shared.seen.fetch_add(recorded, Ordering::Relaxed);
 }
 
 /// No `inotify`: source files are looked at on disk.
 #[cfg(not(target_os = "linux"))]
-fn watch_directories(_root: &Path, _wanted: HashSet<String>) -> Option<SourceEvents> {
+fn watch_directories(
+    _root: &Path,
+    _wanted: HashSet<String>,
+    _indexed: HashSet<u64>,
+) -> Option<SourceEvents> {
     None
 }
 
@@ -434,7 +540,7 @@ mod tests {
     fn edits_are_told_by_events_and_moved_or_linked_directories_are_not_trusted() {
         let outside = tempfile::tempdir().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
+        let root = &dir.path().join("project");
         for file in ["top.ts", "src/a/one.ts", "src/a/two.ts", "src/b/three.ts"] {
             let path = root.join(file);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -442,8 +548,22 @@ mod tests {
         }
         std::os::unix::fs::symlink(outside.path(), root.join("linked")).unwrap();
         std::fs::write(outside.path().join("out.ts"), "x").unwrap();
-        let events = SourceEvents::watch(root, ["", "src/a", "src/b", "linked"].map(String::from))
-            .expect("inotify");
+        let indexed = [
+            "top.ts",
+            "src/a/one.ts",
+            "src/a/two.ts",
+            "src/b/three.ts",
+            "linked/out.ts",
+        ]
+        .map(path_hash)
+        .into_iter()
+        .collect();
+        let events = SourceEvents::watch(
+            root,
+            ["", "src/a", "src/b", "linked"].map(String::from),
+            indexed,
+        )
+        .expect("inotify");
         // The directories and their ancestors, never one through a link.
         assert_eq!(events.covered(), 4);
         let before = Instant::now();
@@ -455,6 +575,11 @@ mod tests {
         assert!(!unchanged("linked/out.ts", before));
         assert!(events.quiet_since(before));
 
+        // Files that are not indexed (an editor's swap file) are not recorded.
+        std::fs::write(root.join("src/a/.one.ts.swp"), "x").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(events.seen(), 0);
+        assert!(events.quiet_since(before));
         std::fs::write(outside.path().join("out.ts"), "edited").unwrap();
         std::fs::write(root.join("src/a/one.ts"), "edited").unwrap();
         assert!(eventually(|| !unchanged("src/a/one.ts", before)));
@@ -476,6 +601,19 @@ mod tests {
         assert!(events.seen() > seen);
         assert!(!unchanged("src/b/three.ts", before));
         assert!(unchanged("src/a/two.ts", before));
+        // A look from before the directory was replaced is out of date.
+        let after = events.edited_since(&["src/b/three.ts"], before)[0];
+        assert!(after.is_some_and(|e| e.last_event.is_some_and(|at| at > before)));
+
+        // The project's path naming another directory (a link to it swapped) is seen by the
+        // directory's identity: no event tells it.
+        let link = dir.path().join("current");
+        std::os::unix::fs::symlink(root, &link).unwrap();
+        let fresh = SourceEvents::watch(&link, [String::from("src/a")], HashSet::new()).unwrap();
+        assert!(!fresh.should_rewatch());
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+        assert!(fresh.should_rewatch());
         assert!(!events.quiet_since(before));
     }
 }

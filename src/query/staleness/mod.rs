@@ -48,8 +48,11 @@ use serde_json::Value;
 use super::QueryResult;
 use crate::regular_file::{under_root, Beneath};
 use baseline::{baseline, change_since, meta, recorded, rfc3339_ns, Change, Seen};
+pub use sweeps::{
+    first_pass_pending, sweep, sweep_in_background, SourceChanges, FULL_SWEEP_INTERVAL,
+    SWEEP_INTERVAL,
+};
 use sweeps::{source_changes, swept_in_background, Known};
-pub use sweeps::{sweep, sweep_in_background, SourceChanges, FULL_SWEEP_INTERVAL, SWEEP_INTERVAL};
 
 /// How long the result of one file's `lstat` is reused, in milliseconds: the server's watch
 /// interval ([`keep_checks_for`]), one second elsewhere.

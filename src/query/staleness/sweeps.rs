@@ -8,14 +8,16 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use rusqlite::{params, Connection};
 use serde::Serialize;
 
-use super::baseline::{baseline, change_since, meta, recorded, rfc3339, Baseline, Change, Seen};
+use super::baseline::{
+    baseline, change_since, meta, path_hash, recorded, rfc3339, Baseline, Change, Seen,
+};
 use super::events::SourceEvents;
 use crate::query::QueryResult;
 use crate::regular_file::Beneath;
@@ -32,26 +34,35 @@ const CHANGED_KEPT: usize = 65_536;
 /// One sweep of the baseline: where it stands and what it found.
 #[derive(Debug, Default)]
 struct Sweep {
-    /// The pass under way resumes after this path (`None`: no pass under way).
-    after: Option<String>,
-    /// What the pass under way found so far.
-    pass: Found,
-    /// The changed files the pass under way found, with their states (`None` past
-    /// [`CHANGED_KEPT`]).
-    pass_changed: Option<HashMap<String, Seen>>,
-    /// When the pass under way began.
-    pass_started: Option<Instant>,
-    /// The [`path_hash`] of every file the pass under way compared.
-    pass_paths: Vec<u64>,
+    /// The pass under way.
+    pass: Option<PassUnderWay>,
     /// The last complete pass.
     last: Option<Pass>,
     /// The kernel's events on the project's source directories, while the server's watcher
     /// sweeps.
     events: Option<Arc<SourceEvents>>,
-    /// Whether no events could be had (no `inotify`, no directory watched): not tried again.
-    no_events: bool,
+    /// When no events could be had (no `inotify`, no directory watched): tried again
+    /// [`FULL_SWEEP_INTERVAL`] later.
+    no_events_at: Option<Instant>,
     /// How many events had been recorded at the last step.
     events_seen: u64,
+}
+
+/// A pass under way.
+#[derive(Debug)]
+struct PassUnderWay {
+    /// Tells this pass from one begun after it: a step counts only for the pass it read for.
+    id: u64,
+    /// It resumes after this path.
+    after: String,
+    /// What it found so far.
+    found: Found,
+    /// The changed files it found, with their states (`None` past [`CHANGED_KEPT`]).
+    changed: Option<HashMap<String, Seen>>,
+    /// The [`path_hash`] of every file it compared.
+    paths: HashSet<u64>,
+    /// When it began (before any of its looks).
+    started: Instant,
 }
 
 /// A complete pass.
@@ -60,8 +71,8 @@ struct Pass {
     found: Found,
     /// Every file found changed, with its state; `None` past [`CHANGED_KEPT`].
     changed: Option<HashMap<String, Seen>>,
-    /// The [`path_hash`] of every file it compared (those with a baseline row), sorted.
-    paths: Vec<u64>,
+    /// The [`path_hash`] of every file it compared (those with a baseline row).
+    paths: HashSet<u64>,
     started: Instant,
     ended: Instant,
     ended_at: SystemTime,
@@ -84,76 +95,95 @@ type SweepKey = (PathBuf, String);
 /// Sweeps by database.
 static SWEEPS: Mutex<Option<HashMap<SweepKey, Sweep>>> = Mutex::new(None);
 
+/// Numbers the passes.
+static PASSES: AtomicU64 = AtomicU64::new(0);
+
 fn key_of(baseline: &Baseline) -> SweepKey {
     (baseline.root.clone(), baseline.imported_at.clone())
 }
 
 /// Compares at most `budget` more indexed files with their baseline, starting a new pass when
 /// none is under way and the last ended [`SWEEP_INTERVAL`] ago or more (and, with events, when
-/// any happened since it began); the first pass of an import runs whole, in steps of `budget`
-/// (the server's first, which the answers then rest on). Returns whether files may have
-/// changed since the step before: a pass ended finding other changes than the pass before it
-/// (the first pass: any change), or events arrived; answers computed earlier may then lack a
-/// staleness note.
+/// any happened since it began). Returns whether files may have changed since the step before:
+/// a pass ended finding other changes than the pass before it (the first pass: any change), or
+/// events arrived; answers computed earlier may then lack a staleness note.
 pub fn sweep(conn: &Connection, budget: usize) -> QueryResult<bool> {
-    let Some(baseline) = baseline(conn)? else {
-        return Ok(false);
-    };
-    let first = !swept_once(&baseline);
-    let key = key_of(&baseline);
-    let mut changed = false;
-    loop {
-        changed |= sweep_step(conn, &baseline, budget)?;
-        let under_way = SWEEPS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .and_then(|s| s.get(&key))
-            .is_some_and(|sweep| sweep.after.is_some());
-        if !first || !under_way || budget == 0 {
-            return Ok(changed);
-        }
+    match baseline(conn)? {
+        Some(baseline) => sweep_step(conn, &baseline, budget),
+        None => Ok(false),
     }
 }
 
+/// Whether the import's first pass has not ended yet: the server's watcher steps it to its
+/// end at once, since answers rest on it where the kernel reports edits.
+pub fn first_pass_pending(conn: &Connection) -> QueryResult<bool> {
+    Ok(baseline(conn)?.is_some_and(|baseline| !swept_once(&baseline)))
+}
+
 /// Sets up the watches of `baseline`'s source directories if the server's watcher sweeps and
-/// none are (or those there lost events), between two passes. Returns whether events arrived
-/// since the step before.
+/// none are (or those there should be set up anew), between two passes. Returns whether
+/// events arrived since the step before.
 fn keep_watching(conn: &Connection, baseline: &Baseline, key: &SweepKey) -> QueryResult<bool> {
     if !swept_in_background() {
         return Ok(false);
     }
-    let wanted = {
+    let (current, between_passes, refused_lately) = {
         let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-        let sweep = sweeps.get_or_insert_with(HashMap::new).entry(key.clone());
-        let sweep = sweep.or_default();
-        if let Some(events) = &sweep.events {
-            let seen = events.seen();
-            let arrived = seen != sweep.events_seen;
-            sweep.events_seen = seen;
-            if !(events.should_rewatch() && sweep.after.is_none()) {
-                return Ok(arrived);
-            }
-        }
-        sweep.after.is_none() && !sweep.no_events
+        let sweep = sweeps
+            .get_or_insert_with(HashMap::new)
+            .entry(key.clone())
+            .or_default();
+        (
+            sweep.events.clone(),
+            sweep.pass.is_none(),
+            sweep
+                .no_events_at
+                .is_some_and(|at| at.elapsed() < FULL_SWEEP_INTERVAL),
+        )
     };
-    if !wanted {
-        return Ok(false);
+    let rewatch = match &current {
+        Some(events) => between_passes && events.should_rewatch(),
+        None => between_passes && !refused_lately,
+    };
+    if !rewatch {
+        let Some(events) = current else {
+            return Ok(false);
+        };
+        let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(sweep) = sweeps.as_mut().and_then(|s| s.get_mut(key)) else {
+            return Ok(false);
+        };
+        let seen = events.seen();
+        let arrived = seen != sweep.events_seen;
+        sweep.events_seen = seen;
+        return Ok(arrived);
     }
+    // The old watches go before the new are set up: both would count against the kernel's
+    // limit.
+    let old = SWEEPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+        .and_then(|s| s.get_mut(key))
+        .and_then(|sweep| sweep.events.take());
+    drop(old);
+    drop(current);
     let mut dirs: HashSet<String> = HashSet::new();
+    let mut indexed: HashSet<u64> = HashSet::new();
     let mut read = conn.prepare_cached("SELECT path FROM source_baseline")?;
     let mut rows = read.query([])?;
     while let Some(row) = rows.next()? {
         let path: String = row.get(0)?;
+        indexed.insert(path_hash(&path));
         dirs.insert(path.rsplit_once('/').map_or("", |(dir, _)| dir).to_string());
     }
-    let events = SourceEvents::watch(&baseline.root, dirs);
+    let events = SourceEvents::watch(&baseline.root, dirs, indexed);
     if let Some(events) = &events {
         tracing::debug!("{} source directories watched for edits", events.covered());
     }
     let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(sweep) = sweeps.as_mut().and_then(|s| s.get_mut(key)) {
-        sweep.no_events = events.is_none();
+        sweep.no_events_at = events.is_none().then(Instant::now);
         sweep.events_seen = events.as_ref().map_or(0, |e| e.seen());
         sweep.events = events.map(Arc::new);
     }
@@ -170,21 +200,28 @@ pub(super) fn sweep_step(
         return Ok(false);
     }
     let key = key_of(baseline);
-    {
-        // A new import ends the sweeps of the project's earlier ones (and their watches).
+    let ended: Vec<Sweep> = {
+        // A new import ends the sweeps of the project's earlier ones (and their watches,
+        // dropped below, out of the lock).
         let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
         let sweeps = sweeps.get_or_insert_with(HashMap::new);
-        sweeps.retain(|(root, at), _| *root != key.0 || *at == key.1);
-    }
+        let earlier: Vec<SweepKey> = sweeps
+            .keys()
+            .filter(|(root, at)| *root == key.0 && *at != key.1)
+            .cloned()
+            .collect();
+        earlier.iter().filter_map(|k| sweeps.remove(k)).collect()
+    };
+    drop(ended);
     let arrived = keep_watching(conn, baseline, &key)?;
-    let (after, pass) = {
+    let (id, after) = {
         let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
         let sweep = sweeps
             .get_or_insert_with(HashMap::new)
             .entry(key.clone())
             .or_default();
-        match (&sweep.after, &sweep.last) {
-            (Some(after), _) => (after.clone(), sweep.pass),
+        match (&sweep.pass, &sweep.last) {
+            (Some(pass), _) => (pass.id, pass.after.clone()),
             (None, Some(last)) if last.ended.elapsed() < SWEEP_INTERVAL => return Ok(arrived),
             (None, Some(last))
                 if last.ended.elapsed() < FULL_SWEEP_INTERVAL
@@ -196,10 +233,16 @@ pub(super) fn sweep_step(
                 return Ok(arrived)
             }
             (None, _) => {
-                sweep.pass_started = Some(Instant::now());
-                sweep.pass_changed = Some(HashMap::new());
-                sweep.pass_paths.clear();
-                (String::new(), Found::default())
+                let id = PASSES.fetch_add(1, Ordering::Relaxed);
+                sweep.pass = Some(PassUnderWay {
+                    id,
+                    after: String::new(),
+                    found: Found::default(),
+                    changed: Some(HashMap::new()),
+                    paths: HashSet::new(),
+                    started: Instant::now(),
+                });
+                (id, String::new())
             }
         }
     };
@@ -211,8 +254,9 @@ pub(super) fn sweep_step(
             Ok((r.get(0)?, recorded(r, 1)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    let mut found = pass;
+    let mut found = Found::default();
     let mut changed: Vec<(String, Seen)> = Vec::new();
+    let hashes: Vec<u64> = rows.iter().map(|(path, _)| path_hash(path)).collect();
     let project = Beneath::new(&baseline.root);
     for (path, then) in &rows {
         found.checked += 1;
@@ -240,44 +284,55 @@ pub(super) fn sweep_step(
     let Some(sweep) = sweeps.get_or_insert_with(HashMap::new).get_mut(&key) else {
         return Ok(arrived);
     };
-    if sweep.after.as_deref().unwrap_or("") != after {
-        // Another caller stepped the same pass meanwhile: its step counts.
+    let Some(pass) = sweep
+        .pass
+        .as_mut()
+        .filter(|pass| pass.id == id && pass.after == after)
+    else {
+        // Another caller stepped the same pass meanwhile, or another pass began: its step
+        // counts.
         return Ok(arrived);
-    }
-    sweep
-        .pass_paths
-        .extend(rows.iter().map(|(path, _)| path_hash(path)));
-    if let Some(kept) = &mut sweep.pass_changed {
+    };
+    pass.found.checked += found.checked;
+    pass.found.changed += found.changed;
+    pass.found.deleted += found.deleted;
+    pass.found.fingerprint ^= found.fingerprint;
+    pass.paths.extend(hashes);
+    if let Some(kept) = &mut pass.changed {
         if kept.len() + changed.len() > CHANGED_KEPT {
-            sweep.pass_changed = None;
+            pass.changed = None;
         } else {
             kept.extend(changed);
         }
     }
-    if rows.len() < budget {
-        let before = sweep.last.as_ref().map_or(0, |last| last.found.fingerprint);
-        let started = sweep.pass_started.take().unwrap_or_else(Instant::now);
-        if let Some(events) = &sweep.events {
-            events.forget_before(started);
-        }
-        let mut paths = std::mem::take(&mut sweep.pass_paths);
-        paths.sort_unstable();
-        sweep.last = Some(Pass {
-            found,
-            changed: sweep.pass_changed.take(),
-            paths,
-            started,
-            ended: Instant::now(),
-            ended_at: SystemTime::now(),
-        });
-        sweep.after = None;
-        sweep.pass = Found::default();
-        Ok(arrived || found.fingerprint != before)
-    } else {
-        sweep.after = rows.last().map(|(path, _)| path.clone());
-        sweep.pass = found;
-        Ok(arrived)
+    if rows.len() == budget {
+        pass.after = rows
+            .last()
+            .map(|(path, _)| path.clone())
+            .unwrap_or_default();
+        return Ok(arrived);
     }
+    let Some(pass) = sweep.pass.take() else {
+        return Ok(arrived);
+    };
+    let mut arrived = arrived;
+    if let Some(events) = &sweep.events {
+        // Events read since this step began count before the pass forgets them.
+        let seen = events.seen();
+        arrived |= seen != sweep.events_seen;
+        sweep.events_seen = seen;
+        events.forget_before(pass.started);
+    }
+    let before = sweep.last.as_ref().map_or(0, |last| last.found.fingerprint);
+    sweep.last = Some(Pass {
+        found: pass.found,
+        changed: pass.changed,
+        paths: pass.paths,
+        started: pass.started,
+        ended: Instant::now(),
+        ended_at: SystemTime::now(),
+    });
+    Ok(arrived || pass.found.fingerprint != before)
 }
 
 /// What is known of a file without a look at the disk.
@@ -288,13 +343,6 @@ pub(super) enum Known {
     Swept(Option<Seen>),
     /// A look is needed; one from before this moment (the file's last event) is out of date.
     Look { not_before: Option<Instant> },
-}
-
-/// A path's 64-bit hash, by which a pass remembers the files it compared.
-fn path_hash(path: &str) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    path.hash(&mut hasher);
-    hasher.finish()
 }
 
 /// What the last pass and the events since say of each of `paths` (relative to the project).
@@ -320,7 +368,7 @@ pub(super) fn known(baseline: &Baseline, paths: &[&str]) -> Vec<Known> {
         .iter()
         .zip(edited)
         .map(|(path, edited)| match (edited, &last.changed) {
-            (None, Some(changed)) if last.paths.binary_search(&path_hash(path)).is_ok() => {
+            (None, Some(changed)) if last.paths.contains(&path_hash(path)) => {
                 Known::Swept(changed.get(*path).copied())
             }
             (edited, _) => Known::Look {
@@ -359,7 +407,10 @@ pub(super) fn source_changes(
         Some(Sweep {
             last: Some(last), ..
         }) => (last.found, Some(rfc3339(last.ended_at))),
-        Some(sweep) => (sweep.pass, None),
+        Some(sweep) => (
+            sweep.pass.as_ref().map(|p| p.found).unwrap_or_default(),
+            None,
+        ),
         None => (Found::default(), None),
     };
     let watched = sweep.is_some_and(|sweep| sweep.events.is_some());
