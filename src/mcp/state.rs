@@ -405,9 +405,12 @@ impl IndexState {
 
     /// The generation answers computed now belong to, while the served index is current; `None`
     /// while it is stale or unavailable (answers must not be kept then). Two calls that see the
-    /// same generation see the same database, equally fresh.
+    /// same generation see the same database, equally fresh: it moves with every new index,
+    /// sweep that finds other changes, and edit of an indexed file the kernel reports
+    /// ([`crate::query::staleness::edits_read`], at once).
     pub fn answer_generation(&self) -> Option<u64> {
-        let generation = self.generation.load(Ordering::SeqCst);
+        let generation =
+            self.generation.load(Ordering::SeqCst) + crate::query::staleness::edits_read();
         (self.serving() && self.stale_note().is_none()).then_some(generation)
     }
 

@@ -243,6 +243,53 @@ async fn an_edit_shows_at_once_where_the_kernel_reports_it() {
     client.close().await;
 }
 
+/// Over HTTP, an answer kept by the answer cache is not served once the kernel reports an edit
+/// of a file: the next call computes it again, with its note, without waiting for the watcher's
+/// next check (a minute away here).
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_answer_is_not_served_after_an_edit_the_kernel_reports() {
+    let project = TempProject::copy_of(&fixture("demo"));
+    project.import();
+    let server = crate::http::HttpServer::start(project.root(), &["--watch-interval", "60"]);
+    let client = Client::http(&server.url(), None).await;
+    crate::common::mcp::wait_ready(&client, 60).await;
+    let health = || crate::http::json_body(&crate::http::get(server.addr, "/healthz"));
+    for _ in 0..200 {
+        if health()["source"]["files"]["watched"] == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(health()["source"]["files"]["watched"], true, "{}", health());
+    let session = json!({"path": "src/auth/session.ts"});
+    assert_eq!(
+        texts(&client, "acp_get_file_context", session.clone())
+            .await
+            .len(),
+        1
+    );
+    let hits = health()["answer_cache"]["hits"].as_u64().unwrap();
+    assert_eq!(
+        texts(&client, "acp_get_file_context", session.clone())
+            .await
+            .len(),
+        1
+    );
+    assert_eq!(health()["answer_cache"]["hits"].as_u64(), Some(hits + 1));
+
+    project.edit_source("src/auth/session.ts");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let texts = texts(&client, "acp_get_file_context", session).await;
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(
+        texts[1].contains("src/auth/session.ts (modified "),
+        "{}",
+        texts[1]
+    );
+    assert_eq!(health()["answer_cache"]["hits"].as_u64(), Some(hits + 1));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_moved_head_is_reported_by_stats() {
     let project = TempProject::copy_of(&fixture("demo"));

@@ -39,6 +39,16 @@ use crate::regular_file::Beneath;
 /// another branch touches more files than it pays to track one by one).
 const TOUCHED_KEPT: usize = 65_536;
 
+/// Events on indexed files read so far by every watch of this process (files touched,
+/// directories reshaped, events lost): answers kept elsewhere belong to one value of it.
+static EDITS_READ: AtomicU64 = AtomicU64::new(0);
+
+/// How many events on indexed files this process has read: it moves as soon
+/// as an edit's event is read, so an answer kept before it is known to be out of date.
+pub fn edits_read() -> u64 {
+    EDITS_READ.load(Ordering::SeqCst)
+}
+
 /// What the reading thread shares with the answers.
 #[derive(Debug)]
 struct Shared {
@@ -507,6 +517,8 @@ fn record(shared: &Shared, mut events: &[u8]) {
         recorded += u64::from(state.touched(event.wd, &name, now));
     }
     shared.seen.fetch_add(recorded, Ordering::Relaxed);
+    drop(state);
+    EDITS_READ.fetch_add(recorded, Ordering::SeqCst);
 }
 
 /// No `inotify`: source files are looked at on disk.

@@ -35,6 +35,8 @@ mod baseline;
 mod events;
 mod sweeps;
 
+pub use events::edits_read;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
