@@ -92,9 +92,12 @@ pub type ServedPool = DroppedApart<ReadPools>;
 /// a few milliseconds on a blocking thread, so that the sweep of a large project never takes
 /// a noticeable share of a core from the answers (16,384 a tick cost point tools several per
 /// cent of their p50 at 100,000 files); 100,000 files are swept in 49 ticks, under two
-/// minutes at the default interval. The first pass of an import runs whole, in steps of this
-/// size: answers rest on it where the kernel reports edits.
+/// minutes at the default interval. Where the kernel reports edits, answers rest on an import's
+/// first pass: it runs in steps of this size for up to [`FIRST_PASS_SLICE`] a tick.
 pub const SWEEP_STEP: usize = 2_048;
+
+/// How long one tick of the watcher steps an import's first pass, at most.
+pub const FIRST_PASS_SLICE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The read connections of the served database, those of point lookups apart from those of
 /// heavy queries (searches, walks, impact): each connection has its own page cache, and the
@@ -405,22 +408,24 @@ impl IndexState {
 
     /// The generation answers computed now belong to, while the served index is current; `None`
     /// while it is stale or unavailable (answers must not be kept then). Two calls that see the
-    /// same generation see the same database, equally fresh: it moves with every new index,
-    /// sweep that finds other changes, and edit of an indexed file the kernel reports
-    /// ([`crate::query::staleness::edits_read`], at once).
+    /// same generation see the same database, equally fresh: it moves with every new index and
+    /// whenever source files may have changed ([`crate::query::staleness::changes_seen`]: a
+    /// sweep that finds other changes, an edit of an indexed file the kernel reports, at once).
     pub fn answer_generation(&self) -> Option<u64> {
         let generation =
-            self.generation.load(Ordering::SeqCst) + crate::query::staleness::edits_read();
+            self.generation.load(Ordering::SeqCst) + crate::query::staleness::changes_seen();
         (self.serving() && self.stale_note().is_none()).then_some(generation)
     }
 
     /// Takes one background step of the sweep of the served index's files on disk
     /// ([`crate::query::staleness::sweep`], at most [`SWEEP_STEP`] files, on a light
-    /// connection when one is free, in a snapshot of its own), or every step of an import's
-    /// first pass, which answers rest on where the kernel reports edits; a sweep finding other
+    /// connection when one is free, in a snapshot of its own), or the steps of an import's
+    /// first pass for up to [`FIRST_PASS_SLICE`] where the kernel reports edits (answers rest
+    /// on it); a sweep finding other
     /// changes than the one before, or edits the kernel reported, starts a new answer
     /// generation, so that no kept answer misses the note of a file edited since.
     pub fn sweep_sources(&self) {
+        let started = std::time::Instant::now();
         loop {
             let Ok(pool) = self.pool() else {
                 return;
@@ -453,7 +458,9 @@ impl IndexState {
                     false
                 }
             };
-            if !pending {
+            // At most a second's steps of a first pass per tick: a stopping server waits for
+            // no more.
+            if !pending || started.elapsed() >= FIRST_PASS_SLICE {
                 return;
             }
         }

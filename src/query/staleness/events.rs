@@ -10,15 +10,20 @@
 //! watched: one moved, removed or replaced stops being covered (its files are looked at on
 //! disk again, as without events), and so do those a watch could not be added for (the
 //! kernel's limit, permissions), those on network or FUSE file systems (where other machines'
-//! edits raise no event), and every directory once the kernel's queue overflowed or the
-//! project directory's path names another directory. [`SourceEvents::should_rewatch`] then
-//! says that the watches should be set up anew.
+//! edits raise no event), and every directory once the kernel's queue overflowed, the reading
+//! thread stopped, or the project directory's path names another directory
+//! ([`SourceEvents::check_root`], each tick). [`SourceEvents::should_rewatch`] then says that
+//! the watches should be set up anew; [`SourceEvents::complete`] says whether every directory
+//! asked for is covered (else the sweep goes on as without events).
 //!
 //! *Invariant:* [`SourceEvents::edited_since`] says `None` only when every edit to the file
 //! after that moment raised an event that was read since, or none was raised: a watch set up
 //! before it, on a covered directory, and nothing lost since. An event the kernel has queued
 //! but the thread has not read yet (normally well under a millisecond) is not known, as a look
 //! kept for the watch interval would not know of it either.
+
+// Without `inotify` nothing is watched: the recording side is never built.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -40,14 +45,8 @@ use crate::regular_file::Beneath;
 const TOUCHED_KEPT: usize = 65_536;
 
 /// Events on indexed files read so far by every watch of this process (files touched,
-/// directories reshaped, events lost): answers kept elsewhere belong to one value of it.
-static EDITS_READ: AtomicU64 = AtomicU64::new(0);
-
-/// How many events on indexed files this process has read: it moves as soon
-/// as an edit's event is read, so an answer kept before it is known to be out of date.
-pub fn edits_read() -> u64 {
-    EDITS_READ.load(Ordering::SeqCst)
-}
+/// directories reshaped, events lost), counted in [`super::changes_seen`].
+pub(super) static EDITS_READ: AtomicU64 = AtomicU64::new(0);
 
 /// What the reading thread shares with the answers.
 #[derive(Debug)]
@@ -94,6 +93,9 @@ pub(super) struct SourceEvents {
     started: Instant,
     /// The project directory, and the identity (device, inode) of the directory watched as it.
     root: (PathBuf, (u64, u64)),
+    /// Whether every directory asked for was watched, or was absent with the one above it
+    /// watched (its creation is an event there).
+    complete: bool,
     /// Wakes the reading thread to stop it.
     #[cfg(target_os = "linux")]
     wake: OwnedFd,
@@ -174,18 +176,28 @@ impl SourceEvents {
             && state.touched.values().all(|at| *at < since)
     }
 
-    /// Whether the watches should be set up anew: events were lost, a directory asked for was
-    /// moved, removed, replaced or created, or the project directory's path names another
-    /// directory than the one watched (one `stat`).
+    /// Whether the watches should be set up anew: events were lost (or the reading thread
+    /// stopped, or the project's path named another directory), or a directory asked for was
+    /// moved, removed, replaced or created.
     pub(super) fn should_rewatch(&self) -> bool {
-        {
-            let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            if state.lost_at.is_some() || state.reshaped_at.is_some() {
-                return true;
-            }
-        }
+        let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.lost_at.is_some() || state.reshaped_at.is_some()
+    }
+
+    /// Whether every directory asked for is watched (or absent, its creation watched).
+    pub(super) fn complete(&self) -> bool {
+        self.complete
+    }
+
+    /// Checks (one `stat`) that the project's path still names the directory watched; when
+    /// it names another (a link to it swapped, a directory above it moved), nothing is
+    /// trusted any more.
+    pub(super) fn check_root(&self) {
         let (path, identity) = &self.root;
-        std::fs::metadata(path).map_or(true, |meta| identity_of(&meta) != *identity)
+        if std::fs::metadata(path).is_ok_and(|meta| identity_of(&meta) == *identity) {
+            return;
+        }
+        lose_everything(&self.shared);
     }
 
     /// Forgets the files' events from before `since` (the start of a complete pass, which saw
@@ -205,6 +217,17 @@ impl SourceEvents {
     pub(super) fn covered(&self) -> usize {
         let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
         state.covered.len()
+    }
+}
+
+/// Nothing the events said can be trusted any more: events were lost.
+fn lose_everything(shared: &Shared) {
+    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    if state.lost_at.is_none() || !state.covered.is_empty() {
+        state.covered.clear();
+        state.lost_at = Some(Instant::now());
+        shared.seen.fetch_add(1, Ordering::Relaxed);
+        EDITS_READ.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -346,24 +369,40 @@ fn watch_directories(
     let mut dirs: Vec<&String> = wanted.iter().collect();
     // Parents before their children.
     dirs.sort();
+    let mut complete = true;
     for dir in dirs {
         if !dir.is_empty() && !state.covered.contains(parent_of(dir)) {
+            complete = false;
             continue;
         }
         match add_watch(&inotify, &project, dir) {
+            // Two paths naming one directory (a bind mount): neither is covered, as an edit
+            // through one would be reported under the other's name.
+            Ok(wd) if state.dirs.contains_key(&wd) => {
+                if let Some(other) = state.dirs.get(&wd).cloned() {
+                    state.covered.remove(&other);
+                }
+                complete = false;
+            }
             Ok(wd) => {
                 state.dirs.insert(wd, dir.clone());
                 state.covered.insert(dir.clone());
             }
+            // Gone since the import: its creation is an event in the directory above.
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
             Err(err) if err.raw_os_error() == Some(libc::ENOSPC) => {
                 tracing::info!(
                     "the kernel's limit of inotify watches is reached after {} directories \
                      (fs.inotify.max_user_watches): files in the others are looked at on disk",
                     state.dirs.len()
                 );
+                complete = false;
                 break;
             }
-            Err(err) => tracing::debug!("{dir:?} is not watched: {err}"),
+            Err(err) => {
+                tracing::debug!("{dir:?} is not watched: {err}");
+                complete = false;
+            }
         }
     }
     if state.dirs.is_empty() {
@@ -384,6 +423,7 @@ fn watch_directories(
         shared,
         started: Instant::now(),
         root: (root.to_path_buf(), root_identity),
+        complete,
         wake,
         reader: Some(reader),
     })
@@ -442,7 +482,12 @@ fn read_events(inotify: OwnedFd, woken: i32, shared: &Shared) {
         if polled < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
             continue;
         }
-        if polled < 0 || ready[1].revents != 0 {
+        if ready[1].revents != 0 {
+            return;
+        }
+        if polled < 0 || ready[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+            // Nothing more will be read: nothing is trusted.
+            lose_everything(shared);
             return;
         }
         loop {
@@ -576,8 +621,9 @@ mod tests {
             indexed,
         )
         .expect("inotify");
-        // The directories and their ancestors, never one through a link.
+        // The directories and their ancestors, never one through a link (so not all).
         assert_eq!(events.covered(), 4);
+        assert!(!events.complete());
         let before = Instant::now();
         let unchanged =
             |path: &str, since: Instant| events.edited_since(&[path], since)[0].is_none();
@@ -621,11 +667,18 @@ mod tests {
         // directory's identity: no event tells it.
         let link = dir.path().join("current");
         std::os::unix::fs::symlink(root, &link).unwrap();
-        let fresh = SourceEvents::watch(&link, [String::from("src/a")], HashSet::new()).unwrap();
+        let indexed = HashSet::from([path_hash("src/a/two.ts")]);
+        let fresh = SourceEvents::watch(&link, [String::from("src/a")], indexed).unwrap();
+        assert!(fresh.complete());
+        let now = Instant::now();
+        fresh.check_root();
         assert!(!fresh.should_rewatch());
+        assert_eq!(fresh.edited_since(&["src/a/two.ts"], now), [None]);
         std::fs::remove_file(&link).unwrap();
         std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+        fresh.check_root();
         assert!(fresh.should_rewatch());
+        assert!(fresh.edited_since(&["src/a/two.ts"], now)[0].is_some());
         assert!(!events.quiet_since(before));
     }
 }

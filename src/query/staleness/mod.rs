@@ -35,8 +35,6 @@ mod baseline;
 mod events;
 mod sweeps;
 
-pub use events::edits_read;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,8 +49,8 @@ use super::QueryResult;
 use crate::regular_file::{under_root, Beneath};
 use baseline::{baseline, change_since, meta, recorded, rfc3339_ns, Change, Seen};
 pub use sweeps::{
-    first_pass_pending, sweep, sweep_in_background, SourceChanges, FULL_SWEEP_INTERVAL,
-    SWEEP_INTERVAL,
+    changes_seen, first_pass_pending, sweep, sweep_in_background, SourceChanges,
+    FULL_SWEEP_INTERVAL, SWEEP_INTERVAL,
 };
 use sweeps::{source_changes, swept_in_background, Known};
 

@@ -46,6 +46,8 @@ struct Sweep {
     no_events_at: Option<Instant>,
     /// How many events had been recorded at the last step.
     events_seen: u64,
+    /// Whether a caller is setting up the watches (one at a time).
+    rewatching: bool,
 }
 
 /// A pass under way.
@@ -98,6 +100,16 @@ static SWEEPS: Mutex<Option<HashMap<SweepKey, Sweep>>> = Mutex::new(None);
 /// Numbers the passes.
 static PASSES: AtomicU64 = AtomicU64::new(0);
 
+/// Passes that ended finding other changes than the pass before them (a first pass, any).
+static PASSES_CHANGED: AtomicU64 = AtomicU64::new(0);
+
+/// How many times this process learnt that source files may have changed: passes that found
+/// other changes, and events read on indexed files (at once). Answers kept elsewhere (the HTTP
+/// answer cache) belong to one value of it.
+pub fn changes_seen() -> u64 {
+    PASSES_CHANGED.load(Ordering::SeqCst) + super::events::EDITS_READ.load(Ordering::SeqCst)
+}
+
 fn key_of(baseline: &Baseline) -> SweepKey {
     (baseline.root.clone(), baseline.imported_at.clone())
 }
@@ -114,10 +126,18 @@ pub fn sweep(conn: &Connection, budget: usize) -> QueryResult<bool> {
     }
 }
 
-/// Whether the import's first pass has not ended yet: the server's watcher steps it to its
-/// end at once, since answers rest on it where the kernel reports edits.
+/// Whether the import's first pass has not ended yet while the kernel reports edits: the
+/// server's watcher steps it to its end at once, since answers rest on it.
 pub fn first_pass_pending(conn: &Connection) -> QueryResult<bool> {
-    Ok(baseline(conn)?.is_some_and(|baseline| !swept_once(&baseline)))
+    let Some(baseline) = baseline(conn)? else {
+        return Ok(false);
+    };
+    Ok(SWEEPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|s| s.get(&key_of(&baseline)))
+        .is_some_and(|sweep| sweep.events.is_some() && sweep.last.is_none()))
 }
 
 /// Sets up the watches of `baseline`'s source directories if the server's watcher sweeps and
@@ -127,23 +147,29 @@ fn keep_watching(conn: &Connection, baseline: &Baseline, key: &SweepKey) -> Quer
     if !swept_in_background() {
         return Ok(false);
     }
-    let (current, between_passes, refused_lately) = {
+    let (current, rewatch) = {
         let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
         let sweep = sweeps
             .get_or_insert_with(HashMap::new)
             .entry(key.clone())
             .or_default();
-        (
-            sweep.events.clone(),
-            sweep.pass.is_none(),
-            sweep
+        let current = sweep.events.clone();
+        if let Some(events) = &current {
+            events.check_root();
+        }
+        let due = match &current {
+            Some(events) => events.should_rewatch(),
+            None => sweep
                 .no_events_at
-                .is_some_and(|at| at.elapsed() < FULL_SWEEP_INTERVAL),
-        )
-    };
-    let rewatch = match &current {
-        Some(events) => between_passes && events.should_rewatch(),
-        None => between_passes && !refused_lately,
+                .is_none_or(|at| at.elapsed() >= FULL_SWEEP_INTERVAL),
+        };
+        // Between two passes only, and one caller at a time.
+        let rewatch = due && sweep.pass.is_none() && !sweep.rewatching;
+        if rewatch {
+            sweep.rewatching = true;
+            sweep.events = None;
+        }
+        (current, rewatch)
     };
     if !rewatch {
         let Some(events) = current else {
@@ -160,34 +186,51 @@ fn keep_watching(conn: &Connection, baseline: &Baseline, key: &SweepKey) -> Quer
     }
     // The old watches go before the new are set up: both would count against the kernel's
     // limit.
-    let old = SWEEPS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_mut()
-        .and_then(|s| s.get_mut(key))
-        .and_then(|sweep| sweep.events.take());
-    drop(old);
+    let had_events = current.is_some();
     drop(current);
+    let events = watch_sources(conn, baseline);
+    let set_up = events.is_some();
+    let replaced = {
+        let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+        match sweeps.as_mut().and_then(|s| s.get_mut(key)) {
+            Some(sweep) => {
+                sweep.rewatching = false;
+                sweep.no_events_at = events.is_none().then(Instant::now);
+                sweep.events_seen = events.as_ref().map_or(0, |e| e.seen());
+                std::mem::replace(&mut sweep.events, events.map(Arc::new))
+            }
+            None => None,
+        }
+    };
+    drop(replaced);
+    Ok(had_events || set_up)
+}
+
+/// Watches the directories of `baseline`'s files ([`SourceEvents::watch`]).
+fn watch_sources(conn: &Connection, baseline: &Baseline) -> Option<SourceEvents> {
     let mut dirs: HashSet<String> = HashSet::new();
     let mut indexed: HashSet<u64> = HashSet::new();
-    let mut read = conn.prepare_cached("SELECT path FROM source_baseline")?;
-    let mut rows = read.query([])?;
-    while let Some(row) = rows.next()? {
-        let path: String = row.get(0)?;
-        indexed.insert(path_hash(&path));
-        dirs.insert(path.rsplit_once('/').map_or("", |(dir, _)| dir).to_string());
+    let mut read = || -> rusqlite::Result<()> {
+        let mut read = conn.prepare_cached("SELECT path FROM source_baseline")?;
+        let mut rows = read.query([])?;
+        while let Some(row) = rows.next()? {
+            let path: String = row.get(0)?;
+            indexed.insert(path_hash(&path));
+            dirs.insert(path.rsplit_once('/').map_or("", |(dir, _)| dir).to_string());
+        }
+        Ok(())
+    };
+    if let Err(err) = read() {
+        tracing::debug!("the source directories could not be read: {err}");
+        return None;
     }
-    let events = SourceEvents::watch(&baseline.root, dirs, indexed);
-    if let Some(events) = &events {
-        tracing::debug!("{} source directories watched for edits", events.covered());
-    }
-    let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(sweep) = sweeps.as_mut().and_then(|s| s.get_mut(key)) {
-        sweep.no_events_at = events.is_none().then(Instant::now);
-        sweep.events_seen = events.as_ref().map_or(0, |e| e.seen());
-        sweep.events = events.map(Arc::new);
-    }
-    Ok(true)
+    let events = SourceEvents::watch(&baseline.root, dirs, indexed)?;
+    tracing::debug!(
+        "{} source directories watched for edits{}",
+        events.covered(),
+        if events.complete() { "" } else { " (not all)" }
+    );
+    Some(events)
 }
 
 /// [`sweep`] of the files of `baseline`.
@@ -225,10 +268,9 @@ pub(super) fn sweep_step(
             (None, Some(last)) if last.ended.elapsed() < SWEEP_INTERVAL => return Ok(arrived),
             (None, Some(last))
                 if last.ended.elapsed() < FULL_SWEEP_INTERVAL
-                    && sweep
-                        .events
-                        .as_ref()
-                        .is_some_and(|events| events.quiet_since(last.started)) =>
+                    && sweep.events.as_ref().is_some_and(|events| {
+                        events.complete() && events.quiet_since(last.started)
+                    }) =>
             {
                 return Ok(arrived)
             }
@@ -323,7 +365,11 @@ pub(super) fn sweep_step(
         sweep.events_seen = seen;
         events.forget_before(pass.started);
     }
-    let before = sweep.last.as_ref().map_or(0, |last| last.found.fingerprint);
+    let before = sweep.last.as_ref().map(|last| last.found.fingerprint);
+    let other_changes = before != Some(pass.found.fingerprint);
+    if other_changes {
+        PASSES_CHANGED.fetch_add(1, Ordering::SeqCst);
+    }
     sweep.last = Some(Pass {
         found: pass.found,
         changed: pass.changed,
@@ -332,7 +378,7 @@ pub(super) fn sweep_step(
         ended: Instant::now(),
         ended_at: SystemTime::now(),
     });
-    Ok(arrived || pass.found.fingerprint != before)
+    Ok(arrived || other_changes)
 }
 
 /// What is known of a file without a look at the disk.
@@ -413,7 +459,7 @@ pub(super) fn source_changes(
         ),
         None => (Found::default(), None),
     };
-    let watched = sweep.is_some_and(|sweep| sweep.events.is_some());
+    let watched = sweep.is_some_and(|sweep| sweep.events.as_ref().is_some_and(|e| e.complete()));
     Ok(Some(SourceChanges {
         changed: found.changed,
         deleted: found.deleted,
@@ -439,10 +485,11 @@ pub struct SourceChanges {
     /// When the last complete sweep ended (RFC 3339); absent while the first is under way.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub swept_at: Option<String>,
-    /// Whether the kernel reports edits of the indexed files as they happen (Linux
-    /// `inotify`, while the server watches): answers then see an edit at once without looking
-    /// at the disk, and a sweep starts again only after one. Otherwise each file's look is
-    /// kept for the watch interval.
+    /// Whether the kernel reports edits of every indexed file as they happen (Linux
+    /// `inotify` on every directory of the indexed files, while the server watches): answers
+    /// then see an edit at once without looking at the disk, and a sweep starts again only
+    /// after one. Otherwise each file's look is kept for the watch interval (for the files of
+    /// directories not watched, when some are).
     pub watched: bool,
 }
 
