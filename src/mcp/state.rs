@@ -421,9 +421,8 @@ impl IndexState {
     /// ([`crate::query::staleness::sweep`], at most [`SWEEP_STEP`] files, on a light
     /// connection when one is free, in a snapshot of its own), or the steps of an import's
     /// first pass for up to [`FIRST_PASS_SLICE`] where the kernel reports edits (answers rest
-    /// on it); a sweep finding other
-    /// changes than the one before, or edits the kernel reported, starts a new answer
-    /// generation, so that no kept answer misses the note of a file edited since.
+    /// on it). What the sweep finds moves the answer generation through
+    /// [`crate::query::staleness::changes_seen`].
     pub fn sweep_sources(&self) {
         let started = std::time::Instant::now();
         loop {
@@ -433,31 +432,14 @@ impl IndexState {
             let Some(conn) = pool.light.try_get() else {
                 return;
             };
-            let generation = self.generation.load(Ordering::SeqCst);
-            let step = db::in_snapshot(&conn, |conn| -> crate::query::QueryResult<_> {
-                let changed = crate::query::staleness::sweep(conn, SWEEP_STEP)?;
-                Ok((changed, crate::query::staleness::first_pass_pending(conn)?))
+            let pending = db::in_snapshot(&conn, |conn| -> crate::query::QueryResult<_> {
+                crate::query::staleness::sweep(conn, SWEEP_STEP)?;
+                crate::query::staleness::first_pass_pending(conn)
             });
-            let pending = match step {
-                Ok((changed, pending)) => {
-                    if changed {
-                        crate::query::staleness::forget_checks();
-                        // Only the generation this step read moves on (an import meanwhile
-                        // did).
-                        let _ = self.generation.compare_exchange(
-                            generation,
-                            generation + 1,
-                            Ordering::SeqCst,
-                            Ordering::SeqCst,
-                        );
-                    }
-                    pending
-                }
-                Err(err) => {
-                    tracing::debug!("sweep of the source files: {err}");
-                    false
-                }
-            };
+            let pending = pending.unwrap_or_else(|err| {
+                tracing::debug!("sweep of the source files: {err}");
+                false
+            });
             // At most a second's steps of a first pass per tick: a stopping server waits for
             // no more.
             if !pending || started.elapsed() >= FIRST_PASS_SLICE {

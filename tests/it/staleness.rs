@@ -18,6 +18,20 @@ fn reindex_after_the_edit(project: &TempProject) {
     std::fs::write(project.cache_path(), cache.to_string()).unwrap();
 }
 
+/// The overviews' `source.files`, as `files` gives them, once the server watches every source
+/// directory and its first sweep ended (ten seconds at most).
+async fn once_watched<F: std::future::Future<Output = Value>>(files: impl Fn() -> F) -> Value {
+    let mut watched = Value::Null;
+    for _ in 0..200 {
+        watched = files().await;
+        if watched["watched"] == true && watched["swept_at"].is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    watched
+}
+
 /// The texts of a tool's answer (the answer, then its notes).
 async fn texts(client: &Client, tool: &str, args: Value) -> Vec<String> {
     client.call(tool, args).await.expect("an answer").texts
@@ -167,14 +181,10 @@ async fn an_edit_shows_at_once_where_the_kernel_reports_it() {
     // Edited before the server starts: its first sweep finds it.
     project.edit_source("src/util/format.ts");
     let client = Client::spawn(project.root(), &["--watch-interval", "60"]).await;
-    let mut watched = Value::Null;
-    for _ in 0..200 {
-        watched = client.ok("acp_query", json!({"type": "stats"})).await["source"]["files"].clone();
-        if watched["watched"] == true && watched["swept_at"].is_string() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let watched = once_watched(|| async {
+        client.ok("acp_query", json!({"type": "stats"})).await["source"]["files"].clone()
+    })
+    .await;
     assert_eq!(watched["watched"], true, "{watched}");
     assert_eq!(watched["changed"], 1, "{watched}");
     let format = texts(
@@ -255,13 +265,8 @@ async fn a_kept_answer_is_not_served_after_an_edit_the_kernel_reports() {
     let client = Client::http(&server.url(), None).await;
     crate::common::mcp::wait_ready(&client, 60).await;
     let health = || crate::http::json_body(&crate::http::get(server.addr, "/healthz"));
-    for _ in 0..200 {
-        if health()["source"]["files"]["watched"] == true {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(health()["source"]["files"]["watched"], true, "{}", health());
+    let watched = once_watched(|| async { health()["source"]["files"].clone() }).await;
+    assert_eq!(watched["watched"], true, "{watched}");
     let session = json!({"path": "src/auth/session.ts"});
     assert_eq!(
         texts(&client, "acp_get_file_context", session.clone())

@@ -48,14 +48,6 @@ const TOUCHED_KEPT: usize = 65_536;
 /// directories reshaped, events lost), counted in [`super::changes_seen`].
 pub(super) static EDITS_READ: AtomicU64 = AtomicU64::new(0);
 
-/// What the reading thread shares with the answers.
-#[derive(Debug)]
-struct Shared {
-    state: Mutex<EventState>,
-    /// Events recorded so far (indexed files touched, directories reshaped, events lost).
-    seen: AtomicU64,
-}
-
 #[derive(Debug)]
 struct EventState {
     /// Watched directories by watch descriptor: their paths relative to the project (`""`
@@ -88,7 +80,8 @@ pub(super) struct Edited {
 /// The watches on one project's source directories and the events they reported.
 #[derive(Debug)]
 pub(super) struct SourceEvents {
-    shared: Arc<Shared>,
+    /// What the reading thread records, shared with the answers.
+    state: Arc<Mutex<EventState>>,
     /// When every watch was in place.
     started: Instant,
     /// The project directory, and the identity (device, inode) of the directory watched as it.
@@ -148,7 +141,7 @@ impl SourceEvents {
     /// `since` without a look at the disk (`None`: its directory covered, watched before
     /// `since`, no event for it and nothing lost after), or else when a look is out of date.
     pub(super) fn edited_since(&self, paths: &[&str], since: Instant) -> Vec<Option<Edited>> {
-        let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let trusted = self.started <= since && state.lost_at.is_none_or(|lost| lost < since);
         paths
             .iter()
@@ -170,7 +163,7 @@ impl SourceEvents {
         if self.started > since {
             return false;
         }
-        let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.lost_at.is_none_or(|lost| lost < since)
             && state.reshaped_at.is_none_or(|reshaped| reshaped < since)
             && state.touched.values().all(|at| *at < since)
@@ -180,7 +173,7 @@ impl SourceEvents {
     /// stopped, or the project's path named another directory), or a directory asked for was
     /// moved, removed, replaced or created.
     pub(super) fn should_rewatch(&self) -> bool {
-        let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.lost_at.is_some() || state.reshaped_at.is_some()
     }
 
@@ -197,36 +190,29 @@ impl SourceEvents {
         if std::fs::metadata(path).is_ok_and(|meta| identity_of(&meta) == *identity) {
             return;
         }
-        lose_everything(&self.shared);
+        lose_everything(&self.state);
     }
 
     /// Forgets the files' events from before `since` (the start of a complete pass, which saw
     /// what they did).
     pub(super) fn forget_before(&self, since: Instant) {
-        let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.touched.retain(|_, at| *at >= since);
-    }
-
-    /// How many events were recorded so far: a change from one look to the next means files
-    /// may have changed in between.
-    pub(super) fn seen(&self) -> u64 {
-        self.shared.seen.load(Ordering::Relaxed)
     }
 
     /// How many directories are covered.
     pub(super) fn covered(&self) -> usize {
-        let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.covered.len()
     }
 }
 
 /// Nothing the events said can be trusted any more: events were lost.
-fn lose_everything(shared: &Shared) {
-    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+fn lose_everything(state: &Mutex<EventState>) {
+    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
     if state.lost_at.is_none() || !state.covered.is_empty() {
         state.covered.clear();
         state.lost_at = Some(Instant::now());
-        shared.seen.fetch_add(1, Ordering::Relaxed);
         EDITS_READ.fetch_add(1, Ordering::SeqCst);
     }
 }
@@ -409,18 +395,15 @@ fn watch_directories(
         return None;
     }
     state.wanted = wanted;
-    let shared = Arc::new(Shared {
-        state: Mutex::new(state),
-        seen: AtomicU64::new(0),
-    });
-    let reading = shared.clone();
+    let state = Arc::new(Mutex::new(state));
+    let reading = state.clone();
     let woken = wake.as_raw_fd();
     let reader = std::thread::Builder::new()
         .name("acpdb-source-events".into())
         .spawn(move || read_events(inotify, woken, &reading))
         .ok()?;
     Some(SourceEvents {
-        shared,
+        state,
         started: Instant::now(),
         root: (root.to_path_buf(), root_identity),
         complete,
@@ -461,7 +444,7 @@ fn add_watch(inotify: &OwnedFd, project: &Beneath, dir: &str) -> io::Result<i32>
 
 /// Reads events until the eventfd `woken` is written to.
 #[cfg(target_os = "linux")]
-fn read_events(inotify: OwnedFd, woken: i32, shared: &Shared) {
+fn read_events(inotify: OwnedFd, woken: i32, state: &Mutex<EventState>) {
     // Aligned for `inotify_event`.
     let mut buffer = vec![0u64; 8192];
     loop {
@@ -487,7 +470,7 @@ fn read_events(inotify: OwnedFd, woken: i32, shared: &Shared) {
         }
         if polled < 0 || ready[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
             // Nothing more will be read: nothing is trusted.
-            lose_everything(shared);
+            lose_everything(state);
             return;
         }
         loop {
@@ -503,17 +486,17 @@ fn read_events(inotify: OwnedFd, woken: i32, shared: &Shared) {
             }
             // SAFETY: the kernel wrote `read` bytes at the start of the buffer.
             let events = unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), read) };
-            record(shared, events);
+            record(state, events);
         }
     }
 }
 
 /// Records a buffer of events.
 #[cfg(target_os = "linux")]
-fn record(shared: &Shared, mut events: &[u8]) {
+fn record(state: &Mutex<EventState>, mut events: &[u8]) {
     let header = std::mem::size_of::<libc::inotify_event>();
     let now = Instant::now();
-    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
     let mut recorded = 0;
     while events.len() >= header {
         // SAFETY: a whole header lies in the buffer; read unaligned all the same.
@@ -561,7 +544,6 @@ fn record(shared: &Shared, mut events: &[u8]) {
         }
         recorded += u64::from(state.touched(event.wd, &name, now));
     }
-    shared.seen.fetch_add(recorded, Ordering::Relaxed);
     drop(state);
     EDITS_READ.fetch_add(recorded, Ordering::SeqCst);
 }
@@ -625,6 +607,7 @@ mod tests {
         assert_eq!(events.covered(), 4);
         assert!(!events.complete());
         let before = Instant::now();
+        let read_before = EDITS_READ.load(Ordering::SeqCst);
         let unchanged =
             |path: &str, since: Instant| events.edited_since(&[path], since)[0].is_none();
         for file in ["top.ts", "src/a/one.ts", "src/b/three.ts"] {
@@ -636,7 +619,7 @@ mod tests {
         // Files that are not indexed (an editor's swap file) are not recorded.
         std::fs::write(root.join("src/a/.one.ts.swp"), "x").unwrap();
         std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(events.seen(), 0);
+        assert_eq!(EDITS_READ.load(Ordering::SeqCst), read_before);
         assert!(events.quiet_since(before));
         std::fs::write(outside.path().join("out.ts"), "edited").unwrap();
         std::fs::write(root.join("src/a/one.ts"), "edited").unwrap();
@@ -651,12 +634,12 @@ mod tests {
         assert!(unchanged("src/a/one.ts", Instant::now()));
 
         // A directory moved away and another put in its place: its files are looked at again.
-        let seen = events.seen();
+        let read = EDITS_READ.load(Ordering::SeqCst);
         std::fs::rename(root.join("src/b"), root.join("src/old")).unwrap();
         std::fs::create_dir(root.join("src/b")).unwrap();
         std::fs::write(root.join("src/b/three.ts"), "other").unwrap();
         assert!(eventually(|| events.should_rewatch()));
-        assert!(events.seen() > seen);
+        assert!(EDITS_READ.load(Ordering::SeqCst) > read);
         assert!(!unchanged("src/b/three.ts", before));
         assert!(unchanged("src/a/two.ts", before));
         // A look from before the directory was replaced is out of date.

@@ -11,7 +11,7 @@
 //! instead; each stale file says
 //! which signal found it. A file gone from disk is reported as deleted, unless the import found
 //! none of the project's files on disk (an index served without its sources). One look per
-//! file beneath the project directory ([`Beneath`]: a path handle, never read, so a FIFO cannot
+//! file beneath the project directory ([`crate::regular_file::Beneath`]: a path handle, never read, so a FIFO cannot
 //! block; a path through a symbolic link, or out of the project, is never looked at), kept for
 //! the server's watch interval ([`keep_checks_for`]).
 //!
@@ -28,49 +28,31 @@
 //! Linux `inotify` on the directories of the indexed files): a file with no event since the
 //! last pass began is answered from that pass without a look at the disk, an edited one is
 //! looked at again at once, and a new pass starts only after an event (or every
-//! [`FULL_SWEEP_INTERVAL`]). `baseline.rs` holds what answers compare with, `sweeps.rs` the
-//! sweep and what it knows.
+//! [`FULL_SWEEP_INTERVAL`]). `baseline.rs` holds what answers compare with, `looks.rs` the
+//! files' kept looks, `sweeps.rs` the sweep and what it knows.
 
 mod baseline;
 mod events;
+mod looks;
 mod sweeps;
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::path::Path;
+use std::time::UNIX_EPOCH;
 
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::QueryResult;
-use crate::regular_file::{under_root, Beneath};
-use baseline::{baseline, change_since, meta, recorded, rfc3339_ns, Change, Seen};
+use crate::regular_file::under_root;
+use baseline::{baseline, change_since, meta, recorded, rfc3339_ns, Change};
+use looks::observed;
+pub use looks::{forget_checks, keep_checks_for};
 pub use sweeps::{
     changes_seen, first_pass_pending, sweep, sweep_in_background, SourceChanges,
     FULL_SWEEP_INTERVAL, SWEEP_INTERVAL,
 };
 use sweeps::{source_changes, swept_in_background, Known};
-
-/// How long the result of one file's `lstat` is reused, in milliseconds: the server's watch
-/// interval ([`keep_checks_for`]), one second elsewhere.
-static STAT_TTL_MS: AtomicU64 = AtomicU64::new(1000);
-
-/// Keeps each file's `lstat` result for `interval` (the server's watch interval: 0 looks at
-/// the file for every answer).
-pub fn keep_checks_for(interval: Duration) {
-    let ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
-    STAT_TTL_MS.store(ms, Ordering::Relaxed);
-}
-
-fn stat_ttl() -> Duration {
-    Duration::from_millis(STAT_TTL_MS.load(Ordering::Relaxed))
-}
-
-/// Files whose `lstat` results are kept at most.
-const STAT_CACHE: usize = 4096;
 
 /// Largest `.git` file read (HEAD, a ref, `gitdir:`); `packed-refs` may be larger.
 pub const GIT_FILE_LIMIT: u64 = 4096;
@@ -116,53 +98,6 @@ pub struct SourceState {
     pub files: Option<SourceChanges>,
     /// In words, with what to do.
     pub message: String,
-}
-
-static STATS: Mutex<Option<HashMap<PathBuf, (Instant, Seen)>>> = Mutex::new(None);
-
-/// The state on disk of `relative` beneath `root` (`Some(None)`: gone), from the cache while
-/// fresh (and looked at after `not_before`), else through `project` (opened here when it is
-/// `None`); `None` when it cannot be looked at (permissions, a symbolic link on the way), which
-/// counts as unchanged.
-fn observed(
-    project: &mut Option<Beneath>,
-    root: &Path,
-    relative: &str,
-    not_before: Option<Instant>,
-) -> Option<Seen> {
-    let path = root.join(relative);
-    let path = path.as_path();
-    let now = Instant::now();
-    let ttl = stat_ttl();
-    {
-        let cache = STATS.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((at, seen)) = cache.as_ref().and_then(|c| c.get(path)) {
-            if now.duration_since(*at) < ttl && not_before.is_none_or(|event| *at > event) {
-                return Some(*seen);
-            }
-        }
-    }
-    let project = project.get_or_insert_with(|| Beneath::new(root));
-    let seen = project.disk_state(relative).ok()?;
-    let mut cache = STATS.lock().unwrap_or_else(|e| e.into_inner());
-    let cache = cache.get_or_insert_with(HashMap::new);
-    if cache.len() >= STAT_CACHE {
-        cache.retain(|_, (at, _)| now.duration_since(*at) < ttl);
-        if cache.len() >= STAT_CACHE {
-            cache.clear();
-        }
-    }
-    cache.insert(path.to_path_buf(), (now, seen));
-    Some(seen)
-}
-
-/// Forgets every file's kept `lstat`, so the next answers look at the disk: when the answers
-/// kept elsewhere start anew (a new import, a sweep that found other changes), none of those
-/// computed next may rest on a look from before.
-pub fn forget_checks() {
-    if let Some(kept) = STATS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        kept.clear();
-    }
 }
 
 /// The indexed files among `paths` (canonical, relative to the project) changed on disk after

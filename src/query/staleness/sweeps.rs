@@ -44,8 +44,6 @@ struct Sweep {
     /// When no events could be had (no `inotify`, no directory watched): tried again
     /// [`FULL_SWEEP_INTERVAL`] later.
     no_events_at: Option<Instant>,
-    /// How many events had been recorded at the last step.
-    events_seen: u64,
     /// Whether a caller is setting up the watches (one at a time).
     rewatching: bool,
 }
@@ -114,15 +112,35 @@ fn key_of(baseline: &Baseline) -> SweepKey {
     (baseline.root.clone(), baseline.imported_at.clone())
 }
 
+/// `f` on the sweep of `key` (begun if there is none), under the lock.
+fn with_sweep<T>(key: &SweepKey, f: impl FnOnce(&mut Sweep) -> T) -> T {
+    let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+    f(sweeps
+        .get_or_insert_with(HashMap::new)
+        .entry(key.clone())
+        .or_default())
+}
+
+/// `f` on the sweep of `baseline`, if there is one, under the lock.
+fn read_sweep<T>(baseline: &Baseline, f: impl FnOnce(Option<&Sweep>) -> T) -> T {
+    let sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+    f(sweeps.as_ref().and_then(|sweeps| {
+        sweeps
+            .iter()
+            .find(|((root, at), _)| *root == baseline.root && *at == baseline.imported_at)
+            .map(|(_, sweep)| sweep)
+    }))
+}
+
 /// Compares at most `budget` more indexed files with their baseline, starting a new pass when
 /// none is under way and the last ended [`SWEEP_INTERVAL`] ago or more (and, with events, when
-/// any happened since it began). Returns whether files may have changed since the step before:
-/// a pass ended finding other changes than the pass before it (the first pass: any change), or
-/// events arrived; answers computed earlier may then lack a staleness note.
-pub fn sweep(conn: &Connection, budget: usize) -> QueryResult<bool> {
+/// any happened since it began). A pass that ends finding other changes than the pass before
+/// it (the first pass: any change) moves [`changes_seen`] and forgets the files' kept looks:
+/// answers computed earlier may lack a staleness note.
+pub fn sweep(conn: &Connection, budget: usize) -> QueryResult<()> {
     match baseline(conn)? {
         Some(baseline) => sweep_step(conn, &baseline, budget),
-        None => Ok(false),
+        None => Ok(()),
     }
 }
 
@@ -132,78 +150,49 @@ pub fn first_pass_pending(conn: &Connection) -> QueryResult<bool> {
     let Some(baseline) = baseline(conn)? else {
         return Ok(false);
     };
-    Ok(SWEEPS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|s| s.get(&key_of(&baseline)))
-        .is_some_and(|sweep| sweep.events.is_some() && sweep.last.is_none()))
+    Ok(read_sweep(&baseline, |sweep| {
+        sweep.is_some_and(|sweep| sweep.events.is_some() && sweep.last.is_none())
+    }))
 }
 
 /// Sets up the watches of `baseline`'s source directories if the server's watcher sweeps and
-/// none are (or those there should be set up anew), between two passes. Returns whether
-/// events arrived since the step before.
-fn keep_watching(conn: &Connection, baseline: &Baseline, key: &SweepKey) -> QueryResult<bool> {
+/// none are (or those there should be set up anew), between two passes, one caller at a time.
+/// (Whatever made new watches due, a lost event or a reshaped directory, already moved
+/// [`changes_seen`].)
+fn keep_watching(conn: &Connection, baseline: &Baseline, key: &SweepKey) {
     if !swept_in_background() {
-        return Ok(false);
+        return;
     }
-    let (current, rewatch) = {
-        let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-        let sweep = sweeps
-            .get_or_insert_with(HashMap::new)
-            .entry(key.clone())
-            .or_default();
-        let current = sweep.events.clone();
-        if let Some(events) = &current {
-            events.check_root();
-        }
-        let due = match &current {
+    // The root's `stat` out of the lock that answers take.
+    if let Some(events) = with_sweep(key, |sweep| sweep.events.clone()) {
+        events.check_root();
+    }
+    let rewatch = with_sweep(key, |sweep| {
+        let due = match &sweep.events {
             Some(events) => events.should_rewatch(),
             None => sweep
                 .no_events_at
                 .is_none_or(|at| at.elapsed() >= FULL_SWEEP_INTERVAL),
         };
-        // Between two passes only, and one caller at a time.
         let rewatch = due && sweep.pass.is_none() && !sweep.rewatching;
-        if rewatch {
-            sweep.rewatching = true;
-            sweep.events = None;
+        if !rewatch {
+            return None;
         }
-        (current, rewatch)
+        sweep.rewatching = true;
+        // The old watches go (once no answer holds them) before the new are set up: both
+        // would count against the kernel's limit.
+        Some(sweep.events.take())
+    });
+    let Some(old) = rewatch else {
+        return;
     };
-    if !rewatch {
-        let Some(events) = current else {
-            return Ok(false);
-        };
-        let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(sweep) = sweeps.as_mut().and_then(|s| s.get_mut(key)) else {
-            return Ok(false);
-        };
-        let seen = events.seen();
-        let arrived = seen != sweep.events_seen;
-        sweep.events_seen = seen;
-        return Ok(arrived);
-    }
-    // The old watches go before the new are set up: both would count against the kernel's
-    // limit.
-    let had_events = current.is_some();
-    drop(current);
-    let events = watch_sources(conn, baseline);
-    let set_up = events.is_some();
-    let replaced = {
-        let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-        match sweeps.as_mut().and_then(|s| s.get_mut(key)) {
-            Some(sweep) => {
-                sweep.rewatching = false;
-                sweep.no_events_at = events.is_none().then(Instant::now);
-                sweep.events_seen = events.as_ref().map_or(0, |e| e.seen());
-                std::mem::replace(&mut sweep.events, events.map(Arc::new))
-            }
-            None => None,
-        }
-    };
-    drop(replaced);
-    Ok(had_events || set_up)
+    drop(old);
+    let events = watch_sources(conn, baseline).map(Arc::new);
+    with_sweep(key, |sweep| {
+        sweep.rewatching = false;
+        sweep.no_events_at = events.is_none().then(Instant::now);
+        sweep.events = events;
+    });
 }
 
 /// Watches the directories of `baseline`'s files ([`SourceEvents::watch`]).
@@ -234,13 +223,9 @@ fn watch_sources(conn: &Connection, baseline: &Baseline) -> Option<SourceEvents>
 }
 
 /// [`sweep`] of the files of `baseline`.
-pub(super) fn sweep_step(
-    conn: &Connection,
-    baseline: &Baseline,
-    budget: usize,
-) -> QueryResult<bool> {
+pub(super) fn sweep_step(conn: &Connection, baseline: &Baseline, budget: usize) -> QueryResult<()> {
     if budget == 0 {
-        return Ok(false);
+        return Ok(());
     }
     let key = key_of(baseline);
     let ended: Vec<Sweep> = {
@@ -256,37 +241,35 @@ pub(super) fn sweep_step(
         earlier.iter().filter_map(|k| sweeps.remove(k)).collect()
     };
     drop(ended);
-    let arrived = keep_watching(conn, baseline, &key)?;
-    let (id, after) = {
-        let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-        let sweep = sweeps
-            .get_or_insert_with(HashMap::new)
-            .entry(key.clone())
-            .or_default();
-        match (&sweep.pass, &sweep.last) {
-            (Some(pass), _) => (pass.id, pass.after.clone()),
-            (None, Some(last)) if last.ended.elapsed() < SWEEP_INTERVAL => return Ok(arrived),
-            (None, Some(last))
-                if last.ended.elapsed() < FULL_SWEEP_INTERVAL
-                    && sweep.events.as_ref().is_some_and(|events| {
-                        events.complete() && events.quiet_since(last.started)
-                    }) =>
-            {
-                return Ok(arrived)
-            }
-            (None, _) => {
-                let id = PASSES.fetch_add(1, Ordering::Relaxed);
-                sweep.pass = Some(PassUnderWay {
-                    id,
-                    after: String::new(),
-                    found: Found::default(),
-                    changed: Some(HashMap::new()),
-                    paths: HashSet::new(),
-                    started: Instant::now(),
-                });
-                (id, String::new())
-            }
+    keep_watching(conn, baseline, &key);
+    let step = with_sweep(&key, |sweep| match (&sweep.pass, &sweep.last) {
+        (Some(pass), _) => Some((pass.id, pass.after.clone())),
+        // The pass that follows new watches must begin after them, or nothing rests on it.
+        (None, _) if sweep.rewatching => None,
+        (None, Some(last)) if last.ended.elapsed() < SWEEP_INTERVAL => None,
+        (None, Some(last))
+            if last.ended.elapsed() < FULL_SWEEP_INTERVAL
+                && sweep.events.as_ref().is_some_and(|events| {
+                    events.complete() && events.quiet_since(last.started)
+                }) =>
+        {
+            None
         }
+        (None, _) => {
+            let id = PASSES.fetch_add(1, Ordering::Relaxed);
+            sweep.pass = Some(PassUnderWay {
+                id,
+                after: String::new(),
+                found: Found::default(),
+                changed: Some(HashMap::new()),
+                paths: HashSet::new(),
+                started: Instant::now(),
+            });
+            Some((id, String::new()))
+        }
+    });
+    let Some((id, after)) = step else {
+        return Ok(());
     };
     let mut read = conn.prepare_cached(
         "SELECT path, size, mtime_ns FROM source_baseline WHERE path > ?1 ORDER BY path LIMIT ?2",
@@ -322,18 +305,33 @@ pub(super) fn sweep_step(
         found.fingerprint ^= hasher.finish();
         changed.push((path.clone(), now));
     }
-    let mut sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(sweep) = sweeps.get_or_insert_with(HashMap::new).get_mut(&key) else {
-        return Ok(arrived);
-    };
+    // A full step: the pass resumes after its last file.
+    let resume = (rows.len() == budget)
+        .then(|| rows.last().map(|(path, _)| path.clone()))
+        .flatten();
+    with_sweep(&key, |sweep| {
+        record_step(sweep, (id, &after), resume, found, changed, hashes)
+    });
+    Ok(())
+}
+
+/// Adds a step's findings to the pass it read for (`id`, resuming after `after`), unless
+/// another caller stepped it meanwhile or another pass began (its step counts); the pass then
+/// resumes after `resume`, or ends.
+fn record_step(
+    sweep: &mut Sweep,
+    (id, after): (u64, &str),
+    resume: Option<String>,
+    found: Found,
+    changed: Vec<(String, Seen)>,
+    hashes: Vec<u64>,
+) {
     let Some(pass) = sweep
         .pass
         .as_mut()
         .filter(|pass| pass.id == id && pass.after == after)
     else {
-        // Another caller stepped the same pass meanwhile, or another pass began: its step
-        // counts.
-        return Ok(arrived);
+        return;
     };
     pass.found.checked += found.checked;
     pass.found.changed += found.changed;
@@ -347,27 +345,19 @@ pub(super) fn sweep_step(
             kept.extend(changed);
         }
     }
-    if rows.len() == budget {
-        pass.after = rows
-            .last()
-            .map(|(path, _)| path.clone())
-            .unwrap_or_default();
-        return Ok(arrived);
+    if let Some(resume) = resume {
+        pass.after = resume;
+        return;
     }
     let Some(pass) = sweep.pass.take() else {
-        return Ok(arrived);
+        return;
     };
-    let mut arrived = arrived;
     if let Some(events) = &sweep.events {
-        // Events read since this step began count before the pass forgets them.
-        let seen = events.seen();
-        arrived |= seen != sweep.events_seen;
-        sweep.events_seen = seen;
         events.forget_before(pass.started);
     }
     let before = sweep.last.as_ref().map(|last| last.found.fingerprint);
-    let other_changes = before != Some(pass.found.fingerprint);
-    if other_changes {
+    if before != Some(pass.found.fingerprint) {
+        super::looks::forget_checks();
         PASSES_CHANGED.fetch_add(1, Ordering::SeqCst);
     }
     sweep.last = Some(Pass {
@@ -378,7 +368,6 @@ pub(super) fn sweep_step(
         ended: Instant::now(),
         ended_at: SystemTime::now(),
     });
-    Ok(arrived || other_changes)
 }
 
 /// What is known of a file without a look at the disk.
@@ -393,45 +382,32 @@ pub(super) enum Known {
 
 /// What the last pass and the events since say of each of `paths` (relative to the project).
 pub(super) fn known(baseline: &Baseline, paths: &[&str]) -> Vec<Known> {
-    let look = Known::Look { not_before: None };
-    let sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-    let sweep = sweeps.as_ref().and_then(|sweeps| {
-        sweeps
+    read_sweep(baseline, |sweep| {
+        let watched = sweep.and_then(|sweep| sweep.events.as_ref().zip(sweep.last.as_ref()));
+        let Some((events, last)) = watched else {
+            return vec![Known::Look { not_before: None }; paths.len()];
+        };
+        let edited = events.edited_since(paths, last.started);
+        paths
             .iter()
-            .find(|((root, at), _)| *root == baseline.root && *at == baseline.imported_at)
-    });
-    let Some((_, sweep)) = sweep else {
-        return vec![look; paths.len()];
-    };
-    let Some(events) = &sweep.events else {
-        return vec![look; paths.len()];
-    };
-    let Some(last) = &sweep.last else {
-        return vec![look; paths.len()];
-    };
-    let edited = events.edited_since(paths, last.started);
-    paths
-        .iter()
-        .zip(edited)
-        .map(|(path, edited)| match (edited, &last.changed) {
-            (None, Some(changed)) if last.paths.contains(&path_hash(path)) => {
-                Known::Swept(changed.get(*path).copied())
-            }
-            (edited, _) => Known::Look {
-                not_before: edited.and_then(|e| e.last_event),
-            },
-        })
-        .collect()
+            .zip(edited)
+            .map(|(path, edited)| match (edited, &last.changed) {
+                (None, Some(changed)) if last.paths.contains(&path_hash(path)) => {
+                    Known::Swept(changed.get(*path).copied())
+                }
+                (edited, _) => Known::Look {
+                    not_before: edited.and_then(|e| e.last_event),
+                },
+            })
+            .collect()
+    })
 }
 
 /// Whether a pass over the files of `baseline` has ended.
 pub(super) fn swept_once(baseline: &Baseline) -> bool {
-    SWEEPS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|s| s.get(&key_of(baseline)))
-        .is_some_and(|sweep| sweep.last.is_some())
+    read_sweep(baseline, |sweep| {
+        sweep.is_some_and(|sweep| sweep.last.is_some())
+    })
 }
 
 /// What the sweep of the files of `baseline` has found so far, after a step of at most
@@ -447,19 +423,21 @@ pub(super) fn source_changes(
         return Ok(None);
     };
     sweep_step(conn, baseline, budget)?;
-    let sweeps = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-    let sweep = sweeps.as_ref().and_then(|s| s.get(&key_of(baseline)));
-    let (found, swept_at) = match sweep {
-        Some(Sweep {
-            last: Some(last), ..
-        }) => (last.found, Some(rfc3339(last.ended_at))),
-        Some(sweep) => (
-            sweep.pass.as_ref().map(|p| p.found).unwrap_or_default(),
-            None,
-        ),
-        None => (Found::default(), None),
-    };
-    let watched = sweep.is_some_and(|sweep| sweep.events.as_ref().is_some_and(|e| e.complete()));
+    let (found, swept_at, watched) = read_sweep(baseline, |sweep| {
+        let (found, swept_at) = match sweep {
+            Some(Sweep {
+                last: Some(last), ..
+            }) => (last.found, Some(rfc3339(last.ended_at))),
+            Some(sweep) => (
+                sweep.pass.as_ref().map(|p| p.found).unwrap_or_default(),
+                None,
+            ),
+            None => (Found::default(), None),
+        };
+        let watched =
+            sweep.is_some_and(|sweep| sweep.events.as_ref().is_some_and(|e| e.complete()));
+        (found, swept_at, watched)
+    });
     Ok(Some(SourceChanges {
         changed: found.changed,
         deleted: found.deleted,
