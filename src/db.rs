@@ -14,6 +14,10 @@ mod embedded {
     refinery::embed_migrations!("migrations/index");
 }
 
+/// How many `graph.reverse` entries acp-mcp considers for `acp_get_hotpaths`: the rows of the
+/// `hot_nodes` summary table.
+pub const HOTPATH_SLOTS: usize = 20;
+
 /// Schema version of the bulk-loaded tables (before secondary indexes and FTS).
 pub const LOAD_SCHEMA_VERSION: i32 = 13;
 

@@ -43,6 +43,7 @@ mod pipeline;
 mod progress;
 mod rows;
 mod scratch;
+mod summaries;
 mod tables;
 
 pub use delta::DeltaCounts;
@@ -417,9 +418,6 @@ fn is_repeated_key(err: &anyhow::Error) -> bool {
         .any(|table| message.contains(&format!("UNIQUE constraint failed: {table}.key")))
 }
 
-/// The summary tables, filled once the entries are final.
-const SUMMARIES_SQL: &str = include_str!("summaries.sql");
-
 /// What reading the cache and the vars gave.
 struct Read {
     cache: ReadOutcome,
@@ -498,7 +496,7 @@ impl Source<'_> {
             started.elapsed().as_secs_f64()
         );
         dropped += filter::scrub_excluded_names(&conn, self.rules, root.as_deref())?;
-        conn.execute_batch(SUMMARIES_SQL)?;
+        summaries::fill(&conn)?;
         tracing::debug!(
             "filled the summaries at {:.2} s",
             started.elapsed().as_secs_f64()
@@ -565,7 +563,8 @@ impl Source<'_> {
         // Rows are removed before the rows that referred to them are brought up to date (node
         // resolution, inline annotations); the end state is consistent, as a test checks.
         conn.execute_batch("BEGIN IMMEDIATE")?;
-        let (read, counts) = {
+        let log = summaries::ChangeLog::start(&conn)?;
+        let (read, (counts, reverse_lengths)) = {
             let delta = Delta::start(&conn, known)?;
             let mut tables = Tables::new(&conn)?;
             tables.root = delta.root.clone();
@@ -590,7 +589,11 @@ impl Source<'_> {
             started.elapsed().as_secs_f64()
         );
         reporter.phase(Phase::Indexing);
-        conn.execute_batch(SUMMARIES_SQL)?;
+        log.apply(&reverse_lengths)?;
+        tracing::debug!(
+            "brought the summaries up to date at {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
         let bytes = self.write_meta(&conn, &read, 0)?;
         conn.execute_batch("COMMIT")?;
         tracing::debug!(

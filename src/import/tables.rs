@@ -174,10 +174,11 @@ impl<'c> Tables<'c> {
                         format!("unknown lock level `{key}`"),
                     )?;
                 }
-                self.conn.execute(
-                    "INSERT OR IGNORE INTO lock_level_lists(key, lock_level, items_json) VALUES (?1, ?2, ?3)",
-                    params![key, level, value.to_string()],
-                )?;
+                self.conn
+                    .prepare_cached(
+                        "INSERT OR IGNORE INTO lock_level_lists(key, lock_level, items_json) VALUES (?1, ?2, ?3)",
+                    )?
+                    .execute(params![key, level, value.to_string()])?;
                 Ok(())
             }
             Section::Variables => self.variable(key, value),

@@ -9,9 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::QueryResult;
-
-/// How many `graph.reverse` entries acp-mcp considers (the rows of `hot_nodes`).
-pub const HOTPATH_SLOTS: usize = 20;
+use crate::db::HOTPATH_SLOTS;
 
 /// One hot symbol.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -1652,7 +1652,7 @@ fn overview_summaries_match_the_tables() {
             hot(&format!(
                 "SELECT name, reverse_len FROM graph_nodes WHERE reverse_len > 0
                  ORDER BY reverse_len DESC, name LIMIT {}",
-                acpdb::query::hotpaths::HOTPATH_SLOTS
+                acpdb::db::HOTPATH_SLOTS
             ))
         );
         assert_eq!(

@@ -125,15 +125,14 @@ impl<'c> EntryWriter<'c> for Delta<'c> {
         self.read_one()?;
         let delta = &mut *self;
         if !delta.seen_mut(section).insert(i64::from(id)) {
-            let key: String = self.conn.query_row(
-                match section {
+            let key: String = self
+                .conn
+                .prepare_cached(match section {
                     Section::Files => "SELECT key FROM files WHERE id = ?1",
                     Section::Symbols => "SELECT key FROM symbols WHERE id = ?1",
                     _ => "SELECT n.name FROM graph_lists l JOIN graph_nodes n ON n.id = l.node_id WHERE l.id = ?1",
-                },
-                [id],
-                |r| r.get(0),
-            )?;
+                })?
+                .query_row([id], |r| r.get(0))?;
             return tables.warn(format!("{}[{key:?}]", section.path()), DUPLICATE_KEY);
         }
         delta.counts.count(section, Change::Unchanged);
@@ -197,10 +196,9 @@ impl Delta<'_> {
             Stored::Same(_, redigested) => {
                 if redigested {
                     let table = if files { "files" } else { "symbols" };
-                    self.conn.execute(
-                        &format!("UPDATE {table} SET digest = ?2 WHERE id = ?1"),
-                        params![id, digest],
-                    )?;
+                    self.conn
+                        .prepare_cached(&format!("UPDATE {table} SET digest = ?2 WHERE id = ?1"))?
+                        .execute(params![id, digest])?;
                 }
                 self.counts.count(section, Change::Unchanged);
                 Ok(None)
@@ -250,19 +248,17 @@ impl Delta<'_> {
                 }
                 let Some(old) = old else {
                     // Written differently, same names: only the digest changes.
-                    self.conn.execute(
-                        "UPDATE graph_lists SET digest = ?2 WHERE id = ?1",
-                        params![id, digest],
-                    )?;
+                    self.conn
+                        .prepare_cached("UPDATE graph_lists SET digest = ?2 WHERE id = ?1")?
+                        .execute(params![id, digest])?;
                     return Ok(());
                 };
                 let (old_ids, _) = delta.stored_list(&old)?;
                 delta.list_edges(key_id, reverse, &old_ids, -1);
                 self.clear_warnings(&json_path())?;
-                self.conn.execute(
-                    "UPDATE graph_lists SET items = ?2, digest = ?3 WHERE id = ?1",
-                    params![id, items, digest],
-                )?;
+                self.conn
+                    .prepare_cached("UPDATE graph_lists SET items = ?2, digest = ?3 WHERE id = ?1")?
+                    .execute(params![id, items, digest])?;
             }
             None => {
                 tables

@@ -19,8 +19,12 @@ use super::{project_root, Delta, DeltaCounts, StoredRow};
 
 impl Delta<'_> {
     /// Removes what the new cache no longer has, brings every derived table up to date and
-    /// returns what changed.
-    pub(in crate::import) fn finish(mut self, tables: &mut Tables<'_>) -> Result<DeltaCounts> {
+    /// returns what changed, with the new `graph.reverse` lengths of the nodes whose list
+    /// changed (for the summaries).
+    pub(in crate::import) fn finish(
+        mut self,
+        tables: &mut Tables<'_>,
+    ) -> Result<(DeltaCounts, HashMap<u32, i64>)> {
         let root = project_root(self.conn)?;
         if root != self.root {
             bail!("the project root changed, so every stored path must be computed again");
@@ -85,7 +89,10 @@ impl Delta<'_> {
             names.len(),
             step.elapsed().as_secs_f64()
         );
-        Ok(std::mem::take(&mut delta.counts))
+        Ok((
+            std::mem::take(&mut delta.counts),
+            std::mem::take(&mut delta.reverse_len),
+        ))
     }
 
     /// Removes the files, symbols and lists the new cache did not have.
@@ -115,7 +122,8 @@ impl Delta<'_> {
             }
             delta.files_to_clear.push(id);
             delta.counts.files_removed += 1;
-            conn.execute("DELETE FROM files WHERE id = ?1", [id])?;
+            conn.prepare_cached("DELETE FROM files WHERE id = ?1")?
+                .execute([id])?;
             let key = row.text(0).unwrap_or_default().to_string();
             self.clear_warnings(&format!("files[{key:?}]"))?;
         }
@@ -128,18 +136,19 @@ impl Delta<'_> {
                 .query_row([id], |r| StoredRow::read(r, symbol_columns))?;
             delta.unlink_symbol(&row)?;
             delta.counts.symbols_removed += 1;
-            conn.execute("DELETE FROM symbols WHERE id = ?1", [id])?;
+            conn.prepare_cached("DELETE FROM symbols WHERE id = ?1")?
+                .execute([id])?;
             let key = row.text(0).unwrap_or_default().to_string();
             self.clear_warnings(&format!("symbols[{key:?}]"))?;
         }
         let lists = unseen(self, &[Section::GraphForward, Section::GraphReverse]);
         for id in lists {
-            let (node_id, reverse, items, name): (u32, bool, SqlValue, String) = conn.query_row(
-                "SELECT l.node_id, l.reverse, l.items, n.name FROM graph_lists l
-                 JOIN graph_nodes n ON n.id = l.node_id WHERE l.id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )?;
+            let (node_id, reverse, items, name): (u32, bool, SqlValue, String) = conn
+                .prepare_cached(
+                    "SELECT l.node_id, l.reverse, l.items, n.name FROM graph_lists l
+                     JOIN graph_nodes n ON n.id = l.node_id WHERE l.id = ?1",
+                )?
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
             let delta = &mut *self;
             let (ids, _) = delta.stored_list(&items)?;
             delta.list_edges(node_id, reverse, &ids, -1);
@@ -148,7 +157,8 @@ impl Delta<'_> {
             if reverse {
                 delta.reverse_len.insert(node_id, 0);
             }
-            conn.execute("DELETE FROM graph_lists WHERE id = ?1", [id])?;
+            conn.prepare_cached("DELETE FROM graph_lists WHERE id = ?1")?
+                .execute([id])?;
             let section = if reverse {
                 "graph.reverse"
             } else {
@@ -229,7 +239,7 @@ impl Delta<'_> {
             }
         }
         let mut update = conn.prepare("UPDATE graph_nodes SET reverse_len = ?2 WHERE id = ?1")?;
-        for (node, len) in self.reverse_len.drain() {
+        for (node, len) in &self.reverse_len {
             update.execute(params![node, len])?;
         }
         Ok(())

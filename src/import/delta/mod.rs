@@ -626,6 +626,7 @@ impl<'c> Delta<'c> {
         if let Some(&id) = self.node_ids.get(name) {
             return Ok(id);
         }
+
         if let Some(id) = self
             .node_by_name
             .query_row([name], |r| r.get(0))
@@ -764,10 +765,11 @@ impl<'c> Delta<'c> {
     /// Removes the warnings of an entry that changed (they are raised again if still due).
     pub(super) fn clear_warnings(&mut self, json_path: &str) -> Result<()> {
         if self.entry_warnings {
-            self.conn.execute(
-                "DELETE FROM import_warnings WHERE path = ?1 OR (substr(path, 1, length(?1) + 1) IN (?1 || '.', ?1 || '['))",
-                [json_path],
-            )?;
+            self.conn
+                .prepare_cached(
+                    "DELETE FROM import_warnings WHERE path = ?1 OR (substr(path, 1, length(?1) + 1) IN (?1 || '.', ?1 || '['))",
+                )?
+                .execute([json_path])?;
         }
         Ok(())
     }
