@@ -70,8 +70,12 @@ pub const DECLARED_SCANS: &[(&str, &str)] = &[
         "a delta rewrites the domains' file lists whole from the cache's domains section",
     ),
     (
-        "SELECT digest, id FROM",
+        "SELECT digest, id, ",
         "a delta reads every stored fingerprint to tell unchanged entries from changed ones",
+    ),
+    (
+        "SELECT id, name FROM graph_nodes",
+        "a delta reads every call-graph node once to find names by fingerprint, not by one index lookup each",
     ),
     (
         "SELECT DISTINCT path FROM files ORDER BY path",

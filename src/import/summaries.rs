@@ -297,8 +297,11 @@ mod tests {
             )
             .unwrap();
         }
-        conn.execute("INSERT INTO index_summary VALUES (1, 0, 0, 0, 0, 0, 0, 0)", [])
-            .unwrap();
+        conn.execute(
+            "INSERT INTO index_summary VALUES (1, 0, 0, 0, 0, 0, 0, 0)",
+            [],
+        )
+        .unwrap();
         fill(&conn).unwrap();
         assert_eq!(hot(&conn).len(), HOTPATH_SLOTS);
         // A node of the ranking grows, a node outside it enters, one of it shrinks but stays,

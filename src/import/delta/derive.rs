@@ -226,6 +226,9 @@ impl Delta<'_> {
                 }
             }
         }
+        // In id order, as the nodes are stored: each page is read and written once.
+        let mut degree: Vec<(u32, (i64, i64))> = degree.into_iter().collect();
+        degree.sort_unstable();
         let mut update = conn.prepare(
             "UPDATE graph_nodes SET callers = callers + ?2, callees = callees + ?3 WHERE id = ?1",
         )?;
@@ -238,8 +241,10 @@ impl Delta<'_> {
                 self.touched_nodes.insert(node);
             }
         }
+        let mut lengths: Vec<(&u32, &i64)> = self.reverse_len.iter().collect();
+        lengths.sort_unstable();
         let mut update = conn.prepare("UPDATE graph_nodes SET reverse_len = ?2 WHERE id = ?1")?;
-        for (node, len) in &self.reverse_len {
+        for (node, len) in lengths {
             update.execute(params![node, len])?;
         }
         Ok(())
@@ -269,7 +274,7 @@ impl Delta<'_> {
             }
             delete.execute([id])?;
             self.names.remove(&name);
-            self.node_ids.remove(&name);
+            self.nodes.removed(&name);
         }
         Ok(())
     }

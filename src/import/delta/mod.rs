@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use rusqlite::types::{Value as SqlValue, ValueRef};
-use rusqlite::{params, Connection, OptionalExtension, Statement};
+use rusqlite::{Connection, OptionalExtension, Statement};
 use serde_json::Value;
 
 use crate::cache::digest::KnownEntries;
@@ -37,9 +37,11 @@ use super::rows::{
     cell_value, entry_values, file_columns, sql_params, symbol_calls, symbol_columns,
 };
 use super::tables::DUPLICATE_KEY;
+use nodes::NodeIds;
 
 mod compare;
 mod derive;
+mod nodes;
 
 /// Tables of the sections a delta rewrites whole (cleared before the new cache is read).
 /// `domain_files` rows that come from `domains` go with them; those from files are kept.
@@ -255,21 +257,19 @@ impl DeltaCounts {
 /// The digests of the entries the database on `conn` holds.
 pub(super) fn known_entries(conn: &Connection) -> Result<KnownEntries> {
     let mut digests = Vec::new();
-    for (sql, section) in [
-        ("SELECT digest, id FROM files", Section::Files),
-        ("SELECT digest, id FROM symbols", Section::Symbols),
+    // The section of a row: the third column, 0 for files and symbols, `reverse` for lists.
+    for (sql, sections) in [
+        ("SELECT digest, id, 0 FROM files", [Section::Files; 2]),
+        ("SELECT digest, id, 0 FROM symbols", [Section::Symbols; 2]),
         (
-            "SELECT digest, id FROM graph_lists WHERE reverse = 0",
-            Section::GraphForward,
-        ),
-        (
-            "SELECT digest, id FROM graph_lists WHERE reverse = 1",
-            Section::GraphReverse,
+            "SELECT digest, id, reverse FROM graph_lists",
+            [Section::GraphForward, Section::GraphReverse],
         ),
     ] {
         let mut stmt = conn.prepare(sql)?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
+            let section = sections[usize::from(row.get::<_, bool>(2)?)];
             digests.push((row.get(0)?, section, row.get(1)?));
         }
     }
@@ -421,11 +421,7 @@ pub(super) struct Delta<'c> {
     symbols_qname_trigram: [Statement<'c>; 2],
     files_fts: [Statement<'c>; 2],
     files_trigram: [Statement<'c>; 2],
-    node_by_name: Statement<'c>,
-    /// Ids of the nodes looked up so far (changed entries name the same nodes again and again).
-    node_ids: HashMap<String, u32>,
-    insert_node: Statement<'c>,
-    next_node: u32,
+    nodes: NodeIds<'c>,
     /// The digests of the stored entries, which the reader skips.
     pub(super) known: Arc<KnownEntries>,
     seen_files: IdSet,
@@ -543,11 +539,6 @@ impl<'c> Delta<'c> {
             conn.query_row("SELECT EXISTS (SELECT 1 FROM import_warnings)", [], |r| {
                 r.get(0)
             })?;
-        let next_node = conn.query_row(
-            "SELECT coalesce(max(id), 0) + 1 FROM graph_nodes",
-            [],
-            |r| r.get(0),
-        )?;
         Ok(Delta {
             conn,
             file_columns,
@@ -566,10 +557,7 @@ impl<'c> Delta<'c> {
             symbols_qname_trigram: fts_statements(conn, "symbols_qname_trigram", "terms")?,
             files_fts: fts_statements(conn, "files_fts", FILE_FTS_COLUMNS)?,
             files_trigram: fts_statements(conn, "files_trigram", "path")?,
-            node_by_name: conn.prepare("SELECT id FROM graph_nodes WHERE name = ?1")?,
-            node_ids: HashMap::new(),
-            insert_node: conn.prepare("INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)")?,
-            next_node,
+            nodes: NodeIds::load(conn)?,
             known,
             seen_files: IdSet::default(),
             seen_symbols: IdSet::default(),
@@ -623,25 +611,10 @@ impl<'c> Delta<'c> {
 
     /// The id of the node called `name`, created when new.
     fn node(&mut self, name: &str) -> Result<u32> {
-        if let Some(&id) = self.node_ids.get(name) {
-            return Ok(id);
+        let (id, created) = self.nodes.get_or_create(name)?;
+        if created {
+            self.names.insert(name.to_string());
         }
-
-        if let Some(id) = self
-            .node_by_name
-            .query_row([name], |r| r.get(0))
-            .optional()?
-        {
-            self.node_ids.insert(name.to_string(), id);
-            return Ok(id);
-        }
-        let id = self.next_node;
-        self.next_node = id
-            .checked_add(1)
-            .context("more than 4 billion graph nodes")?;
-        self.insert_node.execute(params![id, name])?;
-        self.names.insert(name.to_string());
-        self.node_ids.insert(name.to_string(), id);
         Ok(id)
     }
 
