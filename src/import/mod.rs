@@ -595,6 +595,10 @@ impl Source<'_> {
             started.elapsed().as_secs_f64()
         );
         let bytes = self.write_meta(&conn, &read, 0)?;
+        tracing::debug!(
+            "wrote the import's metadata at {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
         conn.execute_batch("COMMIT")?;
         tracing::debug!(
             "applied the changes at {:.2} s",

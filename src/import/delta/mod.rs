@@ -259,8 +259,14 @@ pub(super) fn known_entries(conn: &Connection) -> Result<KnownEntries> {
     let mut digests = Vec::new();
     // The section of a row: the third column, 0 for files and symbols, `reverse` for lists.
     for (sql, sections) in [
-        ("SELECT digest, id, 0 FROM files", [Section::Files; 2]),
-        ("SELECT digest, id, 0 FROM symbols", [Section::Symbols; 2]),
+        (
+            "SELECT digest, id, 0 FROM files INDEXED BY files_digest",
+            [Section::Files; 2],
+        ),
+        (
+            "SELECT digest, id, 0 FROM symbols INDEXED BY symbols_digest",
+            [Section::Symbols; 2],
+        ),
         (
             "SELECT digest, id, reverse FROM graph_lists",
             [Section::GraphForward, Section::GraphReverse],
