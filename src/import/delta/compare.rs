@@ -13,7 +13,9 @@ use crate::cache::event::Section;
 use crate::cache::fields::Record;
 use crate::cache::names::NameList;
 
-use super::{lookup, Change, Delta, DeltaMeetsExcluded, NewList, Stored, StoredRow};
+use super::{
+    lookup, update_columns_sql, Change, Delta, DeltaMeetsExcluded, NewList, Stored, StoredRow,
+};
 use crate::import::loader::{Entry, EntryWriter, Items, List, ListKey};
 use crate::import::rows::{entry_values, list_items, sql_params};
 use crate::import::tables::{Tables, DUPLICATE_KEY};
@@ -26,8 +28,7 @@ impl<'c> EntryWriter<'c> for Delta<'c> {
         };
         let (key, cells) = (entry.key, &entry.record.cells);
         let delta = &mut *self;
-        if let Some(old) = old {
-            delta.fts_file(0, &old)?;
+        if let Some(old) = &old {
             if let Some(old_path) = old.text(1) {
                 delta.paths.insert(old_path.to_string());
             }
@@ -39,7 +40,7 @@ impl<'c> EntryWriter<'c> for Delta<'c> {
         let row = delta
             .file_by_id
             .query_row([id], |r| StoredRow::read(r, columns))?;
-        delta.fts_file(1, &row)?;
+        delta.fts_file(old.as_ref(), Some(&row))?;
         delta.paths.insert(entry.path.unwrap_or_default());
         delta.files_to_derive.push(id);
         Ok(())
@@ -51,12 +52,19 @@ impl<'c> EntryWriter<'c> for Delta<'c> {
             return Ok(());
         };
         let (key, path, cells) = (entry.key, entry.path.as_deref(), &entry.record.cells);
-        if let Some(old) = old {
-            self.unlink_symbol(&old)?;
+        let old_cells = old.as_ref().map(StoredRow::cells);
+        if let (Some(old), Some(old_cells)) = (&old, &old_cells) {
+            let old_key = old.text(0).unwrap_or_default().to_string();
+            self.symbol_edges(&old_key, old_cells, -1)?;
+            self.symbol_names(&old_key, old_cells);
         }
         tables.check_symbol(key, cells)?;
         let delta = &mut *self;
-        delta.fts_symbol(1, id, cells, path)?;
+        let old_side = old
+            .as_ref()
+            .zip(old_cells.as_deref())
+            .map(|(old, cells)| (cells, old.text(1)));
+        delta.fts_symbol(id, old_side, Some((cells, path)))?;
         delta.symbol_edges(key, cells, 1)?;
         delta.symbol_names(key, cells);
         Ok(())
@@ -205,16 +213,26 @@ impl Delta<'_> {
             }
             Stored::Differs(row) => {
                 self.clear_warnings(&json_path())?;
-                let delta = &mut *self;
-                delta.counts.count(section, Change::Changed);
-                let update = if files {
-                    &mut delta.update_file
+                self.counts.count(section, Change::Changed);
+                let (table, names) = if files {
+                    ("files", &self.column_names[0])
                 } else {
-                    &mut delta.update_symbol
+                    ("symbols", &self.column_names[1])
                 };
-                let values =
-                    entry_values(key, path, cells, extra, digest).chain([ValueRef::Integer(id)]);
-                update.execute(sql_params(values))?;
+                let changed: Vec<(usize, ValueRef<'_>)> =
+                    entry_values(key, path, cells, extra, digest)
+                        .enumerate()
+                        .filter(|(i, new)| ValueRef::from(&row.values[*i]) != *new)
+                        .collect();
+                let sql =
+                    update_columns_sql(table, changed.iter().map(|(i, _)| names[*i].as_str()));
+                let values = changed
+                    .iter()
+                    .map(|(_, value)| *value)
+                    .chain([ValueRef::Integer(id)]);
+                self.conn
+                    .prepare_cached(&sql)?
+                    .execute(sql_params(values))?;
                 Ok(Some((id, Some(row))))
             }
             Stored::Absent => unreachable!("inserted above"),

@@ -116,7 +116,7 @@ impl Delta<'_> {
             let row = delta
                 .file_by_id
                 .query_row([id], |r| StoredRow::read(r, file_columns))?;
-            delta.fts_file(0, &row)?;
+            delta.fts_file(Some(&row), None)?;
             if let Some(path) = row.text(1) {
                 delta.paths.insert(path.to_string());
             }

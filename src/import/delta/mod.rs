@@ -410,17 +410,43 @@ struct NewList<'a> {
     digest: i64,
 }
 
+/// What a symbol puts in its full-text tables: the words of `symbols_fts` (the first is the
+/// name, which `symbols_name_trigram` indexes) and the terms of `symbols_qname_trigram`.
+struct SymbolText<'a> {
+    words: [ValueRef<'a>; 5],
+    terms: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl<'a> SymbolText<'a> {
+    fn new(cells: &'a [Cell], file_path: Option<&'a str>) -> SymbolText<'a> {
+        SymbolText {
+            words: SYMBOL_FTS_CELLS.map(|i| cell_value(&cells[i])),
+            terms: qualified_name_terms(
+                cells[SYMBOL_NAME_CELL].as_str(),
+                cells[SYMBOL_QUALIFIED_NAME_CELL].as_str(),
+                file_path,
+            ),
+        }
+    }
+
+    fn terms(&self) -> ValueRef<'_> {
+        self.terms
+            .as_deref()
+            .map_or(ValueRef::Null, |t| ValueRef::Text(t.as_bytes()))
+    }
+}
+
 /// The state of a delta import.
 pub(super) struct Delta<'c> {
     conn: &'c Connection,
     file_columns: usize,
     symbol_columns: usize,
+    /// The columns of `files` and `symbols` an entry fills, in the order of its values.
+    column_names: [Vec<String>; 2],
     file_by_key: Statement<'c>,
     file_by_id: Statement<'c>,
-    update_file: Statement<'c>,
     symbol_by_key: Statement<'c>,
     symbol_by_id: Statement<'c>,
-    update_symbol: Statement<'c>,
     list_by_node: Statement<'c>,
     symbols_fts: [Statement<'c>; 2],
     symbols_name_trigram: [Statement<'c>; 2],
@@ -500,16 +526,19 @@ fn entry_by_key<'c>(
     Ok((conn.prepare(&sql)?, column_count(columns)))
 }
 
-/// `UPDATE table SET (columns) = (?1, ...) WHERE id = ?N`.
-fn update_sql(table: &str, columns: &str) -> String {
-    let n = column_count(columns);
-    let placeholders = (1..=n)
+/// `UPDATE table SET (c1, c2, ...) = (?1, ?2, ...) WHERE id = ?N` for the `columns` an update
+/// changes: an index on none of them is left untouched (setting a column to its own value would
+/// still rewrite each index entry on it).
+fn update_columns_sql<'a>(table: &str, columns: impl Iterator<Item = &'a str>) -> String {
+    let columns: Vec<&str> = columns.collect();
+    let placeholders = (1..=columns.len())
         .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "UPDATE {table} SET ({columns}) = ({placeholders}) WHERE id = ?{}",
-        n + 1
+        "UPDATE {table} SET ({}) = ({placeholders}) WHERE id = ?{}",
+        columns.join(", "),
+        columns.len() + 1
     )
 }
 
@@ -549,13 +578,13 @@ impl<'c> Delta<'c> {
             conn,
             file_columns,
             symbol_columns,
+            column_names: [&files, &symbols]
+                .map(|columns| columns.split(',').map(|c| c.trim().to_string()).collect()),
             file_by_key,
             file_by_id: conn.prepare(&format!("SELECT id, {files} FROM files WHERE id = ?1"))?,
-            update_file: conn.prepare(&update_sql("files", &files))?,
             symbol_by_key,
             symbol_by_id: conn
                 .prepare(&format!("SELECT id, {symbols} FROM symbols WHERE id = ?1"))?,
-            update_symbol: conn.prepare(&update_sql("symbols", &symbols))?,
             list_by_node: conn
                 .prepare("SELECT id, items FROM graph_lists WHERE node_id = ?1 AND reverse = ?2")?,
             symbols_fts: fts_statements(conn, "symbols_fts", SYMBOL_FTS_COLUMNS)?,
@@ -694,39 +723,50 @@ impl<'c> Delta<'c> {
     fn unlink_symbol(&mut self, row: &StoredRow) -> Result<()> {
         let key = row.text(0).unwrap_or_default().to_string();
         let cells = row.cells();
-        self.fts_symbol(0, row.id, &cells, row.text(1))?;
+        self.fts_symbol(row.id, Some((&cells, row.text(1))), None)?;
         self.symbol_edges(&key, &cells, -1)?;
         self.symbol_names(&key, &cells);
         Ok(())
     }
 
-    /// Deletes (`op` 0) or inserts (1) a symbol's full-text rows, given its cells and canonical
-    /// file path.
+    /// Brings a symbol's rows in its three full-text tables from its `old` cells and canonical
+    /// file path to its `new` ones (`None`: no row), writing only the rows that differ.
     fn fts_symbol(
         &mut self,
-        op: usize,
         id: i64,
-        cells: &[Cell],
-        file_path: Option<&str>,
+        old: Option<(&[Cell], Option<&str>)>,
+        new: Option<(&[Cell], Option<&str>)>,
     ) -> Result<()> {
-        let [name, qualified, signature, purpose, summary] =
-            SYMBOL_FTS_CELLS.map(|i| cell_value(&cells[i]));
-        let terms = qualified_name_terms(
-            cells[SYMBOL_NAME_CELL].as_str(),
-            cells[SYMBOL_QUALIFIED_NAME_CELL].as_str(),
-            file_path,
-        );
+        let text = [old, new].map(|side| side.map(|(cells, path)| SymbolText::new(cells, path)));
         let id = ValueRef::Integer(id);
-        self.symbols_fts[op].execute(sql_params([
-            id, name, qualified, signature, purpose, summary,
-        ]))?;
-        self.symbols_name_trigram[op].execute(sql_params([id, name]))?;
-        let terms = terms
-            .as_deref()
-            .map_or(ValueRef::Null, |t| ValueRef::Text(t.as_bytes()));
-        self.symbols_qname_trigram[op].execute(sql_params([id, terms]))?;
-        if let Some(path) = file_path {
-            self.symbol_paths.insert(path.to_string());
+        let words = [0, 1].map(|side| text[side].as_ref().map(|t| t.words));
+        if words[0] != words[1] {
+            for (op, words) in words.into_iter().enumerate() {
+                if let Some(words) = words {
+                    self.symbols_fts[op].execute(sql_params(std::iter::once(id).chain(words)))?;
+                }
+            }
+        }
+        let names = words.map(|words| words.map(|w| w[0]));
+        if names[0] != names[1] {
+            for (op, name) in names.into_iter().enumerate() {
+                if let Some(name) = name {
+                    self.symbols_name_trigram[op].execute(sql_params([id, name]))?;
+                }
+            }
+        }
+        let terms = [0, 1].map(|side| text[side].as_ref().map(SymbolText::terms));
+        if terms[0] != terms[1] {
+            for (op, terms) in terms.into_iter().enumerate() {
+                if let Some(terms) = terms {
+                    self.symbols_qname_trigram[op].execute(sql_params([id, terms]))?;
+                }
+            }
+        }
+        for (_, file_path) in [old, new].into_iter().flatten() {
+            if let Some(path) = file_path {
+                self.symbol_paths.insert(path.to_string());
+            }
         }
         Ok(())
     }
@@ -753,15 +793,31 @@ impl<'c> Delta<'c> {
         Ok(())
     }
 
-    /// Deletes (`op` 0) or inserts (1) a file's full-text rows, given its stored row.
-    fn fts_file(&mut self, op: usize, row: &StoredRow) -> Result<()> {
+    /// Brings a file's rows in its two full-text tables from its `old` stored row to its `new`
+    /// one (`None`: no row), writing only the rows that differ.
+    fn fts_file(&mut self, old: Option<&StoredRow>, new: Option<&StoredRow>) -> Result<()> {
         // Values: key, path, then FILE_FIELDS' columns: path_field, lines, language, module,
         // summary, purpose, ...
-        let value = |i: usize| ValueRef::from(&row.values[i]);
-        let (path, module, summary, purpose) = (value(1), value(5), value(6), value(7));
-        let id = ValueRef::Integer(row.id);
-        self.files_fts[op].execute(sql_params([id, path, module, summary, purpose]))?;
-        self.files_trigram[op].execute(sql_params([id, path]))?;
+        fn words(row: Option<&StoredRow>) -> Option<[ValueRef<'_>; 4]> {
+            row.map(|row| [1, 5, 6, 7].map(|i| ValueRef::from(&row.values[i])))
+        }
+        let (old_words, new_words) = (words(old), words(new));
+        let id = ValueRef::Integer(old.or(new).map_or(0, |row| row.id));
+        if old_words != new_words {
+            for (op, words) in [(0, old_words), (1, new_words)] {
+                if let Some(words) = words {
+                    self.files_fts[op].execute(sql_params(std::iter::once(id).chain(words)))?;
+                }
+            }
+        }
+        let (old_path, new_path) = (old_words.map(|w| w[0]), new_words.map(|w| w[0]));
+        if old_path != new_path {
+            for (op, path) in [(0, old_path), (1, new_path)] {
+                if let Some(path) = path {
+                    self.files_trigram[op].execute(sql_params([id, path]))?;
+                }
+            }
+        }
         Ok(())
     }
 }
