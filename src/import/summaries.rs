@@ -10,8 +10,6 @@
 //! tables filled from the sections a delta rewrites whole (constraints, domains) are small and
 //! refilled by both.
 
-use std::collections::HashMap;
-
 use anyhow::Result;
 use rusqlite::{params, Connection};
 
@@ -174,7 +172,7 @@ impl<'c> ChangeLog<'c> {
 
     /// Brings every summary table up to date once the delta's entries are final, given the new
     /// `graph.reverse` lengths of the nodes whose list changed; stops logging.
-    pub(super) fn apply(self, reverse_lengths: &HashMap<u32, i64>) -> Result<()> {
+    pub(super) fn apply(self, reverse_lengths: &[(u32, i64)]) -> Result<()> {
         let conn = self.conn;
         conn.execute_batch(APPLY_LOG_SQL)?;
         rerank_hot_nodes(conn, reverse_lengths)?;
@@ -207,7 +205,7 @@ fn ranks_at_or_above(a: &Hot, b: &Hot) -> bool {
 /// so the ranking among the previous rows and the changed nodes that reach the last row's
 /// length is exact when its last row still ranks at or above the previous last row (or the
 /// previous ranking held every node with a list). Otherwise every node is ranked again.
-fn rerank_hot_nodes(conn: &Connection, reverse_lengths: &HashMap<u32, i64>) -> Result<()> {
+fn rerank_hot_nodes(conn: &Connection, reverse_lengths: &[(u32, i64)]) -> Result<()> {
     let read = |conn: &Connection| -> Result<Vec<Hot>> {
         let mut stmt = conn.prepare("SELECT name, reverse_len FROM hot_nodes ORDER BY rank")?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -229,7 +227,7 @@ fn rerank_hot_nodes(conn: &Connection, reverse_lengths: &HashMap<u32, i64>) -> R
             by_name.execute([name])?;
         }
         let mut by_id = conn.prepare("INSERT OR IGNORE INTO hot_candidates VALUES (?1)")?;
-        for (&node, _) in reverse_lengths.iter().filter(|(_, &len)| len >= floor) {
+        for &(node, _) in reverse_lengths.iter().filter(|(_, len)| *len >= floor) {
             by_id.execute(params![node])?;
         }
     }
@@ -252,8 +250,6 @@ fn rerank_hot_nodes(conn: &Connection, reverse_lengths: &HashMap<u32, i64>) -> R
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use rusqlite::{params, Connection};
 
     use super::{fill, rank_hot_nodes, rerank_hot_nodes, HOTPATH_SLOTS};
@@ -277,8 +273,7 @@ mod tests {
             )
             .unwrap();
         }
-        let lengths: HashMap<u32, i64> = changes.iter().copied().collect();
-        rerank_hot_nodes(conn, &lengths).unwrap();
+        rerank_hot_nodes(conn, changes).unwrap();
         let reranked = hot(conn);
         rank_hot_nodes(conn, "1").unwrap();
         assert_eq!(reranked, hot(conn), "after {changes:?}");

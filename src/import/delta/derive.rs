@@ -4,7 +4,7 @@
 //! (from the differences counted while comparing), nodes nothing refers to any more, the
 //! symbols' file paths and node resolution.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 use anyhow::{bail, Result};
 use rusqlite::types::Value as SqlValue;
@@ -24,7 +24,7 @@ impl Delta<'_> {
     pub(in crate::import) fn finish(
         mut self,
         tables: &mut Tables<'_>,
-    ) -> Result<(DeltaCounts, HashMap<u32, i64>)> {
+    ) -> Result<(DeltaCounts, Vec<(u32, i64)>)> {
         let root = project_root(self.conn)?;
         if root != self.root {
             bail!("the project root changed, so every stored path must be computed again");
@@ -91,7 +91,7 @@ impl Delta<'_> {
         );
         Ok((
             std::mem::take(&mut delta.counts),
-            std::mem::take(&mut delta.reverse_len),
+            delta.reverse_len.drain().collect(),
         ))
     }
 
@@ -192,7 +192,7 @@ impl Delta<'_> {
         let mut delete =
             conn.prepare("DELETE FROM call_edges WHERE caller_id = ?1 AND callee_id = ?2")?;
         // Changes of (callers, callees) per node.
-        let mut degree: HashMap<u32, (i64, i64)> = HashMap::new();
+        let mut degree: HashMap<u32, (i64, i64)> = HashMap::default();
         for (edge, (forward, reverse)) in changes {
             let (caller, callee) = ((edge >> 32) as u32, (edge & 0xffff_ffff) as u32);
             let old: Option<(i64, i64)> = read

@@ -18,10 +18,10 @@
 //! node-name map (a fixed record per node, as in a full import), one bit per stored entry, and
 //! the changes themselves.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use foldhash::{HashMap, HashSet};
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Statement};
 use serde_json::Value;
@@ -598,14 +598,14 @@ impl<'c> Delta<'c> {
             seen_symbols: IdSet::default(),
             seen_lists: IdSet::default(),
             ids: Vec::new(),
-            edge_changes: HashMap::new(),
-            touched_nodes: HashSet::new(),
-            reverse_len: HashMap::new(),
-            names: HashSet::new(),
+            edge_changes: HashMap::default(),
+            touched_nodes: HashSet::default(),
+            reverse_len: HashMap::default(),
+            names: HashSet::default(),
             files_to_derive: Vec::new(),
             files_to_clear: Vec::new(),
-            paths: HashSet::new(),
-            symbol_paths: HashSet::new(),
+            paths: HashSet::default(),
+            symbol_paths: HashSet::default(),
             entry_warnings,
             root,
             counts: DeltaCounts::default(),
