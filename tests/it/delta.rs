@@ -52,7 +52,7 @@ fn edit(rng: &mut Rng, cache: &mut Value, vars: &mut Value, step: usize, edits: 
         let tag = format!("s{step}e{i}");
         let files: Vec<String> = object(cache, &["files"]).keys().cloned().collect();
         let some_file = files[rng.below(files.len())].clone();
-        match rng.below(14) {
+        match rng.below(15) {
             // Change a symbol's signature and summary.
             0 => {
                 let symbols = object(cache, &["symbols"]);
@@ -75,12 +75,25 @@ fn edit(rng: &mut Rng, cache: &mut Value, vars: &mut Value, step: usize, edits: 
                     }
                 }
             }
-            // Add a symbol that calls and is called by existing ones.
+            // Add a symbol that calls and is called by existing ones, and calls the hub (the
+            // longest graph.reverse list, which grows by it).
             2 | 3 => {
+                let hub = object(cache, &["graph", "reverse"])
+                    .iter()
+                    .max_by_key(|(key, list)| {
+                        (list.as_array().map_or(0, Vec::len), std::cmp::Reverse(*key))
+                    })
+                    .map(|(key, _)| key.clone());
                 let symbols = object(cache, &["symbols"]);
                 let callee = rng.pick(symbols).cloned().unwrap_or_default();
                 let caller = rng.pick(symbols).cloned().unwrap_or_default();
                 let name = format!("fresh_{tag}");
+                if let Some(hub) = &hub {
+                    if let Some(list) = object(cache, &["graph", "reverse"])[hub].as_array_mut() {
+                        list.push(json!(name.clone()));
+                    }
+                }
+                let symbols = object(cache, &["symbols"]);
                 // Sometimes in a file of its own that `files` does not list.
                 let some_file = if rng.below(4) == 0 {
                     format!("src/fresh/{tag}.rs")
@@ -97,7 +110,7 @@ fn edit(rng: &mut Rng, cache: &mut Value, vars: &mut Value, step: usize, edits: 
                         "lines": [1 + rng.below(50), 60],
                         "exported": true,
                         "summary": format!("added in {tag}"),
-                        "calls": [callee, "nowhere_at_all"],
+                        "calls": [callee, hub.unwrap_or_default(), "nowhere_at_all"],
                         "called_by": [caller],
                     }),
                 );
@@ -217,6 +230,54 @@ fn edit(rng: &mut Rng, cache: &mut Value, vars: &mut Value, step: usize, edits: 
                         some_file.clone(),
                         json!({"lock_level": levels[rng.below(levels.len())], "directive": tag}),
                     );
+                }
+            }
+            // Rename a file as `acp index` writes a moved file: its entry under a new key, its
+            // symbols' file, keys and qualified names, and every call-graph name of them.
+            13 => {
+                let stem = some_file.rsplit('/').next().unwrap_or("file.ts");
+                let new_key = format!("./src/moved/{tag}_{stem}");
+                let old_path = some_file.trim_start_matches("./").to_string();
+                let new_path = new_key.trim_start_matches("./").to_string();
+                let rename = |name: &str| {
+                    name.strip_prefix(&format!("{old_path}:"))
+                        .map(|rest| format!("{new_path}:{rest}"))
+                };
+                let rename_items = |list: &mut Value| {
+                    for item in list.as_array_mut().into_iter().flatten() {
+                        if let Some(name) = item.as_str().and_then(rename) {
+                            *item = json!(name);
+                        }
+                    }
+                };
+                let files = object(cache, &["files"]);
+                if let Some(mut file) = files.remove(&some_file) {
+                    if file.get("path").is_some() {
+                        file["path"] = json!(new_key.clone());
+                    }
+                    files.insert(new_key.clone(), file);
+                }
+                let symbols = object(cache, &["symbols"]);
+                for (key, mut symbol) in std::mem::take(symbols) {
+                    if symbol["file"] == json!(old_path) {
+                        symbol["file"] = json!(new_path);
+                    }
+                    if let Some(name) = symbol["qualified_name"].as_str().and_then(rename) {
+                        symbol["qualified_name"] = json!(name);
+                    }
+                    for list in ["calls", "called_by"] {
+                        if let Some(list) = symbol.get_mut(list) {
+                            rename_items(list);
+                        }
+                    }
+                    symbols.insert(rename(&key).unwrap_or(key), symbol);
+                }
+                for direction in ["forward", "reverse"] {
+                    let lists = object(cache, &["graph", direction]);
+                    for (key, mut list) in std::mem::take(lists) {
+                        rename_items(&mut list);
+                        lists.insert(rename(&key).unwrap_or(key), list);
+                    }
                 }
             }
             // Variables: added, changed, removed.

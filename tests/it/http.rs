@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::mcp::{wait_ready, Client};
+use crate::common::mcp::{first_sweep_done, wait_ready, Client};
 use crate::common::{fixture, golden_calls, without_sweep_times, TempProject};
 
 /// A running `acpdb serve --http 127.0.0.1:0`, killed when dropped.
@@ -278,6 +278,9 @@ async fn every_tool_and_resource_answers_over_http_as_over_stdio() {
     }
     let stdio = Client::spawn(project.root(), &[]).await;
     wait_ready(&stdio, 60).await;
+    // Overviews say how far the first sweep of the sources got: compare them after it.
+    let stats = || async { stdio.ok("acp_query", json!({"type": "stats"})).await };
+    first_sweep_done(|| async { stats().await["source"]["files"].clone() }, false).await;
     let expected = transcript(&stdio, &calls).await;
     assert!(expected.iter().any(|t| t.contains("error -32602")));
     assert!(expected.iter().any(|t| t.contains("error -32002")));
@@ -285,6 +288,9 @@ async fn every_tool_and_resource_answers_over_http_as_over_stdio() {
     for mode in [&[][..], &["--stateless"][..]] {
         let server = HttpServer::start(project.root(), mode);
         let client = Client::http(&server.url(), None).await;
+        let health =
+            || async { json_body(&get(server.addr, "/healthz"))["source"]["files"].clone() };
+        first_sweep_done(health, false).await;
         // The second time, the answers come from the server's answer cache: the same again.
         for round in 0..2 {
             let over_http = transcript(&client, &calls).await;

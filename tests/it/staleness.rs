@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::mcp::Client;
+use crate::common::mcp::{first_sweep_done, Client};
 use crate::common::{fixture, TempProject};
 
 /// Rewrites the cache as `acp index` does after the edit of `src/auth/session.ts` (its summary
@@ -16,20 +16,6 @@ fn reindex_after_the_edit(project: &TempProject) {
         serde_json::from_str(&std::fs::read_to_string(project.cache_path()).unwrap()).unwrap();
     cache["files"]["./src/auth/session.ts"]["summary"] = json!("Sessions, edited");
     std::fs::write(project.cache_path(), cache.to_string()).unwrap();
-}
-
-/// The overviews' `source.files`, as `files` gives them, once the server watches every source
-/// directory and its first sweep ended (ten seconds at most).
-async fn once_watched<F: std::future::Future<Output = Value>>(files: impl Fn() -> F) -> Value {
-    let mut watched = Value::Null;
-    for _ in 0..200 {
-        watched = files().await;
-        if watched["watched"] == true && watched["swept_at"].is_string() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    watched
 }
 
 /// The texts of a tool's answer (the answer, then its notes).
@@ -181,9 +167,12 @@ async fn an_edit_shows_at_once_where_the_kernel_reports_it() {
     // Edited before the server starts: its first sweep finds it.
     project.edit_source("src/util/format.ts");
     let client = Client::spawn(project.root(), &["--watch-interval", "60"]).await;
-    let watched = once_watched(|| async {
-        client.ok("acp_query", json!({"type": "stats"})).await["source"]["files"].clone()
-    })
+    let watched = first_sweep_done(
+        || async {
+            client.ok("acp_query", json!({"type": "stats"})).await["source"]["files"].clone()
+        },
+        true,
+    )
     .await;
     assert_eq!(watched["watched"], true, "{watched}");
     assert_eq!(watched["changed"], 1, "{watched}");
@@ -265,7 +254,7 @@ async fn a_kept_answer_is_not_served_after_an_edit_the_kernel_reports() {
     let client = Client::http(&server.url(), None).await;
     crate::common::mcp::wait_ready(&client, 60).await;
     let health = || crate::http::json_body(&crate::http::get(server.addr, "/healthz"));
-    let watched = once_watched(|| async { health()["source"]["files"].clone() }).await;
+    let watched = first_sweep_done(|| async { health()["source"]["files"].clone() }, true).await;
     assert_eq!(watched["watched"], true, "{watched}");
     let session = json!({"path": "src/auth/session.ts"});
     assert_eq!(

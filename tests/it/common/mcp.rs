@@ -196,6 +196,24 @@ pub(crate) async fn wait_ready(client: &Client, seconds: u64) {
     }
 }
 
+/// The overviews' `source.files`, as `files` gives them, once the server's first sweep of the
+/// sources ended and, when `watched`, it watches every source directory (ten seconds at most).
+/// Answers given before then say how many files were checked so far.
+pub(crate) async fn first_sweep_done<F: std::future::Future<Output = Value>>(
+    files: impl Fn() -> F,
+    watched: bool,
+) -> Value {
+    let mut state = Value::Null;
+    for _ in 0..200 {
+        state = files().await;
+        if state["swept_at"].is_string() && (!watched || state["watched"] == true) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    state
+}
+
 /// A copy of the demo fixture, imported, and a client of `acpdb serve` on it, ready to answer.
 pub(crate) async fn demo_client() -> (super::TempProject, Client) {
     let project = super::TempProject::copy_of(&super::fixture("demo"));
