@@ -66,10 +66,6 @@ pub const DECLARED_SCANS: &[(&str, &str)] = &[
         "a full import builds the trigram index of the symbols' file paths from all of them",
     ),
     (
-        "DELETE FROM domain_files WHERE source = 'domain'",
-        "a delta rewrites the domains' file lists whole from the cache's domains section",
-    ),
-    (
         "SELECT digest, id, ",
         "a delta reads every stored fingerprint to tell unchanged entries from changed ones",
     ),

@@ -568,6 +568,7 @@ impl Source<'_> {
             let delta = Delta::start(&conn, known)?;
             let mut tables = Tables::new(&conn)?;
             tables.root = delta.root.clone();
+            tables.keep_domains()?;
             let mut loader = Loader {
                 tables,
                 filter: Filter::new(self.rules.clone(), true),

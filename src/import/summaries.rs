@@ -76,8 +76,11 @@ SELECT CASE WHEN json_type(raw_json, '$.mutation') = 'object'
        count(*)
 FROM constraints GROUP BY 1;
 -- Lengths of each domain's files and symbols lists.
+-- (Only where they differ: a domain's row holds its file list, which a rewrite would copy.)
 UPDATE domains SET file_count = coalesce(json_array_length(files_json), 0),
-                   symbol_count = coalesce(json_array_length(symbols_json), 0);";
+                   symbol_count = coalesce(json_array_length(symbols_json), 0)
+WHERE file_count IS NOT coalesce(json_array_length(files_json), 0)
+   OR symbol_count IS NOT coalesce(json_array_length(symbols_json), 0);";
 
 /// The triggers of a delta's [`ChangeLog`]: each file row written logs its old values with
 /// sign -1 and its new ones with sign +1; symbols and call edges count rows in and out.

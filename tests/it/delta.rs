@@ -690,9 +690,26 @@ fn quirky(revision: u32) -> String {
             r#", "h": {"name": "g", "qualified_name": "b.ts:g", "type": "function", "file": "b.ts", "lines": [1, 2]}"#,
         ),
     };
+    // Two domains share a name (their memberships merge), one key is repeated, one name is not
+    // text; in revision 1 one of the pair changes and another domain goes.
+    let domains = match revision {
+        0 => {
+            r#""d1": {"name": "core", "files": ["a.ts"], "symbols": ["f"]},
+               "d2": {"name": "core", "files": ["b.ts"], "symbols": ["g"]},
+               "d1": {"name": "repeated"},
+               "d3": {"name": 7, "files": ["a.ts", "b.ts"]},
+               "d4": {"files": ["b.ts"]}"#
+        }
+        _ => {
+            r#""d1": {"name": "core", "files": ["a.ts"], "symbols": ["f"]},
+               "d2": {"name": "core", "files": ["b.ts", "c.ts"]},
+               "d1": {"name": "repeated"},
+               "d3": {"name": 7, "files": ["a.ts", "b.ts"]}"#
+        }
+    };
     format!(
         r#"{{"version": "0.7.0", "generated_at": "2026-01-01T00:00:00Z", "project": {{"name": "p", "root": "."}},
-        "stats": {{"files": 1, "symbols": 1, "lines": 1}}, "source_files": {{}},
+        "stats": {{"files": 1, "symbols": 1, "lines": 1}}, "source_files": {{}}, "domains": {{{domains}}},
         "files": {{"a.ts": {{"path": "a.ts", "lines": {lines}, "language": "typescript", "domains": ["core"], "inline": [{{"line": 1, "type": "todo", "value": "x"}}]}},
                   "a.ts": {{"path": "a.ts", "lines": 2, "language": "typescript"}},
                   "b.ts": {{"path": "b.ts", "lines": 1, "language": "klingon"}}}},

@@ -30,6 +30,7 @@ impl Delta<'_> {
             bail!("the project root changed, so every stored path must be computed again");
         }
         self.remove_unseen()?;
+        tables.finish_domains()?;
         let conn = self.conn;
 
         // Inline annotations of changed files, then of added and changed files.

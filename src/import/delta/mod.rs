@@ -6,11 +6,12 @@
 //! rows updated in place (keeping their ids) or inserted, full-text rows deleted with their old
 //! values and inserted with the new ones, call-edge counts adjusted by the difference between
 //! the old and the new lists. Entries of the previous import that the new cache no longer has
-//! are removed at the end. The small sections (the root members, source files, domains,
-//! constraints, hacks, debug sessions, conventions and the variables) are rewritten whole.
-//! Then what depends on many entries is brought up to date for the names and paths that
-//! changed: node resolution, unreferenced nodes, domain memberships from files, inline
-//! annotations and the summaries.
+//! are removed at the end. Domains are compared with their stored rows by key, and only a
+//! domain that differs is written, with the memberships of its name. The other small sections
+//! (the root members, source files, constraints, hacks, debug sessions, conventions and the
+//! variables) are rewritten whole. Then what depends on many entries is brought up to date for
+//! the names and paths that changed: node resolution, unreferenced nodes, domain memberships
+//! from files, inline annotations and the summaries.
 //!
 //! Invariants: after a delta the database answers exactly as a full import of the same cache
 //! would, except that entries added since the full import come after the others in `id` order
@@ -43,15 +44,13 @@ mod compare;
 mod derive;
 mod nodes;
 
-/// Tables of the sections a delta rewrites whole (cleared before the new cache is read).
-/// `domain_files` rows that come from `domains` go with them; those from files are kept.
+/// Tables of the sections a delta rewrites whole (cleared before the new cache is read). The
+/// domains are compared with their stored rows instead (`Tables::keep_domains`).
 const REWRITTEN_TABLES: &[&str] = &[
     "cache_root",
     "graph_root",
     "constraints_root",
     "source_files",
-    "domains",
-    "domain_symbols",
     "constraints",
     "lock_level_lists",
     "cache_hacks",
@@ -554,7 +553,6 @@ impl<'c> Delta<'c> {
         for table in REWRITTEN_TABLES {
             conn.execute(&format!("DELETE FROM {table}"), [])?;
         }
-        conn.execute("DELETE FROM domain_files WHERE source = 'domain'", [])?;
         let kept = COMPARED_WARNING_PREFIXES
             .iter()
             .map(|p| format!("substr(path, 1, {}) = '{p}'", p.len()))
