@@ -70,6 +70,10 @@ pub const DECLARED_SCANS: &[(&str, &str)] = &[
         "a delta reads every stored fingerprint to tell unchanged entries from changed ones",
     ),
     (
+        "SELECT id FROM source_files",
+        "a delta lists the stored source files once, to remove those the new cache no longer has",
+    ),
+    (
         "SELECT id, name FROM graph_nodes",
         "a delta reads every call-graph node once to find names by fingerprint, not by one index lookup each",
     ),

@@ -569,6 +569,7 @@ impl Source<'_> {
             let mut tables = Tables::new(&conn)?;
             tables.root = delta.root.clone();
             tables.keep_domains()?;
+            tables.keep_source_files()?;
             let mut loader = Loader {
                 tables,
                 filter: Filter::new(self.rules.clone(), true),

@@ -150,6 +150,11 @@ fn edit(rng: &mut Rng, cache: &mut Value, vars: &mut Value, step: usize, edits: 
                     .as_object_mut()
                     .unwrap();
                 file.insert("summary".into(), json!(format!("file changed in {tag}")));
+                let source = some_file.trim_start_matches("./").to_string();
+                object(cache, &["source_files"]).insert(source, json!(format!("2030-01-01T{tag}")));
+                let file = object(cache, &["files"])[&some_file]
+                    .as_object_mut()
+                    .unwrap();
                 file.insert("domains".into(), json!([format!("domain_{}", step % 3)]));
                 file.insert(
                     "inline".into(),
@@ -160,10 +165,12 @@ fn edit(rng: &mut Rng, cache: &mut Value, vars: &mut Value, step: usize, edits: 
             7 => {
                 if files.len() > 5 {
                     object(cache, &["files"]).remove(&some_file);
+                    object(cache, &["source_files"]).remove(some_file.trim_start_matches("./"));
                 }
             }
             8 => {
                 let path = format!("src/added/{tag}.ts");
+                object(cache, &["source_files"]).insert(path.clone(), json!({"mtime": tag}));
                 object(cache, &["files"]).insert(
                     path.clone(),
                     json!({"path": path, "lines": 40, "language": "typescript", "domains": ["added"],
@@ -707,9 +714,13 @@ fn quirky(revision: u32) -> String {
                "d3": {"name": 7, "files": ["a.ts", "b.ts"]}"#
         }
     };
+    let source_files = match revision {
+        0 => r#""a.ts": "2026-01-01", "a.ts": "repeated", "b.ts": {"odd": 1}, "gone.ts": "x""#,
+        _ => r#""a.ts": "2026-01-02", "a.ts": "repeated", "b.ts": {"odd": 1}, "new.ts": "y""#,
+    };
     format!(
         r#"{{"version": "0.7.0", "generated_at": "2026-01-01T00:00:00Z", "project": {{"name": "p", "root": "."}},
-        "stats": {{"files": 1, "symbols": 1, "lines": 1}}, "source_files": {{}}, "domains": {{{domains}}},
+        "stats": {{"files": 1, "symbols": 1, "lines": 1}}, "source_files": {{{source_files}}}, "domains": {{{domains}}},
         "files": {{"a.ts": {{"path": "a.ts", "lines": {lines}, "language": "typescript", "domains": ["core"], "inline": [{{"line": 1, "type": "todo", "value": "x"}}]}},
                   "a.ts": {{"path": "a.ts", "lines": 2, "language": "typescript"}},
                   "b.ts": {{"path": "b.ts", "lines": 1, "language": "klingon"}}}},

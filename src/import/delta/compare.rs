@@ -224,6 +224,9 @@ impl Delta<'_> {
                         .enumerate()
                         .filter(|(i, new)| ValueRef::from(&row.values[*i]) != *new)
                         .collect();
+                if changed.is_empty() {
+                    return Ok(Some((id, Some(row))));
+                }
                 let sql =
                     update_columns_sql(table, changed.iter().map(|(i, _)| names[*i].as_str()));
                 let values = changed

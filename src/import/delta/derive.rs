@@ -31,6 +31,7 @@ impl Delta<'_> {
         }
         self.remove_unseen()?;
         tables.finish_domains()?;
+        tables.finish_source_files()?;
         let conn = self.conn;
 
         // Inline annotations of changed files, then of added and changed files.

@@ -6,10 +6,10 @@
 //! rows updated in place (keeping their ids) or inserted, full-text rows deleted with their old
 //! values and inserted with the new ones, call-edge counts adjusted by the difference between
 //! the old and the new lists. Entries of the previous import that the new cache no longer has
-//! are removed at the end. Domains are compared with their stored rows by key, and only a
-//! domain that differs is written, with the memberships of its name. The other small sections
-//! (the root members, source files, constraints, hacks, debug sessions, conventions and the
-//! variables) are rewritten whole. Then what depends on many entries is brought up to date for
+//! are removed at the end. Domains and source files are compared with their stored rows by
+//! key, and only one that differs is written (a domain with the memberships of its name). The
+//! other small sections (the root members, constraints, hacks, debug sessions, conventions and
+//! the variables) are rewritten whole. Then what depends on many entries is brought up to date for
 //! the names and paths that changed: node resolution, unreferenced nodes, domain memberships
 //! from files, inline annotations and the summaries.
 //!
@@ -45,12 +45,12 @@ mod derive;
 mod nodes;
 
 /// Tables of the sections a delta rewrites whole (cleared before the new cache is read). The
-/// domains are compared with their stored rows instead (`Tables::keep_domains`).
+/// domains and the source files are compared with their stored rows instead
+/// (`Tables::keep_domains`, `Tables::keep_source_files`).
 const REWRITTEN_TABLES: &[&str] = &[
     "cache_root",
     "graph_root",
     "constraints_root",
-    "source_files",
     "constraints",
     "lock_level_lists",
     "cache_hacks",
