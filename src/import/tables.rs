@@ -1,8 +1,9 @@
 //! The tables both kinds of import write the same way: the prepared inserts of every index
 //! table, the warnings (`import_warnings`) and counts, the checks of values against the spec's
-//! enums, and the sections written whole (the root members, source files, domains,
-//! constraints, hacks, debug sessions, conventions, variables) with the rows derived from a
-//! file entry (domain memberships, inline annotations).
+//! enums, and the small sections (the root members, source files, domains, constraints, hacks,
+//! debug sessions, conventions, variables) with the rows derived from a file entry (domain
+//! memberships, inline annotations). A delta writes the small sections whole too, except the
+//! domains and the source files, which it compares with their stored rows by key.
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
@@ -170,8 +171,7 @@ impl<'c> Tables<'c> {
         })
     }
 
-    /// An entry of a section written whole by both kinds of import (all but files, symbols
-    /// and call-graph lists).
+    /// An entry of a small section (all but files, symbols and call-graph lists).
     pub(super) fn entry(&mut self, section: Section, key: String, value: Value) -> Result<()> {
         match section {
             Section::Files | Section::Symbols => {
