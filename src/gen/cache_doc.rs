@@ -93,9 +93,11 @@ pub(super) fn write_files<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Resu
         json.key("exports")?;
         json.begin_array()?;
         if file.exports {
-            for sym in syms.iter().filter(|s| s.exported()).take(3) {
+            let own = (file.first_symbol..).zip(&syms);
+            for (i, sym) in own.filter(|(_, s)| s.exported()).take(3) {
                 text.clear();
                 push_name(&mut text, &file, sym);
+                plan.push_own_name(&mut text, i);
                 json.string(&text)?;
             }
         }
@@ -282,9 +284,10 @@ pub(super) fn write_symbols<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Re
         plan.layout(&file, &mut syms);
         path.clear();
         push_path(&mut path, &file);
-        for sym in &syms {
+        for (i, sym) in (file.first_symbol..).zip(&syms) {
             name.clear();
             push_name(&mut name, &file, sym);
+            plan.push_own_name(&mut name, i);
             qualified.clear();
             qualified.push_str(&path);
             qualified.push(':');
@@ -351,6 +354,7 @@ pub(super) fn write_graph<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Resu
         }
         name.clear();
         plan.push_qualified(&mut name, i);
+        plan.push_own_name(&mut name, i);
         json.key(&name)?;
         json.begin_array()?;
         for &c in &callees {
@@ -409,6 +413,7 @@ pub(super) fn write_graph<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Resu
         for &caller in bucket {
             name.clear();
             plan.push_qualified(&mut name, caller);
+            plan.push_own_name(&mut name, caller);
             json.string(&name)?;
         }
         json.end_array()?;

@@ -384,6 +384,18 @@ impl Plan {
                 < self.changed_per_million
     }
 
+    /// Whether symbol `i` is the one an edited file of this revision replaced: its last
+    /// symbol, removed and added again under a name new to the cache ([`Plan::push_own_name`]).
+    /// Its old name stays where other symbols call it (resolving to nothing, as after a
+    /// removal); the new one calls the hubs besides its own callees.
+    pub(super) fn replaced(&self, i: u32) -> bool {
+        if i >= self.symbols {
+            return false;
+        }
+        let f = self.file_of(i);
+        self.file_changed(f) && i + 1 == self.file_starts[f as usize + 1]
+    }
+
     pub(super) fn file_of(&self, symbol: u32) -> u32 {
         (self.file_starts.partition_point(|&s| s <= symbol) - 1) as u32
     }
@@ -631,6 +643,16 @@ impl Plan {
                 if !out.contains(&id) {
                     out.push(id);
                 }
+            }
+        }
+        if self.replaced(i) {
+            // The most popular symbol (Zipf rank 0) and the most popular builtin.
+            let hub = (self.perm_add % u64::from(self.symbols)) as u32;
+            if hub != i && self.is_callable(hub) && !out.contains(&hub) {
+                out.push(hub);
+            }
+            if self.external > 0 && !out.contains(&self.symbols) {
+                out.push(self.symbols);
             }
         }
         out.sort_unstable();

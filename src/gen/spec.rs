@@ -19,8 +19,11 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Revision of the cache: revision N > 0 is revision 0 after an edit of
-    /// `--changed-percent` of the files (their summaries, their symbols' summaries and callees,
-    /// so the call graph changes with them), as `acp index` would write it after that edit.
+    /// `--changed-percent` of the files, as `acp index` would write it after that edit: their
+    /// summaries, their symbols' summaries and callees (so the call graph changes with them),
+    /// and in each their last symbol removed and one added under a new name, which calls the
+    /// most called symbol and builtin (their reverse lists grow) while calls to the removed
+    /// one stay, resolving to nothing.
     #[arg(long, default_value_t = 0)]
     pub revision: u32,
     /// Share of the files a revision after 0 changes, in percent.

@@ -410,6 +410,15 @@ pub(super) fn var_name(prefix: &str, text: &str) -> String {
 }
 
 impl Plan {
+    /// Appends what makes the name of a symbol this revision replaced ([`Plan::replaced`])
+    /// new, when symbol `i` is one: its entry, its exports and its calls (as a caller) go by
+    /// the new name; calls to it keep the old one.
+    pub(super) fn push_own_name(&self, buf: &mut String, i: u32) {
+        if self.replaced(i) {
+            let _ = write!(buf, "Rev{}", self.revision);
+        }
+    }
+
     /// Appends the call-graph name of node `i`: the qualified name of symbol `i`, or for
     /// `i >= symbols` a name that resolves to no symbol: a builtin, a symbol since removed
     /// (the qualified name of a symbol with [`REMOVED_SUFFIX`]) or a library call

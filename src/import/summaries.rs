@@ -4,8 +4,8 @@
 //!
 //! A full import fills them from every row ([`fill`]). A delta import brings them up to date
 //! from what it changed ([`ChangeLog`]): temporary triggers, living only on the delta's
-//! connection, log the files, symbols and call edges it writes, and the counts move by the
-//! logged differences; `hot_nodes` is ranked again among its previous rows and the nodes whose
+//! connection, log the files it writes, the delta counts the symbols and call edges, and the
+//! counts move by the differences; `hot_nodes` is ranked again among its previous rows and the nodes whose
 //! `graph.reverse` list changed, and from every node only when that cannot be exact. The
 //! tables filled from the sections a delta rewrites whole (constraints, domains) are small and
 //! refilled by both.
@@ -83,12 +83,13 @@ WHERE file_count IS NOT coalesce(json_array_length(files_json), 0)
    OR symbol_count IS NOT coalesce(json_array_length(symbols_json), 0);";
 
 /// The triggers of a delta's [`ChangeLog`]: each file row written logs its old values with
-/// sign -1 and its new ones with sign +1; symbols and call edges count rows in and out.
+/// sign -1 and its new ones with sign +1. (Symbols and call edges are counted by the delta
+/// itself: a trigger on a table makes each statement on it open a savepoint, on which the
+/// full-text tables write out their pending rows, so that a trigger on `symbols` doubled the
+/// cost of adding and removing symbols.)
 const LOG_SQL: &str = "
 CREATE TEMP TABLE summary_file_changes (
     sign INTEGER NOT NULL, lines, language TEXT, entry_point INTEGER NOT NULL);
-CREATE TEMP TABLE summary_row_changes (symbols INTEGER NOT NULL, call_edges INTEGER NOT NULL);
-INSERT INTO summary_row_changes VALUES (0, 0);
 CREATE TEMP TRIGGER summary_file_added AFTER INSERT ON main.files BEGIN
     INSERT INTO summary_file_changes
     SELECT 1, NEW.lines, NEW.language, coalesce({entry_point}, 0)
@@ -107,37 +108,28 @@ AFTER UPDATE OF lines, language, path_field ON main.files BEGIN
     INSERT INTO summary_file_changes
     SELECT 1, NEW.lines, NEW.language, coalesce({entry_point}, 0)
     FROM (SELECT NEW.path_field AS path_field);
-END;
-CREATE TEMP TRIGGER summary_symbol_added AFTER INSERT ON main.symbols BEGIN
-    UPDATE summary_row_changes SET symbols = symbols + 1;
-END;
-CREATE TEMP TRIGGER summary_symbol_removed AFTER DELETE ON main.symbols BEGIN
-    UPDATE summary_row_changes SET symbols = symbols - 1;
-END;
-CREATE TEMP TRIGGER summary_edge_added AFTER INSERT ON main.call_edges BEGIN
-    UPDATE summary_row_changes SET call_edges = call_edges + 1;
-END;
-CREATE TEMP TRIGGER summary_edge_removed AFTER DELETE ON main.call_edges BEGIN
-    UPDATE summary_row_changes SET call_edges = call_edges - 1;
 END;";
 
-/// `index_summary` and `file_languages` moved by the logged differences.
-const APPLY_LOG_SQL: &str = "
+/// `index_summary` moved by the logged differences and by the symbols (`?1`) and call edges
+/// (`?2`) the delta added less those it removed.
+const APPLY_COUNTS_SQL: &str = "
 UPDATE index_summary SET
     files = files + (SELECT coalesce(sum(sign), 0) FROM summary_file_changes),
-    symbols = symbols + (SELECT symbols FROM summary_row_changes),
+    symbols = symbols + ?1,
     lines = lines + (SELECT coalesce(sum(sign * lines), 0) FROM summary_file_changes),
-    call_edges = call_edges + (SELECT call_edges FROM summary_row_changes),
+    call_edges = call_edges + ?2,
     entry_point_files = entry_point_files
-        + (SELECT coalesce(sum(sign * entry_point), 0) FROM summary_file_changes);
+        + (SELECT coalesce(sum(sign * entry_point), 0) FROM summary_file_changes)";
+
+/// `file_languages` moved by the logged differences.
+const APPLY_LOG_SQL: &str = "
 INSERT INTO file_languages(language, files)
 SELECT language, sum(sign) FROM summary_file_changes WHERE language IS NOT NULL
 GROUP BY language HAVING sum(sign) <> 0
 ON CONFLICT (language) DO UPDATE SET files = files + excluded.files;
 DELETE FROM file_languages
 WHERE language IN (SELECT language FROM summary_file_changes) AND files = 0;
-DROP TABLE summary_file_changes;
-DROP TABLE summary_row_changes;";
+DROP TABLE summary_file_changes;";
 
 /// Fills every summary table from every row (a full import, once the entries are final).
 pub(super) fn fill(conn: &Connection) -> Result<()> {
@@ -173,22 +165,21 @@ impl<'c> ChangeLog<'c> {
         Ok(ChangeLog { conn })
     }
 
-    /// Brings every summary table up to date once the delta's entries are final, given the new
-    /// `graph.reverse` lengths of the nodes whose list changed; stops logging.
-    pub(super) fn apply(self, reverse_lengths: &[(u32, i64)]) -> Result<()> {
+    /// Brings every summary table up to date once the delta's entries are final, given the
+    /// symbols and call edges it added less those it removed and the new `graph.reverse`
+    /// lengths of the nodes whose list changed; stops logging.
+    pub(super) fn apply(
+        self,
+        symbols: i64,
+        call_edges: i64,
+        reverse_lengths: &[(u32, i64)],
+    ) -> Result<()> {
         let conn = self.conn;
+        conn.execute(APPLY_COUNTS_SQL, params![symbols, call_edges])?;
         conn.execute_batch(APPLY_LOG_SQL)?;
         rerank_hot_nodes(conn, reverse_lengths)?;
         conn.execute_batch(SECTION_SUMMARIES_SQL)?;
-        for trigger in [
-            "file_added",
-            "file_removed",
-            "file_changed",
-            "symbol_added",
-            "symbol_removed",
-            "edge_added",
-            "edge_removed",
-        ] {
+        for trigger in ["file_added", "file_removed", "file_changed"] {
             conn.execute(&format!("DROP TRIGGER temp.summary_{trigger}"), [])?;
         }
         Ok(())
