@@ -591,12 +591,7 @@ impl Source<'_> {
             started.elapsed().as_secs_f64()
         );
         reporter.phase(Phase::Indexing);
-        let added_less_removed = |added: u64, removed: u64| added as i64 - removed as i64;
-        log.apply(
-            added_less_removed(counts.symbols_added, counts.symbols_removed),
-            added_less_removed(counts.edges_added, counts.edges_removed),
-            &reverse_lengths,
-        )?;
+        log.apply(&counts, &reverse_lengths)?;
         tracing::debug!(
             "brought the summaries up to date at {:.2} s",
             started.elapsed().as_secs_f64()

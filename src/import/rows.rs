@@ -117,6 +117,25 @@ pub(super) fn insert_sql(table: &str, columns: &str, or_ignore: bool) -> String 
     format!("{verb} INTO {table}({columns}) VALUES ({placeholders})")
 }
 
+/// `UPDATE table SET (c1, c2, ...) = (?1, ?2, ...) WHERE id = ?N` for the `columns` an update
+/// changes: an index on none of them is left untouched (setting a column to its own value would
+/// still rewrite each index entry on it).
+pub(super) fn update_columns_sql<'a>(
+    table: &str,
+    columns: impl Iterator<Item = &'a str>,
+) -> String {
+    let columns: Vec<&str> = columns.collect();
+    let placeholders = (1..=columns.len())
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "UPDATE {table} SET ({}) = ({placeholders}) WHERE id = ?{}",
+        columns.join(", "),
+        columns.len() + 1
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,8 @@ use rusqlite::{params, Connection};
 
 use crate::db::HOTPATH_SLOTS;
 
+use super::delta::DeltaCounts;
+
 /// A file whose own path (`path_field`, as the cache writes it) looks like an entry point. The
 /// predicate of `index_summary.entry_point_files`.
 const ENTRY_POINT: &str = "(path_field LIKE '%main.rs' OR path_field LIKE '%main.ts'
@@ -165,15 +167,13 @@ impl<'c> ChangeLog<'c> {
         Ok(ChangeLog { conn })
     }
 
-    /// Brings every summary table up to date once the delta's entries are final, given the
-    /// symbols and call edges it added less those it removed and the new `graph.reverse`
-    /// lengths of the nodes whose list changed; stops logging.
-    pub(super) fn apply(
-        self,
-        symbols: i64,
-        call_edges: i64,
-        reverse_lengths: &[(u32, i64)],
-    ) -> Result<()> {
+    /// Brings every summary table up to date once the delta's entries are final, given what it
+    /// changed and the new `graph.reverse` lengths of the nodes whose list changed; stops
+    /// logging.
+    pub(super) fn apply(self, counts: &DeltaCounts, reverse_lengths: &[(u32, i64)]) -> Result<()> {
+        let added_less_removed = |added: u64, removed: u64| added as i64 - removed as i64;
+        let symbols = added_less_removed(counts.symbols_added, counts.symbols_removed);
+        let call_edges = added_less_removed(counts.edges_added, counts.edges_removed);
         let conn = self.conn;
         conn.execute(APPLY_COUNTS_SQL, params![symbols, call_edges])?;
         conn.execute_batch(APPLY_LOG_SQL)?;

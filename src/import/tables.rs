@@ -22,7 +22,9 @@ use crate::cache::reader::{json_type, member_path};
 use crate::cache::{normalize_lock_level, LOCK_LEVELS};
 
 use super::hashes::SeenKeys;
-use super::rows::{cell_value, file_columns, insert_sql, sql_params, symbol_columns, Sql};
+use super::rows::{
+    cell_value, file_columns, insert_sql, sql_params, symbol_columns, update_columns_sql, Sql,
+};
 
 #[derive(Debug, Default)]
 pub(super) struct Counts {
@@ -71,23 +73,43 @@ pub(super) const KNOWN_VISIBILITY: &[&str] = &["public", "private", "protected"]
 /// the `domain` of its `domain_files` and `domain_symbols` rows.
 const DOMAIN_NAME_SQL: &str = "CASE WHEN typeof(name) = 'text' THEN name ELSE key END";
 
-/// The domains a delta found stored ([`Tables::keep_domains`]).
-#[derive(Default)]
-struct KeptDomains {
-    /// Each stored domain's row id and name.
-    stored: Vec<(i64, String)>,
-    /// The rows the new cache has shown.
+/// The rows of a section a delta compares by key instead of rewriting it: those stored when it
+/// began, and those the new cache has shown.
+struct KeptRows {
+    stored: Vec<i64>,
     seen: HashSet<i64>,
-    /// Names whose `domain_files` (from domains) and `domain_symbols` rows are rebuilt.
-    names: BTreeSet<String>,
 }
 
-/// The source files a delta found stored ([`Tables::keep_source_files`]).
-struct KeptSourceFiles {
-    /// Each stored row's id.
-    stored: Vec<i64>,
-    /// The rows the new cache has shown.
-    seen: HashSet<i64>,
+impl KeptRows {
+    /// The rows of `table` now.
+    fn load(conn: &Connection, table: &str) -> Result<KeptRows> {
+        let mut stmt = conn.prepare(&format!("SELECT id FROM {table}"))?;
+        let stored = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(KeptRows {
+            stored,
+            seen: HashSet::new(),
+        })
+    }
+
+    /// Records that the cache showed row `id`; false when it already had (a repeated key).
+    fn see(&mut self, id: i64) -> bool {
+        self.seen.insert(id)
+    }
+
+    /// The stored rows the cache did not show.
+    fn unseen(self) -> impl Iterator<Item = i64> {
+        let seen = self.seen;
+        self.stored.into_iter().filter(move |id| !seen.contains(id))
+    }
+}
+
+/// The domains a delta found stored ([`Tables::keep_domains`]).
+struct KeptDomains {
+    rows: KeptRows,
+    /// Names whose `domain_files` (from domains) and `domain_symbols` rows are rebuilt.
+    names: BTreeSet<String>,
 }
 
 /// The prepared inserts of the index tables and what both writers share while they write.
@@ -112,7 +134,7 @@ pub(super) struct Tables<'c> {
     /// import, which writes every domain.
     kept_domains: Option<KeptDomains>,
     /// In a delta, the source files stored before it ([`Tables::keep_source_files`]).
-    kept_source_files: Option<KeptSourceFiles>,
+    kept_source_files: Option<KeptRows>,
     /// `project.root`, which canonical paths are computed with.
     pub(super) root: Option<String>,
     root_ord: i64,
@@ -532,15 +554,9 @@ impl<'c> Tables<'c> {
     /// [`Tables::finish_domains`]). A domain's file list can be thousands of paths: rewriting
     /// every domain cost a delta 0.4 s and 5,000 pages at a million symbols.
     pub(super) fn keep_domains(&mut self) -> Result<()> {
-        let mut stmt = self
-            .conn
-            .prepare(&format!("SELECT id, {DOMAIN_NAME_SQL} FROM domains"))?;
-        let stored = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
         self.kept_domains = Some(KeptDomains {
-            stored,
-            ..KeptDomains::default()
+            rows: KeptRows::load(self.conn, "domains")?,
+            names: BTreeSet::new(),
         });
         Ok(())
     }
@@ -549,14 +565,7 @@ impl<'c> Tables<'c> {
     /// written only when they differ (a delta, before the cache is read; ends with
     /// [`Tables::finish_source_files`]): rewriting them all cost 3,400 pages at 100,000 files.
     pub(super) fn keep_source_files(&mut self) -> Result<()> {
-        let mut stmt = self.conn.prepare("SELECT id FROM source_files")?;
-        let stored = stmt
-            .query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        self.kept_source_files = Some(KeptSourceFiles {
-            stored,
-            seen: HashSet::new(),
-        });
+        self.kept_source_files = Some(KeptRows::load(self.conn, "source_files")?);
         Ok(())
     }
 
@@ -583,9 +592,9 @@ impl<'c> Tables<'c> {
             None => {
                 self.insert_source_file
                     .execute(params![key, path, mtime, raw])?;
-                kept.seen.insert(self.conn.last_insert_rowid());
+                kept.see(self.conn.last_insert_rowid());
             }
-            Some((id, _)) if !kept.seen.insert(id) => {
+            Some((id, _)) if !kept.see(id) => {
                 self.warn(format!("source_files[{key:?}]"), DUPLICATE_KEY)?;
             }
             Some((_, true)) => {}
@@ -608,7 +617,7 @@ impl<'c> Tables<'c> {
         let mut delete = self
             .conn
             .prepare_cached("DELETE FROM source_files WHERE id = ?1")?;
-        for id in kept.stored.into_iter().filter(|id| !kept.seen.contains(id)) {
+        for id in kept.unseen() {
             delete.execute([id])?;
         }
         Ok(())
@@ -638,28 +647,21 @@ impl<'c> Tables<'c> {
                 std::iter::once(ValueRef::Text(key.as_bytes())).chain(new),
             ))?;
             let kept = self.kept_domains.as_mut().expect("kept domains");
-            kept.seen.insert(self.conn.last_insert_rowid());
+            kept.rows.see(self.conn.last_insert_rowid());
             kept.names.insert(name.to_string());
             self.counts.domains += 1;
             return Ok(());
         };
-        if !kept.seen.insert(id) {
+        if !kept.rows.see(id) {
             return self.warn(format!("domains[{key:?}]"), DUPLICATE_KEY);
         }
         if !same {
             kept.names.insert(stored_name);
             kept.names.insert(name.to_string());
-            let placeholders = (2..=new.len() + 1)
-                .map(|i| format!("?{i}"))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let sql = update_columns_sql("domains", columns.split(", "));
             self.conn
-                .prepare_cached(&format!(
-                    "UPDATE domains SET ({columns}) = ({placeholders}) WHERE id = ?1"
-                ))?
-                .execute(sql_params(
-                    std::iter::once(ValueRef::Integer(id)).chain(new),
-                ))?;
+                .prepare_cached(&sql)?
+                .execute(sql_params(new.into_iter().chain([ValueRef::Integer(id)])))?;
         }
         self.counts.domains += 1;
         Ok(())
@@ -669,18 +671,17 @@ impl<'c> Tables<'c> {
     /// the `domain_files` (from domains) and `domain_symbols` rows of every name whose domains
     /// changed, from all the domains of that name.
     pub(super) fn finish_domains(&mut self) -> Result<()> {
-        let Some(mut kept) = self.kept_domains.take() else {
+        let Some(KeptDomains { rows, mut names }) = self.kept_domains.take() else {
             return Ok(());
         };
-        for (id, name) in std::mem::take(&mut kept.stored) {
-            if !kept.seen.contains(&id) {
-                self.conn
-                    .prepare_cached("DELETE FROM domains WHERE id = ?1")?
-                    .execute([id])?;
-                kept.names.insert(name);
-            }
+        let mut delete = self.conn.prepare_cached(&format!(
+            "DELETE FROM domains WHERE id = ?1 RETURNING {DOMAIN_NAME_SQL}"
+        ))?;
+        for id in rows.unseen() {
+            names.insert(delete.query_row([id], |r| r.get(0))?);
         }
-        for name in &kept.names {
+        drop(delete);
+        for name in &names {
             self.conn
                 .prepare_cached("DELETE FROM domain_files WHERE domain = ?1 AND source = 'domain'")?
                 .execute([name])?;

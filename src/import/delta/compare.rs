@@ -13,11 +13,9 @@ use crate::cache::event::Section;
 use crate::cache::fields::Record;
 use crate::cache::names::NameList;
 
-use super::{
-    lookup, update_columns_sql, Change, Delta, DeltaMeetsExcluded, NewList, Stored, StoredRow,
-};
+use super::{lookup, Change, Delta, DeltaMeetsExcluded, NewList, Stored, StoredRow};
 use crate::import::loader::{Entry, EntryWriter, Items, List, ListKey};
-use crate::import::rows::{entry_values, list_items, sql_params};
+use crate::import::rows::{entry_values, list_items, sql_params, update_columns_sql};
 use crate::import::tables::{Tables, DUPLICATE_KEY};
 
 impl<'c> EntryWriter<'c> for Delta<'c> {
@@ -36,7 +34,7 @@ impl<'c> EntryWriter<'c> for Delta<'c> {
         }
         tables.check_file(key, cells)?;
         let delta = &mut *self;
-        let columns = delta.file_columns;
+        let columns = delta.column_names[0].len();
         let row = delta
             .file_by_id
             .query_row([id], |r| StoredRow::read(r, columns))?;
@@ -174,9 +172,9 @@ impl Delta<'_> {
         let json_path = || format!("{}[{key:?}]", section.path());
         let delta = &mut *self;
         let (by_key, columns) = if files {
-            (&mut delta.file_by_key, delta.file_columns)
+            (&mut delta.file_by_key, delta.column_names[0].len())
         } else {
-            (&mut delta.symbol_by_key, delta.symbol_columns)
+            (&mut delta.symbol_by_key, delta.column_names[1].len())
         };
         let stored = lookup(by_key, columns, key, path, cells, extra, digest)?;
         let id = match &stored {

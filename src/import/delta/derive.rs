@@ -112,7 +112,7 @@ impl Delta<'_> {
                 .collect()
         };
         let files = unseen(self, &[Section::Files]);
-        let file_columns = self.file_columns;
+        let file_columns = self.column_names[0].len();
         for id in files {
             let delta = &mut *self;
             let row = delta
@@ -130,7 +130,7 @@ impl Delta<'_> {
             self.clear_warnings(&format!("files[{key:?}]"))?;
         }
         let symbols = unseen(self, &[Section::Symbols]);
-        let symbol_columns = self.symbol_columns;
+        let symbol_columns = self.column_names[1].len();
         for id in symbols {
             let delta = &mut *self;
             let row = delta

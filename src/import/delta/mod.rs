@@ -438,9 +438,7 @@ impl<'a> SymbolText<'a> {
 /// The state of a delta import.
 pub(super) struct Delta<'c> {
     conn: &'c Connection,
-    file_columns: usize,
-    symbol_columns: usize,
-    /// The columns of `files` and `symbols` an entry fills, in the order of its values.
+    /// The columns of `files`, then of `symbols`, an entry fills, in the order of its values.
     column_names: [Vec<String>; 2],
     file_by_key: Statement<'c>,
     file_by_id: Statement<'c>,
@@ -509,6 +507,26 @@ fn fts_statements<'c>(
     ])
 }
 
+/// Brings row `id` of an external-content FTS5 table (its two [`fts_statements`]) from its
+/// old values to its new ones (`None`: no row), writing nothing when they are the same.
+fn rewrite_fts_row<const N: usize>(
+    statements: &mut [Statement<'_>; 2],
+    id: i64,
+    values: [Option<[ValueRef<'_>; N]>; 2],
+) -> Result<()> {
+    if values[0] == values[1] {
+        return Ok(());
+    }
+    for (statement, values) in statements.iter_mut().zip(values) {
+        if let Some(values) = values {
+            statement.execute(sql_params(
+                std::iter::once(ValueRef::Integer(id)).chain(values),
+            ))?;
+        }
+    }
+    Ok(())
+}
+
 /// The number of columns of a comma-separated column list.
 fn column_count(columns: &str) -> usize {
     columns.split(',').count()
@@ -525,30 +543,14 @@ fn entry_by_key<'c>(
     Ok((conn.prepare(&sql)?, column_count(columns)))
 }
 
-/// `UPDATE table SET (c1, c2, ...) = (?1, ?2, ...) WHERE id = ?N` for the `columns` an update
-/// changes: an index on none of them is left untouched (setting a column to its own value would
-/// still rewrite each index entry on it).
-fn update_columns_sql<'a>(table: &str, columns: impl Iterator<Item = &'a str>) -> String {
-    let columns: Vec<&str> = columns.collect();
-    let placeholders = (1..=columns.len())
-        .map(|i| format!("?{i}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        "UPDATE {table} SET ({}) = ({placeholders}) WHERE id = ?{}",
-        columns.join(", "),
-        columns.len() + 1
-    )
-}
-
 impl<'c> Delta<'c> {
     /// Prepares a delta on `conn` (the served database, in a write transaction), clears the sections that are
     /// rewritten whole and loads the node names.
     pub(super) fn start(conn: &'c Connection, known: Arc<KnownEntries>) -> Result<Delta<'c>> {
         let files = file_columns();
         let symbols = symbol_columns();
-        let (file_by_key, file_columns) = entry_by_key(conn, "files", &files)?;
-        let (symbol_by_key, symbol_columns) = entry_by_key(conn, "symbols", &symbols)?;
+        let (file_by_key, _) = entry_by_key(conn, "files", &files)?;
+        let (symbol_by_key, _) = entry_by_key(conn, "symbols", &symbols)?;
         let root = project_root(conn)?;
         for table in REWRITTEN_TABLES {
             conn.execute(&format!("DELETE FROM {table}"), [])?;
@@ -574,8 +576,6 @@ impl<'c> Delta<'c> {
             })?;
         Ok(Delta {
             conn,
-            file_columns,
-            symbol_columns,
             column_names: [&files, &symbols]
                 .map(|columns| columns.split(',').map(|c| c.trim().to_string()).collect()),
             file_by_key,
@@ -736,31 +736,12 @@ impl<'c> Delta<'c> {
         new: Option<(&[Cell], Option<&str>)>,
     ) -> Result<()> {
         let text = [old, new].map(|side| side.map(|(cells, path)| SymbolText::new(cells, path)));
-        let id = ValueRef::Integer(id);
         let words = [0, 1].map(|side| text[side].as_ref().map(|t| t.words));
-        if words[0] != words[1] {
-            for (op, words) in words.into_iter().enumerate() {
-                if let Some(words) = words {
-                    self.symbols_fts[op].execute(sql_params(std::iter::once(id).chain(words)))?;
-                }
-            }
-        }
-        let names = words.map(|words| words.map(|w| w[0]));
-        if names[0] != names[1] {
-            for (op, name) in names.into_iter().enumerate() {
-                if let Some(name) = name {
-                    self.symbols_name_trigram[op].execute(sql_params([id, name]))?;
-                }
-            }
-        }
-        let terms = [0, 1].map(|side| text[side].as_ref().map(SymbolText::terms));
-        if terms[0] != terms[1] {
-            for (op, terms) in terms.into_iter().enumerate() {
-                if let Some(terms) = terms {
-                    self.symbols_qname_trigram[op].execute(sql_params([id, terms]))?;
-                }
-            }
-        }
+        let names = words.map(|words| words.map(|w| [w[0]]));
+        let terms = [0, 1].map(|side| text[side].as_ref().map(|t| [t.terms()]));
+        rewrite_fts_row(&mut self.symbols_fts, id, words)?;
+        rewrite_fts_row(&mut self.symbols_name_trigram, id, names)?;
+        rewrite_fts_row(&mut self.symbols_qname_trigram, id, terms)?;
         for (_, file_path) in [old, new].into_iter().flatten() {
             if let Some(path) = file_path {
                 self.symbol_paths.insert(path.to_string());
@@ -799,23 +780,11 @@ impl<'c> Delta<'c> {
         fn words(row: Option<&StoredRow>) -> Option<[ValueRef<'_>; 4]> {
             row.map(|row| [1, 5, 6, 7].map(|i| ValueRef::from(&row.values[i])))
         }
-        let (old_words, new_words) = (words(old), words(new));
-        let id = ValueRef::Integer(old.or(new).map_or(0, |row| row.id));
-        if old_words != new_words {
-            for (op, words) in [(0, old_words), (1, new_words)] {
-                if let Some(words) = words {
-                    self.files_fts[op].execute(sql_params(std::iter::once(id).chain(words)))?;
-                }
-            }
-        }
-        let (old_path, new_path) = (old_words.map(|w| w[0]), new_words.map(|w| w[0]));
-        if old_path != new_path {
-            for (op, path) in [(0, old_path), (1, new_path)] {
-                if let Some(path) = path {
-                    self.files_trigram[op].execute(sql_params([id, path]))?;
-                }
-            }
-        }
+        let words = [words(old), words(new)];
+        let paths = words.map(|words| words.map(|w| [w[0]]));
+        let id = old.or(new).map_or(0, |row| row.id);
+        rewrite_fts_row(&mut self.files_fts, id, words)?;
+        rewrite_fts_row(&mut self.files_trigram, id, paths)?;
         Ok(())
     }
 }
