@@ -11,6 +11,7 @@ pub mod names;
 pub mod paths;
 pub mod reader;
 pub mod scanner;
+mod structure;
 
 /// Lock levels from most to least restrictive (spec ch.6 §7.1, with `review-required` placed
 /// between `docs-required` and `normal`).

@@ -161,6 +161,7 @@ pub fn read_document_with(
         kind,
         known,
         hints: Hints::default(),
+        key: String::new(),
     };
     match reader.document() {
         Ok(()) => {
@@ -278,6 +279,8 @@ struct Reader {
     /// Digests of the entries a delta import's database holds.
     known: Option<Arc<KnownEntries>>,
     hints: Hints,
+    /// The member name being read, kept between members so that its memory is reused.
+    key: String,
 }
 
 impl Reader {
@@ -335,7 +338,7 @@ impl Reader {
             None => return Err(Failure::at(0, "the file is empty")),
         }
         self.object("", |reader, key| {
-            let section = match (reader.kind, key.as_str()) {
+            let section = match (reader.kind, key) {
                 (DocumentKind::Cache, "source_files") => Some(Section::SourceFiles),
                 (DocumentKind::Cache, "files") => Some(Section::Files),
                 (DocumentKind::Cache, "symbols") => Some(Section::Symbols),
@@ -343,7 +346,7 @@ impl Reader {
                 (DocumentKind::Vars, "variables") => Some(Section::Variables),
                 _ => None,
             };
-            let value = match (reader.kind, key.as_str(), section) {
+            let value = match (reader.kind, key, section) {
                 (_, _, Some(section)) => reader.map_section(section)?,
                 (DocumentKind::Cache, "graph", _) => reader.scope(Scope::Graph)?,
                 (DocumentKind::Cache, "constraints", _) => reader.scope(Scope::Constraints)?,
@@ -351,12 +354,12 @@ impl Reader {
                     reader
                         .scan
                         .value::<Value>()
-                        .map_err(|f| f.in_path(|| member_path("", &key)))?,
+                        .map_err(|f| f.in_path(|| member_path("", key)))?,
                 ),
             };
             reader.send(Event::Member {
                 scope: Scope::Root,
-                key,
+                key: key.to_string(),
                 value,
             })
         })?;
@@ -373,7 +376,7 @@ impl Reader {
     fn object(
         &mut self,
         parent: &str,
-        mut member: impl FnMut(&mut Reader, String) -> Result<(), Failure>,
+        mut member: impl FnMut(&mut Reader, &str) -> Result<(), Failure>,
     ) -> Result<(), Failure> {
         self.scan.expect(b'{', "`{`")?;
         let mut first = true;
@@ -406,15 +409,29 @@ impl Reader {
                 }
                 .in_path(|| parent.to_string()));
             }
-            let key: String = self
-                .scan
-                .value()
+            let mut key = std::mem::take(&mut self.key);
+            self.member_name(&mut key)
                 .map_err(|f| f.in_path(|| parent.to_string()))?;
             self.scan
                 .expect(b':', "`:`")
                 .map_err(|f| f.in_path(|| member_path(parent, &key)))?;
-            member(self, key)?;
+            member(self, &key)?;
+            self.key = key;
         }
+    }
+
+    /// Reads the member name at the next byte into `key`: its bytes as they are when it has
+    /// no escape (most names; no allocation once `key` has grown), else parsed.
+    fn member_name(&mut self, key: &mut String) -> Result<(), Failure> {
+        let (start, end) = self.scan.value_range()?;
+        key.clear();
+        let inner = &self.scan.buf[start + 1..end - 1];
+        match std::str::from_utf8(inner) {
+            Ok(text) if memchr::memchr(b'\\', inner).is_none() => key.push_str(text),
+            // Escapes to decode, or bytes that are not UTF-8 for the parser to report.
+            _ => *key = self.scan.parse(start, end)?,
+        }
+        Ok(())
     }
 
     /// A member that is normally an object of entries: streams them and returns `None`, or
@@ -430,7 +447,7 @@ impl Reader {
         }
         let digested = DIGESTED.contains(&section);
         self.object(parent, |reader, key| {
-            let path = || member_path(parent, &key);
+            let path = || member_path(parent, key);
             let first = reader.scan.peek()?;
             let entry_offset = reader.scan.offset();
             // A full import reads a call-graph list name by name (a delta needs the whole
@@ -439,14 +456,14 @@ impl Reader {
             let mut parts_sent = false;
             if graph && reader.known.is_none() && first == Some(b'[') {
                 match reader
-                    .name_list(section, &key)
+                    .name_list(section, key)
                     .map_err(|f| f.in_path(path))?
                 {
                     Listed::Names { names, digest } => {
                         return reader.send(Event::GraphList {
                             section,
-                            key_hash: name_hash(&key),
-                            key,
+                            key_hash: name_hash(key),
+                            key: key.to_string(),
                             names,
                             digest,
                         })
@@ -463,8 +480,7 @@ impl Reader {
                 }
             }
             let (start, end) = reader.scan.value_range().map_err(|f| f.in_path(path))?;
-            let digest =
-                digested.then(|| entry_digest(section, &key, &reader.scan.buf[start..end]));
+            let digest = digested.then(|| entry_digest(section, key, &reader.scan.buf[start..end]));
             if let (Some(digest), Some(known)) = (digest, &reader.known) {
                 if let Some(id) = known.find(section, digest, &mut reader.hints) {
                     return reader.send(Event::Unchanged { section, id });
@@ -481,7 +497,7 @@ impl Reader {
                     .scan
                     .parse_seed(start, end, RecordSeed(fields))
                     .map_err(|f| f.in_path(path))?;
-                let digest = digest.unwrap_or_default();
+                let (key, digest) = (key.to_string(), digest.unwrap_or_default());
                 return reader.send(if section == Section::Files {
                     Event::File {
                         key,
@@ -503,8 +519,8 @@ impl Reader {
                 if let Ok(names) = reader.scan.parse_seed(start, end, seed) {
                     return reader.send(Event::GraphList {
                         section,
-                        key_hash: name_hash(&key),
-                        key,
+                        key_hash: name_hash(key),
+                        key: key.to_string(),
                         names,
                         digest: digest.unwrap_or_default(),
                     });
@@ -523,7 +539,7 @@ impl Reader {
             }
             reader.send(Event::Entry {
                 section,
-                key,
+                key: key.to_string(),
                 value,
                 digest,
             })
@@ -694,14 +710,14 @@ impl Reader {
             ));
         }
         self.object(parent, |reader, key| {
-            let section = match (scope, key.as_str()) {
+            let section = match (scope, key) {
                 (Scope::Graph, "forward") => Some(Section::GraphForward),
                 (Scope::Graph, "reverse") => Some(Section::GraphReverse),
                 (Scope::Constraints, "by_file") => Some(Section::ByFile),
                 (Scope::Constraints, "by_lock_level") => Some(Section::ByLockLevel),
                 _ => None,
             };
-            let list = match (scope, key.as_str()) {
+            let list = match (scope, key) {
                 (Scope::Constraints, "hacks") => Some(List::Hacks),
                 (Scope::Constraints, "debug_sessions") => Some(List::DebugSessions),
                 _ => None,
@@ -715,10 +731,14 @@ impl Reader {
                     reader
                         .scan
                         .value::<Value>()
-                        .map_err(|f| f.in_path(|| member_path(parent, &key)))?,
+                        .map_err(|f| f.in_path(|| member_path(parent, key)))?,
                 )
             };
-            reader.send(Event::Member { scope, key, value })
+            reader.send(Event::Member {
+                scope,
+                key: key.to_string(),
+                value,
+            })
         })?;
         Ok(None)
     }

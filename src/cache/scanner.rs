@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 use serde::de::{DeserializeOwned, DeserializeSeed};
 use sha2::{Digest, Sha256};
+
+use super::structure::ValueEnd;
 use std::marker::PhantomData;
 
 /// Where the reader is in the file, shared with the thread that consumes events.
@@ -320,60 +322,45 @@ impl Scanner {
     /// `buf`. Only structure is checked here; the value is parsed by serde_json afterwards.
     pub(super) fn value_range(&mut self) -> Result<(usize, usize), Failure> {
         let first = self.peek()?.ok_or_else(|| self.truncated())?;
+        if !matches!(first, b'{' | b'[' | b'"') {
+            return self.scalar_range();
+        }
+        let mut start = self.pos;
+        let mut scanned = start;
+        let mut scan = ValueEnd::new(first);
+        loop {
+            if let Some(end) = scan.find(&self.buf[scanned..]) {
+                self.pos = scanned + end;
+                return Ok((start, self.pos));
+            }
+            scanned = self.buf.len();
+            if (scanned - start) as u64 > self.max_entry_bytes {
+                return Err(self.entry_too_large(self.base + start as u64));
+            }
+            let shift = self.fill(start)?.ok_or_else(|| {
+                Failure::at(
+                    self.base + scanned as u64,
+                    "the file ends in the middle of the document (truncated?)",
+                )
+            })?;
+            start -= shift;
+            scanned -= shift;
+        }
+    }
+
+    /// [`Scanner::value_range`] of a number, `true`, `false` or `null` (or whatever else
+    /// stands there, for the parser to reject): up to the next delimiter or the end of file.
+    fn scalar_range(&mut self) -> Result<(usize, usize), Failure> {
         let mut start = self.pos;
         let mut i = start;
-        let mut depth: usize = 0;
-        let mut in_string = false;
-        let scalar = !matches!(first, b'{' | b'[' | b'"');
         loop {
             while i < self.buf.len() {
-                if in_string {
-                    // Jump to the next quote or backslash: strings are most of a cache.
-                    match memchr::memchr2(b'"', b'\\', &self.buf[i..]) {
-                        Some(skip) => i += skip,
-                        None => {
-                            i = self.buf.len();
-                            break;
-                        }
-                    }
-                }
-                let b = self.buf[i];
-                if in_string {
-                    match b {
-                        b'\\' => {
-                            if i + 1 >= self.buf.len() {
-                                break;
-                            }
-                            i += 2;
-                            continue;
-                        }
-                        b'"' => {
-                            in_string = false;
-                            if depth == 0 {
-                                self.pos = i + 1;
-                                return Ok((start, i + 1));
-                            }
-                        }
-                        _ => {}
-                    }
-                } else if scalar {
-                    if matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
-                        self.pos = i;
-                        return Ok((start, i));
-                    }
-                } else {
-                    match b {
-                        b'"' => in_string = true,
-                        b'{' | b'[' => depth += 1,
-                        b'}' | b']' => {
-                            depth = depth.saturating_sub(1);
-                            if depth == 0 {
-                                self.pos = i + 1;
-                                return Ok((start, i + 1));
-                            }
-                        }
-                        _ => {}
-                    }
+                if matches!(
+                    self.buf[i],
+                    b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'
+                ) {
+                    self.pos = i;
+                    return Ok((start, i));
                 }
                 i += 1;
             }
@@ -385,15 +372,9 @@ impl Scanner {
                     start -= shift;
                     i -= shift;
                 }
-                None if scalar => {
+                None => {
                     self.pos = i;
                     return Ok((start, i));
-                }
-                None => {
-                    return Err(Failure::at(
-                        self.base + i as u64,
-                        "the file ends in the middle of the document (truncated?)",
-                    ))
                 }
             }
         }

@@ -12,10 +12,17 @@
 //! the call graph's ids and lists, digests, summaries, `ANALYZE`, and waiting between phases.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use rusqlite::{Connection, OpenFlags};
+
+use crate::cache::event::{DocumentKind, Event};
+use crate::cache::reader::Limits;
+use crate::cache::scanner::Progress;
+
+use super::pipeline::{Reading, READ_AHEAD};
 
 /// One step of [`measure`]: what ran, its wall time, and the CPU time the process spent
 /// meanwhile (user and system, every thread; `None` where the platform does not say).
@@ -190,6 +197,62 @@ fn table_columns(conn: &Connection, table: &str) -> Result<Vec<String>> {
         .query_map([table], |row| row.get(0))?
         .collect::<rusqlite::Result<Vec<String>>>()?;
     Ok(columns)
+}
+
+/// A delta's floor: the steps that read a cache none of whose entries changed, and what the
+/// reader sent.
+#[derive(Debug, Clone)]
+pub struct UnchangedScan {
+    /// Reading the stored entry digests, then scanning the cache with them.
+    pub steps: Vec<FloorStep>,
+    /// Bytes of the cache.
+    pub bytes: u64,
+    /// Entries recognised from their bytes (digested, not parsed).
+    pub unchanged: u64,
+    /// Other events: entries of the sections without digests, and any entry not recognised.
+    pub parsed: u64,
+}
+
+/// Measures what a delta import of `cache` onto `db` (an `acpdb import` of that same cache)
+/// spends before it writes anything: reading the database's entry digests, then the reader's
+/// scan of the cache, each entry recognised from its bytes. `db` is only read.
+pub fn scan_unchanged(cache: &Path, db: &Path) -> Result<UnchangedScan> {
+    let conn = crate::db::open_read_only(db)?;
+    let mut steps = Vec::new();
+    let mut known = None;
+    timed(&mut steps, "read the stored entry digests", || {
+        known = Some(Arc::new(super::delta::known_entries(&conn)?));
+        Ok(())
+    })?;
+    let (mut unchanged, mut parsed) = (0, 0);
+    timed(&mut steps, "scan the cache (every entry known)", || {
+        let reading = Reading::start(
+            cache,
+            DocumentKind::Cache,
+            Limits::default(),
+            known.take(),
+            Arc::new(Progress::default()),
+            READ_AHEAD,
+        )?;
+        let (taken, read) = reading.drain(|batch| {
+            for event in &batch {
+                match event {
+                    Event::Unchanged { .. } => unchanged += 1,
+                    _ => parsed += 1,
+                }
+            }
+            (batch, Ok(true))
+        });
+        taken?;
+        read??;
+        Ok(())
+    })?;
+    Ok(UnchangedScan {
+        steps,
+        bytes: std::fs::metadata(cache)?.len(),
+        unchanged,
+        parsed,
+    })
 }
 
 /// Runs `work` and records it as `step`.

@@ -72,7 +72,7 @@ impl Reading {
     /// Hands each batch to `take`, which returns the events to free and whether to go on (an
     /// error stops too), until the document ends; then stops the reader. Returns `take`'s
     /// error, else the reader's outcome.
-    fn drain(
+    pub(super) fn drain(
         self,
         mut take: impl FnMut(Vec<Event>) -> (Vec<Event>, Result<bool>),
     ) -> (Result<()>, Result<Result<ReadOutcome, ReadError>>) {

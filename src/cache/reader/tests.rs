@@ -404,6 +404,18 @@ mod fuzz {
         result.map(|_| events)
     }
 
+    /// JSON values whose strings hold escapes, quotes and brackets.
+    fn value() -> impl Strategy<Value = Value> {
+        let text = "[a-z\"\\\\{}\\[\\]é\n ]{0,16}".prop_map(Value::String);
+        text.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z\"{}]{0,4}", inner, 0..4)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig {
             cases: 256,
@@ -426,6 +438,46 @@ mod fuzz {
             read_size in 1usize..64,
         ) {
             let _ = read_bytes(&bytes, read_size);
+        }
+
+        /// Member names and entries with escapes, brackets and quotes inside strings, read a
+        /// few bytes at a time, are what serde_json reads from the whole document.
+        #[test]
+        fn members_and_entries_read_across_reads_are_read_as_whole(
+            entries in prop::collection::btree_map("[a-z\"\\\\/é{}\\[\\]\u{1F600} ]{0,10}", value(), 0..12),
+            members in prop::collection::btree_map("[a-z\"\\\\é{}\\[\\] ]{1,10}", value(), 0..6),
+            pretty in any::<bool>(),
+            read_size in 1usize..80,
+        ) {
+            let mut document = serde_json::Map::new();
+            for (key, value) in &members {
+                document.insert(format!("m{key}"), value.clone());
+            }
+            document.insert("source_files".into(), Value::Object(entries.clone().into_iter().collect()));
+            let text = if pretty {
+                serde_json::to_string_pretty(&document).unwrap()
+            } else {
+                serde_json::to_string(&document).unwrap()
+            };
+            TEST_READ_SIZE.with(|size| size.set(read_size));
+            let events = read(&text, Limits::default()).unwrap();
+            TEST_READ_SIZE.with(|size| size.set(READ_SIZE));
+            let mut read_entries = std::collections::BTreeMap::new();
+            let mut read_members = serde_json::Map::new();
+            for event in events {
+                match event {
+                    Event::Entry { section: Section::SourceFiles, key, value, .. } => {
+                        read_entries.insert(key, value);
+                    }
+                    Event::Member { scope: Scope::Root, key, value: Some(value) } => {
+                        read_members.insert(key, value);
+                    }
+                    _ => {}
+                }
+            }
+            prop_assert_eq!(read_entries, entries);
+            document.remove("source_files");
+            prop_assert_eq!(read_members, document);
         }
 
         /// A call-graph list read a few bytes at a time gives what serde_json reads from the
