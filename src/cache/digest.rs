@@ -114,12 +114,12 @@ fn section_code(section: Section) -> u8 {
 pub struct KnownEntries {
     /// Per section (in the order of [`DIGESTED`]), the stored entries in row id order.
     rows: [Rows; 4],
-    /// Every digest, sorted as an unsigned number.
-    sorted: Vec<u64>,
-    /// For each of `sorted`, its section (index into [`DIGESTED`], the top [`SECTION_BITS`]
+    /// Every digest, grouped by bucket ([`KnownEntries::buckets`]).
+    by_bucket: Vec<u64>,
+    /// For each of `by_bucket`, its section (index into [`DIGESTED`], the top [`SECTION_BITS`]
     /// bits) and its index in that section's `rows` (the other bits).
     places: Vec<u32>,
-    /// `buckets[b]..buckets[b + 1]` are the indexes of `sorted` whose top `bits` bits are `b`.
+    /// `buckets[b]..buckets[b + 1]` are the indexes of `by_bucket` whose top `bits` bits are `b`.
     buckets: Vec<u32>,
     bits: u32,
 }
@@ -154,9 +154,9 @@ fn unplace(place: u32) -> (u8, usize) {
 pub struct Hints([usize; 4]);
 
 impl KnownEntries {
-    /// Indexes `(digest, section, row id)` triples of the digested sections.
-    pub fn new(mut entries: Vec<(i64, Section, u32)>) -> KnownEntries {
-        entries.sort_unstable_by_key(|(_, section, id)| (section_code(*section), *id));
+    /// Indexes `(digest, section, row id)` triples of the digested sections (fastest when
+    /// each section's come in row id order, as a database reads them).
+    pub fn new(entries: Vec<(i64, Section, u32)>) -> KnownEntries {
         let mut known = KnownEntries::default();
         for (digest, section, id) in entries {
             let Some(rows) = known.rows.get_mut(usize::from(section_code(section))) else {
@@ -165,27 +165,41 @@ impl KnownEntries {
             rows.digests.push(digest);
             rows.ids.push(id);
         }
-        // Built once the triples are freed: the peak of a delta's memory at a million symbols.
-        let mut all: Vec<(u64, u32)> =
-            Vec::with_capacity(known.rows.iter().map(|r| r.ids.len()).sum());
+        for rows in &mut known.rows {
+            if !rows.ids.is_sorted() {
+                let mut pairs: Vec<(u32, i64)> = rows
+                    .ids
+                    .iter()
+                    .copied()
+                    .zip(rows.digests.iter().copied())
+                    .collect();
+                pairs.sort_unstable();
+                (rows.ids, rows.digests) = pairs.into_iter().unzip();
+            }
+        }
+        // Digests by bucket (their top bits), a counting pass and a placing pass: the order
+        // within a bucket, about one digest, does not matter to `find`.
+        let total: usize = known.rows.iter().map(|rows| rows.ids.len()).sum();
+        known.bits = total.max(2).ilog2().clamp(1, 30);
+        let mut buckets = vec![0u32; (1usize << known.bits) + 1];
+        for digest in known.rows.iter().flat_map(|rows| &rows.digests) {
+            buckets[known.bucket(*digest as u64) + 1] += 1;
+        }
+        for b in 1..buckets.len() {
+            buckets[b] += buckets[b - 1];
+        }
+        let mut next = buckets.clone();
+        known.by_bucket = vec![0; total];
+        known.places = vec![0; total];
         for (code, rows) in known.rows.iter().enumerate() {
             for (at, digest) in rows.digests.iter().enumerate() {
-                all.push((*digest as u64, place(code as u8, at)));
+                let slot = &mut next[(*digest as u64 >> (64 - known.bits)) as usize];
+                known.by_bucket[*slot as usize] = *digest as u64;
+                known.places[*slot as usize] = place(code as u8, at);
+                *slot += 1;
             }
         }
-        all.sort_unstable_by_key(|(digest, _)| *digest);
-        known.bits = all.len().max(2).ilog2().clamp(1, 30);
-        known.sorted = all.iter().map(|(digest, _)| *digest).collect();
-        known.places = all.iter().map(|(_, place)| *place).collect();
-        known.buckets = vec![0; (1usize << known.bits) + 1];
-        // buckets[b] = the first index whose bucket is at least b.
-        let mut i = 0;
-        for b in 0..known.buckets.len() {
-            while i < known.sorted.len() && known.bucket(known.sorted[i]) < b {
-                i += 1;
-            }
-            known.buckets[b] = i as u32;
-        }
+        known.buckets = buckets;
         known
     }
 
@@ -202,13 +216,13 @@ impl KnownEntries {
             *hint += 1;
             return Some(rows.ids[*hint - 1]);
         }
-        if self.sorted.is_empty() {
+        if self.by_bucket.is_empty() {
             return None;
         }
         let unsigned = digest as u64;
         let b = self.bucket(unsigned);
         let at = (self.buckets[b] as usize..self.buckets[b + 1] as usize)
-            .filter(|&i| self.sorted[i] == unsigned)
+            .filter(|&i| self.by_bucket[i] == unsigned)
             .map(|i| unplace(self.places[i]))
             .find(|(section, _)| *section == code)
             .map(|(_, at)| at)?;
@@ -226,12 +240,12 @@ impl KnownEntries {
 
     /// Number of known entries.
     pub fn len(&self) -> usize {
-        self.sorted.len()
+        self.by_bucket.len()
     }
 
     /// Whether no entry is known.
     pub fn is_empty(&self) -> bool {
-        self.sorted.is_empty()
+        self.by_bucket.is_empty()
     }
 }
 
@@ -321,10 +335,11 @@ mod tests {
                     i,
                 )
             })
+            // Out of row id order: put in order when indexed.
             .chain([
-                (i64::MIN, Section::Files, 7),
+                (i64::MIN, Section::Files, 9),
                 (i64::MAX, Section::Files, 8),
-                (-1, Section::Files, 9),
+                (-1, Section::Files, 7),
             ])
             .collect();
         let known = KnownEntries::new(entries.clone());
@@ -334,5 +349,17 @@ mod tests {
             assert_eq!(known.find(*section, *digest, hints), Some(*id));
         }
         assert_eq!(known.find(Section::Files, 0, hints), None);
+        let files: Vec<(Section, u32)> = known
+            .entries()
+            .filter(|(section, _)| *section == Section::Files)
+            .collect();
+        assert_eq!(
+            files,
+            [
+                (Section::Files, 7),
+                (Section::Files, 8),
+                (Section::Files, 9)
+            ]
+        );
     }
 }

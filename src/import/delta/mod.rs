@@ -19,6 +19,7 @@
 //! node-name map (a fixed record per node, as in a full import), one bit per stored entry, and
 //! the changes themselves.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -253,24 +254,52 @@ impl DeltaCounts {
     }
 }
 
-/// The digests of the entries the database on `conn` holds.
+/// The digests of the entries stored on `conn`. The call-graph lists' are read on a second
+/// connection, on a thread of its own, while this one reads the files' and symbols' (the two
+/// take about as long); a database in memory is read on `conn` alone.
 pub(super) fn known_entries(conn: &Connection) -> Result<KnownEntries> {
+    let file = conn
+        .path()
+        .filter(|path| !path.is_empty())
+        .map(PathBuf::from);
+    std::thread::scope(|scope| {
+        let lists = file.map(|file| {
+            scope.spawn(move || digests(&crate::db::open_read_only(&file)?, &DIGEST_READS[2..]))
+        });
+        let mut entries = digests(conn, &DIGEST_READS[..2])?;
+        match lists {
+            Some(thread) => entries.extend(
+                thread
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("the thread reading digests panicked"))??,
+            ),
+            None => entries.extend(digests(conn, &DIGEST_READS[2..])?),
+        }
+        Ok(KnownEntries::new(entries))
+    })
+}
+
+/// Each read of stored digests, with the sections of its rows: the third column is 0 for files
+/// and symbols, `reverse` for call-graph lists.
+const DIGEST_READS: [(&str, [Section; 2]); 3] = [
+    (
+        "SELECT digest, id, 0 FROM files INDEXED BY files_digest",
+        [Section::Files; 2],
+    ),
+    (
+        "SELECT digest, id, 0 FROM symbols INDEXED BY symbols_digest",
+        [Section::Symbols; 2],
+    ),
+    (
+        "SELECT digest, id, reverse FROM graph_lists",
+        [Section::GraphForward, Section::GraphReverse],
+    ),
+];
+
+/// The `(digest, section, id)` of the rows of `reads`, each read in row id order.
+fn digests(conn: &Connection, reads: &[(&str, [Section; 2])]) -> Result<Vec<(i64, Section, u32)>> {
     let mut digests = Vec::new();
-    // The section of a row: the third column, 0 for files and symbols, `reverse` for lists.
-    for (sql, sections) in [
-        (
-            "SELECT digest, id, 0 FROM files INDEXED BY files_digest",
-            [Section::Files; 2],
-        ),
-        (
-            "SELECT digest, id, 0 FROM symbols INDEXED BY symbols_digest",
-            [Section::Symbols; 2],
-        ),
-        (
-            "SELECT digest, id, reverse FROM graph_lists",
-            [Section::GraphForward, Section::GraphReverse],
-        ),
-    ] {
+    for (sql, sections) in reads {
         let mut stmt = conn.prepare(sql)?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
@@ -278,7 +307,7 @@ pub(super) fn known_entries(conn: &Connection) -> Result<KnownEntries> {
             digests.push((row.get(0)?, section, row.get(1)?));
         }
     }
-    Ok(KnownEntries::new(digests))
+    Ok(digests)
 }
 
 /// `project.root` as stored in `cache_root`.
