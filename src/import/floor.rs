@@ -217,11 +217,10 @@ pub struct UnchangedScan {
 /// spends before it writes anything: reading the database's entry digests, then the reader's
 /// scan of the cache, each entry recognised from its bytes. `db` is only read.
 pub fn scan_unchanged(cache: &Path, db: &Path) -> Result<UnchangedScan> {
-    let conn = crate::db::open_read_only(db)?;
     let mut steps = Vec::new();
     let mut known = None;
     timed(&mut steps, "read the stored entry digests", || {
-        known = Some(Arc::new(super::delta::known_entries(&conn)?));
+        known = Some(Arc::new(super::delta::known_entries(db)?));
         Ok(())
     })?;
     let (mut unchanged, mut parsed) = (0, 0);

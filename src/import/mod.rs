@@ -552,24 +552,37 @@ impl Source<'_> {
             "judged the first entries at {:.2} s",
             started.elapsed().as_secs_f64()
         );
-        let known = Arc::new(delta::known_entries(&conn)?);
+        // The stored digests are read on a connection of their own while this one begins the
+        // write transaction and loads the node names, source files and domains.
+        let (known, log, mut delta, tables) = std::thread::scope(|scope| {
+            let digests = scope.spawn(|| delta::known_entries(&project.db));
+            let prepared = (|| -> Result<_> {
+                conn.execute_batch("BEGIN IMMEDIATE")?;
+                let log = summaries::ChangeLog::start(&conn)?;
+                let delta = Delta::start(&conn)?;
+                let mut tables = Tables::new(&conn)?;
+                tables.root = delta.root.clone();
+                tables.keep_domains()?;
+                tables.keep_source_files()?;
+                Ok((log, delta, tables))
+            })();
+            let known = digests
+                .join()
+                .map_err(|_| anyhow::anyhow!("the thread reading entry digests panicked"))?;
+            let (log, delta, tables) = prepared?;
+            anyhow::Ok((Arc::new(known?), log, delta, tables))
+        })?;
         tracing::debug!(
             "read {} entry digests at {:.2} s",
             known.len(),
             started.elapsed().as_secs_f64()
         );
+        delta.recognise(known.clone());
         let reporter = self.reporter(&progress)?;
-        let cache = self.start_reading(Some(known.clone()), progress, READ_AHEAD)?;
+        let cache = self.start_reading(Some(known), progress, READ_AHEAD)?;
         // Rows are removed before the rows that referred to them are brought up to date (node
         // resolution, inline annotations); the end state is consistent, as a test checks.
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        let log = summaries::ChangeLog::start(&conn)?;
         let (read, (counts, reverse_lengths)) = {
-            let delta = Delta::start(&conn, known)?;
-            let mut tables = Tables::new(&conn)?;
-            tables.root = delta.root.clone();
-            tables.keep_domains()?;
-            tables.keep_source_files()?;
             let mut loader = Loader {
                 tables,
                 filter: Filter::new(self.rules.clone(), true),

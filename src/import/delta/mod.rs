@@ -19,7 +19,7 @@
 //! node-name map (a fixed record per node, as in a full import), one bit per stored entry, and
 //! the changes themselves.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -254,27 +254,19 @@ impl DeltaCounts {
     }
 }
 
-/// The digests of the entries stored on `conn`. The call-graph lists' are read on a second
-/// connection, on a thread of its own, while this one reads the files' and symbols' (the two
-/// take about as long); a database in memory is read on `conn` alone.
-pub(super) fn known_entries(conn: &Connection) -> Result<KnownEntries> {
-    let file = conn
-        .path()
-        .filter(|path| !path.is_empty())
-        .map(PathBuf::from);
+/// The digests of the entries stored in the database at `db`, read on connections of their
+/// own: the call-graph lists' on a thread of its own while this one reads the files' and
+/// symbols' (the two take about as long). A delta prepares its write transaction meanwhile; the
+/// import lock keeps other writers out, so every connection sees the same state.
+pub(super) fn known_entries(db: &Path) -> Result<KnownEntries> {
     std::thread::scope(|scope| {
-        let lists = file.map(|file| {
-            scope.spawn(move || digests(&crate::db::open_read_only(&file)?, &DIGEST_READS[2..]))
-        });
-        let mut entries = digests(conn, &DIGEST_READS[..2])?;
-        match lists {
-            Some(thread) => entries.extend(
-                thread
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("the thread reading digests panicked"))??,
-            ),
-            None => entries.extend(digests(conn, &DIGEST_READS[2..])?),
-        }
+        let lists = scope.spawn(|| digests(&crate::db::open_read_only(db)?, &DIGEST_READS[2..]));
+        let entries = digests(&crate::db::open_read_only(db)?, &DIGEST_READS[..2]);
+        let lists = lists
+            .join()
+            .map_err(|_| anyhow::anyhow!("the thread reading digests panicked"))?;
+        let mut entries = entries?;
+        entries.extend(lists?);
         Ok(KnownEntries::new(entries))
     })
 }
@@ -573,9 +565,10 @@ fn entry_by_key<'c>(
 }
 
 impl<'c> Delta<'c> {
-    /// Prepares a delta on `conn` (the served database, in a write transaction), clears the sections that are
-    /// rewritten whole and loads the node names.
-    pub(super) fn start(conn: &'c Connection, known: Arc<KnownEntries>) -> Result<Delta<'c>> {
+    /// Prepares a delta on `conn` (the served database, in a write transaction), clears the
+    /// sections that are rewritten whole and loads the node names. It recognises no stored
+    /// entry until [`Delta::recognise`] gives it their digests.
+    pub(super) fn start(conn: &'c Connection) -> Result<Delta<'c>> {
         let files = file_columns();
         let symbols = symbol_columns();
         let (file_by_key, _) = entry_by_key(conn, "files", &files)?;
@@ -620,7 +613,7 @@ impl<'c> Delta<'c> {
             files_fts: fts_statements(conn, "files_fts", FILE_FTS_COLUMNS)?,
             files_trigram: fts_statements(conn, "files_trigram", "path")?,
             nodes: NodeIds::load(conn)?,
-            known,
+            known: Arc::default(),
             seen_files: IdSet::default(),
             seen_symbols: IdSet::default(),
             seen_lists: IdSet::default(),
@@ -638,6 +631,11 @@ impl<'c> Delta<'c> {
             counts: DeltaCounts::default(),
             entries_read: 0,
         })
+    }
+
+    /// The digests of the stored entries, which the reader recognises unchanged entries by.
+    pub(super) fn recognise(&mut self, known: Arc<KnownEntries>) {
+        self.known = known;
     }
 
     /// Counts one more entry read, and gives up ([`TooManyChanges`]) once the share of changed
