@@ -421,14 +421,17 @@ impl Reader {
     }
 
     /// Reads the member name at the next byte into `key`: its bytes as they are when it has
-    /// no escape (most names; no allocation once `key` has grown), else parsed.
+    /// no escape and no control character (most names; no allocation once `key` has grown),
+    /// else parsed.
     fn member_name(&mut self, key: &mut String) -> Result<(), Failure> {
         let (start, end) = self.scan.value_range()?;
         key.clear();
         let inner = &self.scan.buf[start + 1..end - 1];
+        let plain = inner.iter().all(|&b| b >= 0x20 && b != b'\\');
         match std::str::from_utf8(inner) {
-            Ok(text) if memchr::memchr(b'\\', inner).is_none() => key.push_str(text),
-            // Escapes to decode, or bytes that are not UTF-8 for the parser to report.
+            Ok(text) if plain => key.push_str(text),
+            // Escapes to decode, or bytes for the parser to refuse (control characters, bytes
+            // that are not UTF-8), with its message.
             _ => *key = self.scan.parse(start, end)?,
         }
         Ok(())

@@ -322,6 +322,14 @@ fn errors_carry_path_and_position() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("trailing"), "{err}");
+    // A member name is held to JSON as its value is: a raw control character is refused.
+    let err = read("{\"files\": {\"a\tb\": {}}}", Limits::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("control character") && err.contains("at files"),
+        "{err}"
+    );
     let big = format!(
         "{{\"files\": {{\"a\": {{\"s\": \"{}\"}}}}}}",
         "x".repeat(3 << 20)
