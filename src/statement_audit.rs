@@ -70,8 +70,8 @@ pub const DECLARED_SCANS: &[(&str, &str)] = &[
         "a delta reads every stored fingerprint to tell unchanged entries from changed ones",
     ),
     (
-        "SELECT id FROM source_files",
-        "a delta lists the stored source files once, to remove those the new cache no longer has",
+        "SELECT id, key, path, mtime, value_json FROM source_files",
+        "a delta reads the stored source files once, to compare the new cache's with them in memory and remove those it no longer has",
     ),
     (
         "SELECT id, name FROM graph_nodes",

@@ -6,6 +6,7 @@
 //! domains and the source files, which it compares with their stored rows by key.
 
 use std::collections::{BTreeSet, HashSet};
+use std::hash::BuildHasher;
 use std::path::Path;
 
 use anyhow::{bail, Result};
@@ -105,6 +106,48 @@ impl KeptRows {
     }
 }
 
+/// The source files a delta found stored ([`Tables::keep_source_files`]), each by key with its
+/// row id and a fingerprint of its columns (a hash seeded at random for each delta), so that an
+/// entry of the new cache is compared in memory rather than looked up by index.
+struct KeptSourceFiles {
+    rows: KeptRows,
+    by_key: foldhash::HashMap<String, (i64, u64)>,
+    fingerprints: foldhash::quality::RandomState,
+}
+
+impl KeptSourceFiles {
+    /// The stored source files, read in one pass.
+    fn load(conn: &Connection) -> Result<KeptSourceFiles> {
+        let fingerprints = foldhash::quality::RandomState::default();
+        let mut stmt = conn.prepare("SELECT id, key, path, mtime, value_json FROM source_files")?;
+        let mut rows = stmt.query([])?;
+        let (mut stored, mut by_key) = (Vec::new(), foldhash::HashMap::default());
+        while let Some(row) = rows.next()? {
+            let id: i64 = row.get(0)?;
+            let columns = (
+                row.get_ref(2)?.as_str_or_null()?,
+                row.get_ref(3)?.as_str_or_null()?,
+                row.get_ref(4)?.as_str_or_null()?,
+            );
+            stored.push(id);
+            by_key.insert(row.get(1)?, (id, fingerprints.hash_one(columns)));
+        }
+        Ok(KeptSourceFiles {
+            rows: KeptRows {
+                stored,
+                seen: HashSet::new(),
+            },
+            by_key,
+            fingerprints,
+        })
+    }
+
+    /// The fingerprint of a source file's columns.
+    fn fingerprint(&self, path: &str, mtime: Option<&str>, raw: Option<&str>) -> u64 {
+        self.fingerprints.hash_one((Some(path), mtime, raw))
+    }
+}
+
 /// The domains a delta found stored ([`Tables::keep_domains`]).
 struct KeptDomains {
     rows: KeptRows,
@@ -134,7 +177,7 @@ pub(super) struct Tables<'c> {
     /// import, which writes every domain.
     kept_domains: Option<KeptDomains>,
     /// In a delta, the source files stored before it ([`Tables::keep_source_files`]).
-    kept_source_files: Option<KeptRows>,
+    kept_source_files: Option<KeptSourceFiles>,
     /// `project.root`, which canonical paths are computed with.
     pub(super) root: Option<String>,
     root_ord: i64,
@@ -565,7 +608,7 @@ impl<'c> Tables<'c> {
     /// written only when they differ (a delta, before the cache is read; ends with
     /// [`Tables::finish_source_files`]): rewriting them all cost 3,400 pages at 100,000 files.
     pub(super) fn keep_source_files(&mut self) -> Result<()> {
-        self.kept_source_files = Some(KeptRows::load(self.conn, "source_files")?);
+        self.kept_source_files = Some(KeptSourceFiles::load(self.conn)?);
         Ok(())
     }
 
@@ -577,28 +620,21 @@ impl<'c> Tables<'c> {
         mtime: Option<&str>,
         raw: Option<&str>,
     ) -> Result<()> {
-        let stored: Option<(i64, bool)> = self
-            .conn
-            .prepare_cached("SELECT id, path, mtime, value_json FROM source_files WHERE key = ?1")?
-            .query_row([key], |r| {
-                let same = r.get_ref(1)?.as_str().ok() == Some(path)
-                    && r.get::<_, Option<String>>(2)?.as_deref() == mtime
-                    && r.get::<_, Option<String>>(3)?.as_deref() == raw;
-                Ok((r.get(0)?, same))
-            })
-            .optional()?;
         let kept = self.kept_source_files.as_mut().expect("kept source files");
-        match stored {
+        let fingerprint = kept.fingerprint(path, mtime, raw);
+        match kept.by_key.get(key).copied() {
             None => {
                 self.insert_source_file
                     .execute(params![key, path, mtime, raw])?;
-                kept.see(self.conn.last_insert_rowid());
+                let id = self.conn.last_insert_rowid();
+                kept.rows.see(id);
+                kept.by_key.insert(key.to_string(), (id, fingerprint));
             }
-            Some((id, _)) if !kept.see(id) => {
+            Some((id, _)) if !kept.rows.see(id) => {
                 self.warn(format!("source_files[{key:?}]"), DUPLICATE_KEY)?;
             }
-            Some((_, true)) => {}
-            Some((id, false)) => {
+            Some((_, stored)) if stored == fingerprint => {}
+            Some((id, _)) => {
                 self.conn
                     .prepare_cached(
                         "UPDATE source_files SET path = ?2, mtime = ?3, value_json = ?4 WHERE id = ?1",
@@ -617,7 +653,7 @@ impl<'c> Tables<'c> {
         let mut delete = self
             .conn
             .prepare_cached("DELETE FROM source_files WHERE id = ?1")?;
-        for id in kept.unseen() {
+        for id in kept.rows.unseen() {
             delete.execute([id])?;
         }
         Ok(())

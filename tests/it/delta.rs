@@ -716,7 +716,9 @@ fn quirky(revision: u32) -> String {
     };
     let source_files = match revision {
         0 => r#""a.ts": "2026-01-01", "a.ts": "repeated", "b.ts": {"odd": 1}, "gone.ts": "x""#,
-        _ => r#""a.ts": "2026-01-02", "a.ts": "repeated", "b.ts": {"odd": 1}, "new.ts": "y""#,
+        _ => {
+            r#""a.ts": "2026-01-02", "a.ts": "repeated", "b.ts": {"odd": 1}, "new.ts": "y", "new.ts": "again""#
+        }
     };
     format!(
         r#"{{"version": "0.7.0", "generated_at": "2026-01-01T00:00:00Z", "project": {{"name": "p", "root": "."}},
