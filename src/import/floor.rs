@@ -10,6 +10,10 @@
 //! while rows arrive, one `optimize` at the end), then builds each index on one thread. What it
 //! leaves out is everything the importer adds: turning JSON values into rows and binding them,
 //! the call graph's ids and lists, digests, summaries, `ANALYZE`, and waiting between phases.
+//!
+//! [`scan_unchanged`] is a delta's floor: reading the stored entry digests, then the reader's
+//! scan of a cache none of whose entries changed (each recognised from its bytes, none
+//! parsed), before anything is written.
 
 use std::path::Path;
 use std::sync::Arc;
