@@ -4,6 +4,8 @@
 //! (from the differences counted while comparing), nodes nothing refers to any more, the
 //! symbols' file paths and node resolution.
 
+use std::collections::BTreeMap;
+
 use foldhash::{HashMap, HashSet};
 
 use anyhow::{bail, Result};
@@ -228,26 +230,28 @@ impl Delta<'_> {
                 }
             }
         }
-        // In id order, as the nodes are stored: each page is read and written once.
-        let mut degree: Vec<(u32, (i64, i64))> = degree.into_iter().collect();
-        degree.sort_unstable();
-        let mut update = conn.prepare(
-            "UPDATE graph_nodes SET callers = callers + ?2, callees = callees + ?3 WHERE id = ?1",
-        )?;
+        // Each node's counts and reverse list length in one statement, in id order, as the
+        // nodes are stored: each page is read and written once.
+        let mut nodes: BTreeMap<u32, (i64, i64, Option<i64>)> = BTreeMap::new();
         for (node, (callers, callees)) in degree {
-            if callers != 0 || callees != 0 {
-                update.execute(params![node, callers, callees])?;
-            }
             if callers < 0 || callees < 0 {
                 // Lost an edge: perhaps no longer referenced at all.
                 self.touched_nodes.insert(node);
             }
+            if callers != 0 || callees != 0 {
+                let counts = nodes.entry(node).or_default();
+                (counts.0, counts.1) = (callers, callees);
+            }
         }
-        let mut lengths: Vec<(&u32, &i64)> = self.reverse_len.iter().collect();
-        lengths.sort_unstable();
-        let mut update = conn.prepare("UPDATE graph_nodes SET reverse_len = ?2 WHERE id = ?1")?;
-        for (node, len) in lengths {
-            update.execute(params![node, len])?;
+        for (&node, &len) in &self.reverse_len {
+            nodes.entry(node).or_default().2 = Some(len);
+        }
+        let mut update = conn.prepare(
+            "UPDATE graph_nodes SET callers = callers + ?2, callees = callees + ?3,
+                                    reverse_len = coalesce(?4, reverse_len) WHERE id = ?1",
+        )?;
+        for (node, (callers, callees, len)) in nodes {
+            update.execute(params![node, callers, callees, len])?;
         }
         Ok(())
     }
