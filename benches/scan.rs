@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use acpdb::import::floor::{scan_unchanged, UnchangedScan};
+use acpdb::import::floor::{scan_unchanged, FloorStep, UnchangedScan};
 use acpdb::project::{Project, ProjectArgs};
 
 /// Cache bytes a second the scan targets: 1.1 GB in about a second.
@@ -86,27 +86,26 @@ fn import_into(dir: &Path, db: &Path) -> PathBuf {
 
 /// One Markdown row: the cache, what its scans found and took.
 fn print_row(dir: &Path, scans: &[UnchangedScan]) {
-    let seconds = |scan: &UnchangedScan, step: usize| scan.steps[step].wall.as_secs_f64();
-    let best = scans
-        .iter()
-        .map(|scan| seconds(scan, 1))
-        .fold(f64::INFINITY, f64::min);
+    let best = |step: fn(&UnchangedScan) -> &FloorStep| {
+        scans
+            .iter()
+            .map(|scan| step(scan).wall.as_secs_f64())
+            .fold(f64::INFINITY, f64::min)
+    };
+    let best_scan = best(|scan| &scan.scan);
     let first = &scans[0];
     let each: Vec<String> = scans
         .iter()
-        .map(|scan| format!("{:.3}", seconds(scan, 1)))
+        .map(|scan| format!("{:.3}", scan.scan.wall.as_secs_f64()))
         .collect();
-    let rate = first.bytes as f64 / best;
+    let rate = first.bytes as f64 / best_scan;
     println!(
         "| {} | {:.1} | {} / {} | {:.3} | {} | {:.2} | {:.0} % |",
         dir.display(),
         first.bytes as f64 / 1e6,
         first.unchanged,
         first.parsed,
-        scans
-            .iter()
-            .map(|scan| seconds(scan, 0))
-            .fold(f64::INFINITY, f64::min),
+        best(|scan| &scan.digests),
         each.join(", "),
         rate / 1e9,
         rate / TARGET_BYTES_PER_SECOND * 100.0

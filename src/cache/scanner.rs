@@ -49,6 +49,9 @@ impl std::error::Error for ReadError {}
 
 pub(super) const READ_SIZE: usize = 1 << 20;
 
+/// The failure of a document that ends before its last value does.
+const TRUNCATED: &str = "the file ends in the middle of the document (truncated?)";
+
 #[cfg(test)]
 thread_local! {
     /// Bytes read at a time by readers started on this thread, in tests: a few bytes make
@@ -312,70 +315,59 @@ impl Scanner {
     }
 
     pub(super) fn truncated(&self) -> Failure {
-        Failure::at(
-            self.offset(),
-            "the file ends in the middle of the document (truncated?)",
-        )
+        Failure::at(self.offset(), TRUNCATED)
     }
 
     /// Scans one JSON value starting at the next non-whitespace byte and returns its range in
     /// `buf`. Only structure is checked here; the value is parsed by serde_json afterwards.
     pub(super) fn value_range(&mut self) -> Result<(usize, usize), Failure> {
         let first = self.peek()?.ok_or_else(|| self.truncated())?;
-        if !matches!(first, b'{' | b'[' | b'"') {
-            return self.scalar_range();
+        if matches!(first, b'{' | b'[' | b'"') {
+            let mut scan = ValueEnd::new(first);
+            return self.range_until(|bytes| scan.find(bytes), false);
         }
+        // A number, `true`, `false` or `null` (or whatever else stands there, for the parser
+        // to reject): up to the next delimiter or the end of the file.
+        self.range_until(
+            |bytes| {
+                bytes
+                    .iter()
+                    .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+            },
+            true,
+        )
+    }
+
+    /// The range in `buf` of the value starting at `pos` and ending where `end` finds its end
+    /// in the bytes after those it was given before (an index into the bytes it is given);
+    /// reading more of the file as needed, within the entry limit. At the end of the file the
+    /// value ends there when `ends_at_eof`, else the document is truncated.
+    fn range_until(
+        &mut self,
+        mut end: impl FnMut(&[u8]) -> Option<usize>,
+        ends_at_eof: bool,
+    ) -> Result<(usize, usize), Failure> {
         let mut start = self.pos;
         let mut scanned = start;
-        let mut scan = ValueEnd::new(first);
         loop {
-            if let Some(end) = scan.find(&self.buf[scanned..]) {
-                self.pos = scanned + end;
+            if let Some(at) = end(&self.buf[scanned..]) {
+                self.pos = scanned + at;
                 return Ok((start, self.pos));
             }
             scanned = self.buf.len();
             if (scanned - start) as u64 > self.max_entry_bytes {
                 return Err(self.entry_too_large(self.base + start as u64));
             }
-            let shift = self.fill(start)?.ok_or_else(|| {
-                Failure::at(
-                    self.base + scanned as u64,
-                    "the file ends in the middle of the document (truncated?)",
-                )
-            })?;
-            start -= shift;
-            scanned -= shift;
-        }
-    }
-
-    /// [`Scanner::value_range`] of a number, `true`, `false` or `null` (or whatever else
-    /// stands there, for the parser to reject): up to the next delimiter or the end of file.
-    fn scalar_range(&mut self) -> Result<(usize, usize), Failure> {
-        let mut start = self.pos;
-        let mut i = start;
-        loop {
-            while i < self.buf.len() {
-                if matches!(
-                    self.buf[i],
-                    b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'
-                ) {
-                    self.pos = i;
-                    return Ok((start, i));
-                }
-                i += 1;
-            }
-            if (i - start) as u64 > self.max_entry_bytes {
-                return Err(self.entry_too_large(self.base + start as u64));
-            }
             match self.fill(start)? {
                 Some(shift) => {
                     start -= shift;
-                    i -= shift;
+                    scanned -= shift;
                 }
-                None => {
-                    self.pos = i;
-                    return Ok((start, i));
+                None if ends_at_eof => {
+                    self.pos = scanned;
+                    return Ok((start, scanned));
                 }
+                None => return Err(Failure::at(self.base + scanned as u64, TRUNCATED)),
             }
         }
     }

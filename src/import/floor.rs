@@ -207,8 +207,10 @@ fn table_columns(conn: &Connection, table: &str) -> Result<Vec<String>> {
 /// reader sent.
 #[derive(Debug, Clone)]
 pub struct UnchangedScan {
-    /// Reading the stored entry digests, then scanning the cache with them.
-    pub steps: Vec<FloorStep>,
+    /// Reading the stored entry digests.
+    pub digests: FloorStep,
+    /// Scanning the cache with them.
+    pub scan: FloorStep,
     /// Bytes of the cache.
     pub bytes: u64,
     /// Entries recognised from their bytes (digested, not parsed).
@@ -250,8 +252,12 @@ pub fn scan_unchanged(cache: &Path, db: &Path) -> Result<UnchangedScan> {
         read??;
         Ok(())
     })?;
+    let [digests, scan]: [FloorStep; 2] = steps
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("two steps were timed"))?;
     Ok(UnchangedScan {
-        steps,
+        digests,
+        scan,
         bytes: std::fs::metadata(cache)?.len(),
         unchanged,
         parsed,

@@ -5,8 +5,9 @@
 //! A full import fills them from every row ([`fill`]). A delta import brings them up to date
 //! from what it changed ([`ChangeLog`]): temporary triggers, living only on the delta's
 //! connection, log the files it writes, the delta counts the symbols and call edges, and the
-//! counts move by the differences; `hot_nodes` is ranked again among its previous rows and the nodes whose
-//! `graph.reverse` list changed, and from every node only when that cannot be exact. The
+//! counts move by the differences; `hot_nodes` is ranked again among its previous rows and the
+//! nodes whose `graph.reverse` list changed, and from every node only when that cannot be
+//! exact. The
 //! tables filled from the sections a delta rewrites whole (constraints, domains) are small and
 //! refilled by both.
 

@@ -677,7 +677,6 @@ impl<'c> Tables<'c> {
                 Ok((r.get(0)?, same, r.get(1)?))
             })
             .optional()?;
-        let kept = self.kept_domains.as_mut().expect("kept domains");
         let Some((id, same, stored_name)) = stored else {
             self.insert_domain.execute(sql_params(
                 std::iter::once(ValueRef::Text(key.as_bytes())).chain(new),
@@ -688,6 +687,7 @@ impl<'c> Tables<'c> {
             self.counts.domains += 1;
             return Ok(());
         };
+        let kept = self.kept_domains.as_mut().expect("kept domains");
         if !kept.rows.see(id) {
             return self.warn(format!("domains[{key:?}]"), DUPLICATE_KEY);
         }
