@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::cache::event::Section;
 use crate::cache::fields::Record;
 use crate::cache::names::NameList;
+use crate::db;
 
 use super::{lookup, Change, Delta, DeltaMeetsExcluded, NewList, Stored, StoredRow};
 use crate::import::loader::{Entry, EntryWriter, Items, List, ListKey};
@@ -76,28 +77,25 @@ impl<'c> EntryWriter<'c> for Delta<'c> {
             items,
             digest,
         } = list;
-        let names_value;
-        let value = match items {
-            Items::Value(value) => value,
-            Items::Names(names) => {
-                names_value = names.to_value();
-                &names_value
-            }
-        };
         let reverse = section == Section::GraphReverse;
         let json_path = || format!("{}[{key:?}]", section.path());
         let delta = &mut *self;
         let key_id = delta.node(key)?;
         let mut ids = std::mem::take(&mut delta.ids);
         ids.clear();
-        let items = match value {
-            Value::Array(items) => {
-                for name in items.iter().filter_map(Value::as_str) {
-                    ids.push(delta.node(name)?);
-                }
-                list_items(items, &ids)
+        let (items, len) = match items {
+            Items::Names(names) => {
+                delta.nodes_of(names.iter().map(|(name, _)| name), &mut ids)?;
+                (
+                    SqlValue::Blob(db::encode_graph_items(&ids)),
+                    Some(names.len()),
+                )
             }
-            other => SqlValue::Text(other.to_string()),
+            Items::Value(Value::Array(items)) => {
+                delta.nodes_of(items.iter().filter_map(Value::as_str), &mut ids)?;
+                (list_items(items, &ids), Some(items.len()))
+            }
+            Items::Value(other) => (SqlValue::Text(other.to_string()), None),
         };
         // The stored list, read into memory only when it differs.
         let stored: Option<(i64, Option<SqlValue>)> = delta
@@ -111,7 +109,7 @@ impl<'c> EntryWriter<'c> for Delta<'c> {
             section,
             key,
             key_id,
-            value,
+            len,
             items,
             ids: &ids,
             digest,
@@ -253,7 +251,7 @@ impl Delta<'_> {
             section,
             key,
             key_id,
-            value,
+            len,
             items,
             ids,
             digest,
@@ -291,10 +289,9 @@ impl Delta<'_> {
         delta.counts.lists_changed += 1;
         delta.list_edges(key_id, reverse, ids, 1);
         if reverse {
-            let len = value.as_array().map_or(0, Vec::len);
-            delta.reverse_len.insert(key_id, len as i64);
+            delta.reverse_len.insert(key_id, len.unwrap_or(0) as i64);
         }
-        if !value.is_array() {
+        if len.is_none() {
             tables.warn_list_not_names(section, key)?;
         }
         Ok(())

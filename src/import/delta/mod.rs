@@ -422,7 +422,8 @@ struct NewList<'a> {
     section: Section,
     key: &'a str,
     key_id: u32,
-    value: &'a Value,
+    /// Its number of items, `None` when it is not a list (kept verbatim).
+    len: Option<usize>,
     /// As stored (see `loader::list_items`).
     items: SqlValue,
     /// Node ids of its names.
@@ -676,6 +677,18 @@ impl<'c> Delta<'c> {
             self.names.insert(name.to_string());
         }
         Ok(id)
+    }
+
+    /// The ids of the nodes called `names`, in order, appended to `ids`; each created when new.
+    fn nodes_of<'n>(
+        &mut self,
+        names: impl Iterator<Item = &'n str>,
+        ids: &mut Vec<u32>,
+    ) -> Result<()> {
+        let created = &mut self.names;
+        self.nodes.get_or_create_all(names, ids, |name| {
+            created.insert(name.to_string());
+        })
     }
 
     /// Counts `sign` occurrences of `caller → callee` from a forward or a reverse source.

@@ -3,37 +3,48 @@
 //! A changed list names every one of its items again (a hub's reverse list that gained one
 //! caller names all its callers), so a 1 % edit at a million symbols asks for the ids of about
 //! 540,000 distinct names: one index lookup each cost 3.7 s. Instead, every stored node is read
-//! once, in one pass over `graph_nodes`, into a sorted table of 96-bit fingerprints of the
-//! names (16 bytes a node: 14 MB at a million symbols, 0.2 s), and a name is found by a binary
-//! search. The fingerprints are two foldhash hashes seeded at random for each delta, so no input
-//! can be crafted to collide; two stored names that do share one are looked up by index
-//! instead, as is any name once the delta removed a node. Nodes the delta creates are kept by
-//! name.
+//! once, in one pass over `graph_nodes`, into an open-addressing table of 96-bit fingerprints of
+//! the names (16 bytes a slot, at most 4 slots in 5 used: 21-34 MB at a million symbols), where
+//! a name is found in one memory read; the names of a list are looked up a batch at a time,
+//! their slots fetched into the cache together. The fingerprints are two foldhash hashes seeded
+//! at random for each delta, so no input can be crafted to collide; two stored names that do
+//! share one are looked up by index instead, as is any name once the delta removed a node.
+//! Nodes the delta creates are kept by name.
 
-use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 
 use anyhow::{Context, Result};
+use foldhash::{HashMap, HashMapExt};
 use rusqlite::{params, Connection, OptionalExtension, Statement};
 
-/// A stored node: its name's fingerprint and its id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Stored {
-    fingerprint: (u64, u32),
+/// A name's fingerprint: two hashes of it with random seeds.
+type Fingerprint = (u64, u32);
+
+/// A slot of the table: a stored node's fingerprint and id, [`EMPTY`] or [`BY_INDEX`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Slot {
+    high: u64,
+    low: u32,
     id: u32,
 }
 
+/// The id of an empty slot (no node has id 0).
+const EMPTY: u32 = 0;
+
+/// The id of a slot whose fingerprint two stored names share (or whose node's id cannot be
+/// kept in a slot): its names are looked up by index.
+const BY_INDEX: u32 = u32::MAX;
+
+/// Names looked up together, their slots fetched into the cache before the first is read.
+const BATCH: usize = 16;
+
 /// Node ids by name, for the nodes stored when the delta began and those it created.
 pub(super) struct NodeIds<'c> {
-    /// The stored nodes, sorted by fingerprint; a fingerprint two of them share is left out.
-    stored: Vec<Stored>,
-    /// For each value of a fingerprint's top [`NodeIds::bits`] bits, the index in `stored` of
-    /// the first node with that value or a greater one (about one node each: two memory reads
-    /// find a name, where a binary search over a million nodes missed the cache twenty times).
-    directory: Vec<u32>,
-    bits: u32,
-    /// Fingerprints two stored names share (names with one are looked up by index).
-    shared: HashSet<(u64, u32)>,
+    /// The stored nodes by fingerprint, linear probing from the fingerprint's top bits; a
+    /// power of two long, at most four fifths full.
+    slots: Vec<Slot>,
+    /// 64 less the bits of a slot's index.
+    shift: u32,
     hashers: [foldhash::quality::RandomState; 2],
     /// Nodes created by the delta.
     created: HashMap<String, u32>,
@@ -51,70 +62,140 @@ impl<'c> NodeIds<'c> {
             foldhash::quality::RandomState::default(),
             foldhash::quality::RandomState::default(),
         ];
-        let mut stored = Vec::new();
-        let mut next = 1u32;
-        {
-            let mut stmt = conn.prepare("SELECT id, name FROM graph_nodes")?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
-                let id: u32 = row.get(0)?;
-                let name = row.get_ref(1)?.as_bytes()?;
-                stored.push(Stored {
-                    fingerprint: fingerprint(&hashers, name),
-                    id,
-                });
-                next = next.max(id.saturating_add(1));
-            }
-        }
-        stored.sort_unstable();
-        let mut shared = HashSet::new();
-        for pair in stored.windows(2) {
-            if pair[0].fingerprint == pair[1].fingerprint {
-                shared.insert(pair[0].fingerprint);
-            }
-        }
-        if !shared.is_empty() {
-            stored.retain(|node| !shared.contains(&node.fingerprint));
-        }
-        let bits = stored.len().max(1).ilog2().max(1);
-        let mut directory = Vec::with_capacity((1 << bits) + 1);
-        for (at, node) in stored.iter().enumerate() {
-            let bucket = (node.fingerprint.0 >> (64 - bits)) as usize;
-            while directory.len() <= bucket {
-                directory.push(at as u32);
-            }
-        }
-        directory.resize((1 << bits) + 1, stored.len() as u32);
-        Ok(NodeIds {
-            stored,
-            directory,
-            bits,
-            shared,
+        let count: i64 = conn.query_row("SELECT count(*) FROM graph_nodes", [], |r| r.get(0))?;
+        let count = usize::try_from(count).unwrap_or(0);
+        // The count is a hint: rows another connection added after it only fill the table more.
+        let bits = (count.max(1) * 5 / 4).next_power_of_two().ilog2().max(4);
+        let mut nodes = NodeIds {
+            slots: vec![Slot::default(); 1 << bits],
+            shift: 64 - bits,
             hashers,
             created: HashMap::new(),
             removed_any: false,
             by_name: conn.prepare("SELECT id FROM graph_nodes WHERE name = ?1")?,
             insert: conn.prepare("INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)")?,
-            next,
-        })
+            next: 1,
+        };
+        let mut stmt = conn.prepare("SELECT id, name FROM graph_nodes")?;
+        let mut rows = stmt.query([])?;
+        let mut stored = 0usize;
+        while let Some(row) = rows.next()? {
+            let id: u32 = row.get(0)?;
+            let name = row.get_ref(1)?.as_bytes()?;
+            stored += 1;
+            if stored > nodes.slots.len() * 4 / 5 {
+                anyhow::bail!("the call graph's nodes changed while the delta read them");
+            }
+            nodes.keep(fingerprint(&nodes.hashers, name), id);
+            nodes.next = nodes.next.max(id.saturating_add(1));
+        }
+        Ok(nodes)
+    }
+
+    /// Puts a stored node in its slot.
+    fn keep(&mut self, (high, low): Fingerprint, id: u32) {
+        let mask = self.slots.len() - 1;
+        let mut at = (high >> self.shift) as usize;
+        loop {
+            let slot = &mut self.slots[at];
+            if slot.id == EMPTY {
+                let id = if id == EMPTY { BY_INDEX } else { id };
+                *slot = Slot { high, low, id };
+                return;
+            }
+            if slot.high == high && slot.low == low {
+                slot.id = BY_INDEX;
+                return;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// The slot of a stored node with fingerprint `(high, low)`, if any.
+    fn find(&self, (high, low): Fingerprint) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let mut at = (high >> self.shift) as usize;
+        loop {
+            let slot = self.slots[at];
+            if slot.id == EMPTY {
+                return None;
+            }
+            if slot.high == high && slot.low == low {
+                return Some(slot.id);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// Asks the processor to bring the slot of `fingerprint` into the cache.
+    fn prefetch(&self, (high, _): Fingerprint) {
+        let slot = &self.slots[(high >> self.shift) as usize];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            // SAFETY: a prefetch only hints the cache; the address is that of a live slot.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(slot).cast::<i8>()) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = slot;
     }
 
     /// The id of the node called `name`, and whether the delta created it now.
     pub(super) fn get_or_create(&mut self, name: &str) -> Result<(u32, bool)> {
-        if let Some(&id) = self.created.get(name) {
-            return Ok((id, false));
-        }
         let fingerprint = fingerprint(&self.hashers, name.as_bytes());
-        if self.removed_any || self.shared.contains(&fingerprint) {
+        self.resolve(name, fingerprint)
+    }
+
+    /// The ids of the nodes called `names`, in order, appended to `ids`; `created` is called
+    /// with each name the delta creates a node for. Looked up [`BATCH`] at a time, so that the
+    /// memory reads of a batch overlap.
+    pub(super) fn get_or_create_all<'n>(
+        &mut self,
+        names: impl Iterator<Item = &'n str>,
+        ids: &mut Vec<u32>,
+        mut created: impl FnMut(&str),
+    ) -> Result<()> {
+        let mut names = names.peekable();
+        let mut batch: Vec<(&str, Fingerprint)> = Vec::with_capacity(BATCH);
+        while names.peek().is_some() {
+            batch.clear();
+            batch.extend(names.by_ref().take(BATCH).map(|name| {
+                let fingerprint = fingerprint(&self.hashers, name.as_bytes());
+                self.prefetch(fingerprint);
+                (name, fingerprint)
+            }));
+            for &(name, fingerprint) in &batch {
+                let (id, new) = self.resolve(name, fingerprint)?;
+                if new {
+                    created(name);
+                }
+                ids.push(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// [`NodeIds::get_or_create`] with the name's fingerprint.
+    fn resolve(&mut self, name: &str, fingerprint: Fingerprint) -> Result<(u32, bool)> {
+        // A created name's fingerprint is in no slot: had a stored name shared it, the name
+        // would have been given that node's id, not created.
+        let stored = if self.removed_any {
+            None
+        } else {
+            self.find(fingerprint)
+        };
+        match stored {
+            Some(id) if id != BY_INDEX => return Ok((id, false)),
+            Some(_) => {}
+            None => {
+                if let Some(&id) = self.created.get(name) {
+                    return Ok((id, false));
+                }
+            }
+        }
+        if stored.is_some() || self.removed_any {
             if let Some(id) = self.by_name.query_row([name], |r| r.get(0)).optional()? {
                 return Ok((id, false));
-            }
-        } else {
-            let bucket = (fingerprint.0 >> (64 - self.bits)) as usize;
-            let (start, end) = (self.directory[bucket], self.directory[bucket + 1]);
-            let nodes = &self.stored[start as usize..end as usize];
-            if let Some(node) = nodes.iter().find(|node| node.fingerprint == fingerprint) {
-                return Ok((node.id, false));
             }
         }
         let id = self.next;
@@ -134,7 +215,7 @@ impl<'c> NodeIds<'c> {
 }
 
 /// The 96-bit fingerprint of a node name.
-fn fingerprint(hashers: &[foldhash::quality::RandomState; 2], name: &[u8]) -> (u64, u32) {
+fn fingerprint(hashers: &[foldhash::quality::RandomState; 2], name: &[u8]) -> Fingerprint {
     (hashers[0].hash_one(name), hashers[1].hash_one(name) as u32)
 }
 
@@ -163,8 +244,7 @@ mod tests {
         // A fingerprint taken as shared by two stored names: found by index all the same.
         let name = "node_77";
         let shared = fingerprint(&nodes.hashers, name.as_bytes());
-        nodes.shared.insert(shared);
-        nodes.stored.retain(|node| node.fingerprint != shared);
+        nodes.keep(shared, 1);
         assert_eq!(nodes.get_or_create(name).unwrap(), (77 * 3, false));
         // A new name gets the next id, once.
         assert_eq!(nodes.get_or_create("fresh").unwrap(), (15_001, true));
@@ -175,5 +255,57 @@ mod tests {
         nodes.removed("node_5");
         assert_eq!(nodes.get_or_create("node_6").unwrap(), (18, false));
         assert_eq!(nodes.get_or_create("node_5").unwrap(), (15_002, true));
+    }
+
+    #[test]
+    fn names_looked_up_in_batches_come_back_in_order_each_new_one_created_once() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::db::migrate(&mut conn, None).unwrap();
+        for id in 1..=100u32 {
+            conn.execute(
+                "INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)",
+                params![id, format!("node_{id}")],
+            )
+            .unwrap();
+        }
+        let mut nodes = NodeIds::load(&conn).unwrap();
+        // The table is at most four fifths full, whatever the count.
+        assert!(
+            nodes.slots.len() * 4 >= 100 * 5,
+            "{} slots",
+            nodes.slots.len()
+        );
+        // Stored and new names across several batches, a new one twice in the same batch and
+        // again in a later one.
+        let names: Vec<String> = (0..40)
+            .map(|i| match i % 5 {
+                0 => format!("new_{}", i / 10),
+                _ => format!("node_{}", 1 + i * 2),
+            })
+            .collect();
+        let mut ids = vec![7];
+        let mut created = Vec::new();
+        nodes
+            .get_or_create_all(names.iter().map(String::as_str), &mut ids, |name| {
+                created.push(name.to_string())
+            })
+            .unwrap();
+        assert_eq!(created, ["new_0", "new_1", "new_2", "new_3"]);
+        let mut expected = vec![7];
+        for name in &names {
+            expected.push(match name.strip_prefix("new_") {
+                Some(n) => 101 + n.parse::<u32>().unwrap(),
+                None => name["node_".len()..].parse().unwrap(),
+            });
+        }
+        assert_eq!(ids, expected);
+        let stored: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM graph_nodes WHERE name LIKE 'new%'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(stored, 4);
     }
 }
