@@ -79,17 +79,31 @@ impl<'c> NodeIds<'c> {
         let mut stmt = conn.prepare("SELECT id, name FROM graph_nodes")?;
         let mut rows = stmt.query([])?;
         let mut stored = 0usize;
-        while let Some(row) = rows.next()? {
-            let id: u32 = row.get(0)?;
-            let name = row.get_ref(1)?.as_bytes()?;
-            stored += 1;
-            if stored > nodes.slots.len() * 4 / 5 {
-                anyhow::bail!("the call graph's nodes changed while the delta read them");
+        // Kept a batch at a time, as names are looked up: the slots of a batch are fetched
+        // into the cache together.
+        let mut batch: Vec<(Fingerprint, u32)> = Vec::with_capacity(BATCH);
+        loop {
+            let row = rows.next()?;
+            if let Some(row) = row {
+                let id: u32 = row.get(0)?;
+                let fingerprint = fingerprint(&nodes.hashers, row.get_ref(1)?.as_bytes()?);
+                nodes.prefetch(fingerprint);
+                batch.push((fingerprint, id));
+                stored += 1;
+                if stored > nodes.slots.len() * 4 / 5 {
+                    anyhow::bail!("the call graph's nodes changed while the delta read them");
+                }
+                nodes.next = nodes.next.max(id.saturating_add(1));
             }
-            nodes.keep(fingerprint(&nodes.hashers, name), id);
-            nodes.next = nodes.next.max(id.saturating_add(1));
+            if batch.len() == BATCH || row.is_none() {
+                for (fingerprint, id) in batch.drain(..) {
+                    nodes.keep(fingerprint, id);
+                }
+            }
+            if row.is_none() {
+                return Ok(nodes);
+            }
         }
-        Ok(nodes)
     }
 
     /// Puts a stored node in its slot.
