@@ -226,7 +226,10 @@ pub fn scan_unchanged(cache: &Path, db: &Path) -> Result<UnchangedScan> {
     let mut steps = Vec::new();
     let mut known = None;
     timed(&mut steps, "read the stored entry digests", || {
-        known = Some(Arc::new(super::delta::known_entries(db)?));
+        known = Some(Arc::new(super::delta::known_entries(
+            db,
+            &std::sync::atomic::AtomicBool::new(false),
+        )?));
         Ok(())
     })?;
     let (mut unchanged, mut parsed) = (0, 0);

@@ -11,6 +11,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -543,20 +544,22 @@ impl Source<'_> {
     fn delta(&self, progress: Arc<Progress>) -> Result<ImportSummary> {
         let (project, started) = (self.project, self.started);
         let conn = open_in_place(&project.db)?;
-        let mut sample = Sample::new(&conn)?;
-        self.start_reading(None, Arc::default(), READ_AHEAD)?
-            .inspect(|event| sample.look(event))?;
-        sample.verdict()?;
-        drop(sample);
-        tracing::debug!(
-            "judged the first entries at {:.2} s",
-            started.elapsed().as_secs_f64()
-        );
-        // The stored digests are read on a connection of their own while this one begins the
-        // write transaction and loads the node names, source files and domains.
+        // The stored digests are read on connections of their own while this one judges the
+        // first entries, then begins the write transaction and loads the node names, source
+        // files and domains. A verdict to import fully stops the reading.
+        let stop = AtomicBool::new(false);
         let (known, log, mut delta, tables) = std::thread::scope(|scope| {
-            let digests = scope.spawn(|| delta::known_entries(&project.db));
+            let digests = scope.spawn(|| delta::known_entries(&project.db, &stop));
             let prepared = (|| -> Result<_> {
+                let mut sample = Sample::new(&conn)?;
+                self.start_reading(None, Arc::default(), READ_AHEAD)?
+                    .inspect(|event| sample.look(event))?;
+                sample.verdict()?;
+                drop(sample);
+                tracing::debug!(
+                    "judged the first entries at {:.2} s",
+                    started.elapsed().as_secs_f64()
+                );
                 conn.execute_batch("BEGIN IMMEDIATE")?;
                 let log = summaries::ChangeLog::start(&conn)?;
                 let delta = Delta::start(&conn)?;
@@ -566,6 +569,9 @@ impl Source<'_> {
                 tables.keep_source_files()?;
                 Ok((log, delta, tables))
             })();
+            if prepared.is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
             let known = digests
                 .join()
                 .map_err(|_| anyhow::anyhow!("the thread reading entry digests panicked"))?;

@@ -20,6 +20,7 @@
 //! the changes themselves.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -257,11 +258,13 @@ impl DeltaCounts {
 /// The digests of the entries stored in the database at `db`, read on connections of their
 /// own: the call-graph lists' on a thread of its own while this one reads the files' and
 /// symbols' (the two take about as long). A delta prepares its write transaction meanwhile; the
-/// import lock keeps other writers out, so every connection sees the same state.
-pub(super) fn known_entries(db: &Path) -> Result<KnownEntries> {
+/// import lock keeps other writers out, so every connection sees the same state. Once `stop`
+/// is set, the reading ends with an error.
+pub(super) fn known_entries(db: &Path, stop: &AtomicBool) -> Result<KnownEntries> {
     std::thread::scope(|scope| {
-        let lists = scope.spawn(|| digests(&crate::db::open_read_only(db)?, &DIGEST_READS[2..]));
-        let entries = digests(&crate::db::open_read_only(db)?, &DIGEST_READS[..2]);
+        let lists =
+            scope.spawn(|| digests(&crate::db::open_read_only(db)?, &DIGEST_READS[2..], stop));
+        let entries = digests(&crate::db::open_read_only(db)?, &DIGEST_READS[..2], stop);
         let lists = lists
             .join()
             .map_err(|_| anyhow::anyhow!("the thread reading digests panicked"))?;
@@ -270,6 +273,9 @@ pub(super) fn known_entries(db: &Path) -> Result<KnownEntries> {
         Ok(KnownEntries::new(entries))
     })
 }
+
+/// Stored digests read between two looks at the flag that stops [`known_entries`].
+const STOP_CHECKED_EVERY: usize = 4096;
 
 /// Each read of stored digests, with the sections of its rows: the third column is 0 for files
 /// and symbols, `reverse` for call-graph lists.
@@ -288,13 +294,21 @@ const DIGEST_READS: [(&str, [Section; 2]); 3] = [
     ),
 ];
 
-/// The `(digest, section, id)` of the rows of `reads`, each read in row id order.
-fn digests(conn: &Connection, reads: &[(&str, [Section; 2])]) -> Result<Vec<(i64, Section, u32)>> {
+/// The `(digest, section, id)` of the rows of `reads`, each read in row id order, until `stop`
+/// is set.
+fn digests(
+    conn: &Connection,
+    reads: &[(&str, [Section; 2])],
+    stop: &AtomicBool,
+) -> Result<Vec<(i64, Section, u32)>> {
     let mut digests = Vec::new();
     for (sql, sections) in reads {
         let mut stmt = conn.prepare(sql)?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
+            if digests.len() % STOP_CHECKED_EVERY == 0 && stop.load(Ordering::Relaxed) {
+                anyhow::bail!("the delta stopped reading the stored digests");
+            }
             let section = sections[usize::from(row.get::<_, bool>(2)?)];
             digests.push((row.get(0)?, section, row.get(1)?));
         }
@@ -826,5 +840,42 @@ impl<'c> Delta<'c> {
         rewrite_fts_row(&mut self.files_fts, id, words)?;
         rewrite_fts_row(&mut self.files_trigram, id, paths)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use rusqlite::{params, Connection};
+
+    use super::known_entries;
+
+    #[test]
+    fn stored_digests_are_all_read_unless_the_reading_is_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("acp.db");
+        let mut conn = Connection::open(&db).unwrap();
+        crate::db::migrate(&mut conn, None).unwrap();
+        let lists = 10_000u32;
+        let tx = conn.transaction().unwrap();
+        for id in 1..=lists {
+            tx.execute(
+                "INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)",
+                params![id, format!("node_{id}")],
+            )
+            .unwrap();
+            tx.execute(
+                "INSERT INTO graph_lists(node_id, reverse, items, digest) VALUES (?1, 0, x'', ?1)",
+                [id],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+        drop(conn);
+        let known = known_entries(&db, &AtomicBool::new(false)).unwrap();
+        assert_eq!(known.len(), lists as usize);
+        let stopped = known_entries(&db, &AtomicBool::new(true)).unwrap_err();
+        assert!(stopped.to_string().contains("stopped"), "{stopped:#}");
     }
 }
