@@ -4,7 +4,7 @@
 //! caller names all its callers), so a 1 % edit at a million symbols asks for the ids of about
 //! 540,000 distinct names: one index lookup each cost 3.7 s. Instead, every stored node is read
 //! once, in one pass over `graph_nodes`, into an open-addressing table of 96-bit fingerprints of
-//! the names (16 bytes a slot, at most 4 slots in 5 used: 21-34 MB at a million symbols), where
+//! the names (16 bytes a slot, 4 slots in 5 used: 20 bytes a node), where
 //! a name is found in one memory read; the names of a list are looked up a batch at a time,
 //! their slots fetched into the cache together. The fingerprints are two foldhash hashes seeded
 //! at random for each delta, so no input can be crafted to collide; two stored names that do
@@ -40,11 +40,9 @@ const BATCH: usize = 16;
 
 /// Node ids by name, for the nodes stored when the delta began and those it created.
 pub(super) struct NodeIds<'c> {
-    /// The stored nodes by fingerprint, linear probing from the fingerprint's top bits; a
-    /// power of two long, at most four fifths full.
+    /// The stored nodes by fingerprint, linear probing from [`NodeIds::home`]; at most four
+    /// fifths full.
     slots: Vec<Slot>,
-    /// 64 less the bits of a slot's index.
-    shift: u32,
     hashers: [foldhash::quality::RandomState; 2],
     /// Nodes created by the delta.
     created: HashMap<String, u32>,
@@ -65,10 +63,8 @@ impl<'c> NodeIds<'c> {
         let count: i64 = conn.query_row("SELECT count(*) FROM graph_nodes", [], |r| r.get(0))?;
         let count = usize::try_from(count).unwrap_or(0);
         // The count is a hint: rows another connection added after it only fill the table more.
-        let bits = (count.max(1) * 5 / 4).next_power_of_two().ilog2().max(4);
         let mut nodes = NodeIds {
-            slots: vec![Slot::default(); 1 << bits],
-            shift: 64 - bits,
+            slots: vec![Slot::default(); ((count * 5).div_ceil(4) + 1).max(16)],
             hashers,
             created: HashMap::new(),
             removed_any: false,
@@ -108,8 +104,7 @@ impl<'c> NodeIds<'c> {
 
     /// Puts a stored node in its slot.
     fn keep(&mut self, (high, low): Fingerprint, id: u32) {
-        let mask = self.slots.len() - 1;
-        let mut at = (high >> self.shift) as usize;
+        let mut at = self.home(high);
         loop {
             let slot = &mut self.slots[at];
             if slot.id == EMPTY {
@@ -121,14 +116,13 @@ impl<'c> NodeIds<'c> {
                 slot.id = BY_INDEX;
                 return;
             }
-            at = (at + 1) & mask;
+            at = self.next_slot(at);
         }
     }
 
     /// The slot of a stored node with fingerprint `(high, low)`, if any.
     fn find(&self, (high, low): Fingerprint) -> Option<u32> {
-        let mask = self.slots.len() - 1;
-        let mut at = (high >> self.shift) as usize;
+        let mut at = self.home(high);
         loop {
             let slot = self.slots[at];
             if slot.id == EMPTY {
@@ -137,13 +131,28 @@ impl<'c> NodeIds<'c> {
             if slot.high == high && slot.low == low {
                 return Some(slot.id);
             }
-            at = (at + 1) & mask;
+            at = self.next_slot(at);
+        }
+    }
+
+    /// The first slot a fingerprint whose first hash is `high` may be in: `high` scaled to the
+    /// table's length, so that any length will do.
+    fn home(&self, high: u64) -> usize {
+        ((u128::from(high) * self.slots.len() as u128) >> 64) as usize
+    }
+
+    /// The slot after `at`, the first after the last.
+    fn next_slot(&self, at: usize) -> usize {
+        if at + 1 == self.slots.len() {
+            0
+        } else {
+            at + 1
         }
     }
 
     /// Asks the processor to bring the slot of `fingerprint` into the cache.
     fn prefetch(&self, (high, _): Fingerprint) {
-        let slot = &self.slots[(high >> self.shift) as usize];
+        let slot = &self.slots[self.home(high)];
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -321,5 +330,24 @@ mod tests {
             )
             .unwrap();
         assert_eq!(stored, 4);
+    }
+
+    #[test]
+    fn probing_goes_on_from_the_last_slot_to_the_first() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::db::migrate(&mut conn, None).unwrap();
+        let mut nodes = NodeIds::load(&conn).unwrap();
+        let last = nodes.slots.len() - 1;
+        assert_eq!(nodes.home(u64::MAX), last);
+        for low in 1..=3u32 {
+            nodes.keep((u64::MAX, low), 10 + low);
+        }
+        assert_eq!(nodes.slots[last].id, 11);
+        assert_eq!(nodes.slots[0].id, 12);
+        assert_eq!(nodes.slots[1].id, 13);
+        for low in 1..=3u32 {
+            assert_eq!(nodes.find((u64::MAX, low)), Some(10 + low));
+        }
+        assert_eq!(nodes.find((u64::MAX, 4)), None);
     }
 }
