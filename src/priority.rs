@@ -7,6 +7,19 @@
 #[cfg(target_os = "linux")]
 const LOWEST: i32 = 19;
 
+/// Nice levels below the server at which heavy queries run (walks, scans, `acp_impact`,
+/// `acp_trace`, `acp_unused`): when every core is busy, the scheduler gives the threads that
+/// answer point lookups about ten times their share, so a lookup that arrives during a row of
+/// searches and walks is answered at once rather than time-sliced with them.
+pub const HEAVY_QUERIES: i32 = 10;
+
+/// Nice levels below the server at which a re-import runs while the previous database answers:
+/// below the heavy queries too (about a seventh of their share when they compete), since an
+/// agent waits on every answer and on no re-import. With a core free it runs at full speed.
+pub const REIMPORT: i32 = 19;
+
+const _: () = assert!(REIMPORT > HEAVY_QUERIES && HEAVY_QUERIES > 0);
+
 /// Sets the calling thread's priority to `steps` nice levels below the process's own (its main
 /// thread's, which nothing here lowers), at most 19. Measured from the process, not from the
 /// calling thread, so a thread started by a lowered one is not lowered twice.

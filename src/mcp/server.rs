@@ -89,13 +89,8 @@ impl Gates {
 /// A job for a heavy-query thread.
 type HeavyJob = Box<dyn FnOnce() + Send>;
 
-/// Nice levels the heavy-query threads run below the server: when every core is busy, the scheduler gives the
-/// threads that answer point lookups about ten times their share, so a lookup that arrives
-/// during a row of searches and walks is answered at once rather than time-sliced with them.
-const HEAVY_NICENESS: i32 = 10;
-
 /// Threads that run heavy queries (and render their answers) at a lower CPU priority
-/// ([`HEAVY_NICENESS`]); they stop when the server is dropped.
+/// ([`crate::priority::HEAVY_QUERIES`]); they stop when the server is dropped.
 struct HeavyWorkers {
     jobs: std::sync::mpsc::Sender<HeavyJob>,
 }
@@ -150,10 +145,10 @@ impl HeavyWorkers {
     }
 }
 
-/// Lowers the calling heavy-query thread's CPU priority to [`HEAVY_NICENESS`] levels below the
-/// server's.
+/// Lowers the calling heavy-query thread's CPU priority to
+/// [`crate::priority::HEAVY_QUERIES`] levels below the server's.
 fn lower_thread_priority() {
-    if let Err(err) = crate::priority::lower_this_thread(HEAVY_NICENESS) {
+    if let Err(err) = crate::priority::lower_this_thread(crate::priority::HEAVY_QUERIES) {
         tracing::debug!("cannot lower a heavy-query thread's priority: {err}");
     }
 }

@@ -628,12 +628,13 @@ fn signature(project: &Project) -> Signature {
     )
 }
 
-/// Lowers the calling thread's scheduling priority to 10 nice levels below the server's, so that
-/// a re-import running while the previous database answers leaves the cores to tool calls
-/// first. The threads an import starts (the reader, the full-text builder) inherit it; the
-/// full-text builder's own lowering, measured from the process too, leaves it there.
+/// Lowers the calling thread's scheduling priority to [`crate::priority::REIMPORT`] nice levels
+/// below the server's, so that a re-import running while the previous database answers leaves
+/// the cores to tool calls first, heavy ones included. The threads an import starts (the reader,
+/// the file's hasher, the full-text builder) inherit it; the full-text builder's own lowering,
+/// measured from the process too, leaves it there.
 fn yield_to_tool_calls() {
-    if let Err(err) = crate::priority::lower_this_thread(10) {
+    if let Err(err) = crate::priority::lower_this_thread(crate::priority::REIMPORT) {
         tracing::debug!("cannot lower the import's priority: {err}");
     }
 }
@@ -728,5 +729,28 @@ mod tests {
             .recv_timeout(Duration::from_secs(10))
             .expect("the value was dropped");
         assert_ne!(thread, std::thread::current().id());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_reimport_runs_below_the_heavy_queries() {
+        let (process, reimport) = std::thread::spawn(|| {
+            yield_to_tool_calls();
+            // SAFETY: getpid and getpriority take plain integers; `who = 0` is the calling
+            // thread, `who = pid` the main thread.
+            unsafe {
+                (
+                    libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t),
+                    libc::getpriority(libc::PRIO_PROCESS, 0),
+                )
+            }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(reimport, (process + crate::priority::REIMPORT).min(19));
+        assert!(
+            reimport > process + crate::priority::HEAVY_QUERIES || reimport == 19,
+            "re-import at {reimport}, server at {process}"
+        );
     }
 }
