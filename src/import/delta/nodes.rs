@@ -4,9 +4,9 @@
 //! caller names all its callers), so a 1 % edit at a million symbols asks for the ids of about
 //! 540,000 distinct names: one index lookup each cost 3.7 s. Instead, every stored node is read
 //! once, in one pass over `graph_nodes`, into an open-addressing table of 96-bit fingerprints of
-//! the names (16 bytes a slot, 4 slots in 5 used: 20 bytes a node), where
-//! a name is found in one memory read; the names of a list are looked up a batch at a time,
-//! their slots fetched into the cache together. The fingerprints are two foldhash hashes seeded
+//! the names (16 bytes a slot, 4 slots in 5 used: 20 bytes a node), where a name is found in one
+//! memory read; the names of a list are looked up a batch at a time, their slots fetched into
+//! the cache together. The fingerprints are two foldhash hashes seeded
 //! at random for each delta, so no input can be crafted to collide; two stored names that do
 //! share one are looked up by index instead, as is any name once the delta removed a node.
 //! Nodes the delta creates are kept by name.
@@ -62,7 +62,8 @@ impl<'c> NodeIds<'c> {
         ];
         let count: i64 = conn.query_row("SELECT count(*) FROM graph_nodes", [], |r| r.get(0))?;
         let count = usize::try_from(count).unwrap_or(0);
-        // The count is a hint: rows another connection added after it only fill the table more.
+        // Read in the delta's write transaction, the count is exact; were more rows read, the
+        // load would stop (below) rather than fill the table past four fifths.
         let mut nodes = NodeIds {
             slots: vec![Slot::default(); ((count * 5).div_ceil(4) + 1).max(16)],
             hashers,
