@@ -223,25 +223,19 @@ pub struct UnchangedScan {
 /// spends before it writes anything: reading the database's entry digests, then the reader's
 /// scan of the cache, each entry recognised from its bytes. `db` is only read.
 pub fn scan_unchanged(cache: &Path, db: &Path) -> Result<UnchangedScan> {
-    let mut steps = Vec::new();
-    let mut known = None;
-    timed(&mut steps, "read the stored entry digests", || {
-        known = Some(Arc::new(super::delta::known_entries(
-            db,
-            &std::sync::atomic::AtomicBool::new(false),
-        )?));
-        Ok(())
+    let (known, digests) = measured("read the stored entry digests", || {
+        super::delta::known_entries(db, &std::sync::atomic::AtomicBool::new(false))
     })?;
-    let (mut unchanged, mut parsed) = (0, 0);
-    timed(&mut steps, "scan the cache (every entry known)", || {
+    let ((unchanged, parsed), scan) = measured("scan the cache (every entry known)", || {
         let reading = Reading::start(
             cache,
             DocumentKind::Cache,
             Limits::default(),
-            known.take(),
+            Some(Arc::new(known)),
             Arc::new(Progress::default()),
             READ_AHEAD,
         )?;
+        let (mut unchanged, mut parsed) = (0, 0);
         let (taken, read) = reading.drain(|batch| {
             for event in &batch {
                 match event {
@@ -253,11 +247,8 @@ pub fn scan_unchanged(cache: &Path, db: &Path) -> Result<UnchangedScan> {
         });
         taken?;
         read??;
-        Ok(())
+        Ok((unchanged, parsed))
     })?;
-    let [digests, scan]: [FloorStep; 2] = steps
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("two steps were timed"))?;
     Ok(UnchangedScan {
         digests,
         scan,
@@ -269,18 +260,25 @@ pub fn scan_unchanged(cache: &Path, db: &Path) -> Result<UnchangedScan> {
 
 /// Runs `work` and records it as `step`.
 fn timed(steps: &mut Vec<FloorStep>, step: &str, work: impl FnOnce() -> Result<()>) -> Result<()> {
+    let ((), measure) = measured(step, work)?;
+    steps.push(measure);
+    Ok(())
+}
+
+/// Runs `work`: what it gives, and its wall and CPU time as `step`.
+fn measured<T>(step: &str, work: impl FnOnce() -> Result<T>) -> Result<(T, FloorStep)> {
     let (cpu_before, started) = (process_cpu(), Instant::now());
-    work().with_context(|| format!("floor step: {step}"))?;
+    let value = work().with_context(|| format!("floor step: {step}"))?;
     let wall = started.elapsed();
     let cpu = process_cpu()
         .zip(cpu_before)
         .map(|(after, before)| after.saturating_sub(before));
-    steps.push(FloorStep {
+    let measure = FloorStep {
         step: step.to_string(),
         wall,
         cpu,
-    });
-    Ok(())
+    };
+    Ok((value, measure))
 }
 
 /// User and system CPU time of this process so far, every thread included.

@@ -7,9 +7,8 @@
 //! connection, log the files it writes, the delta counts the symbols and call edges, and the
 //! counts move by the differences; `hot_nodes` is ranked again among its previous rows and the
 //! nodes whose `graph.reverse` list changed, and from every node only when that cannot be
-//! exact. The
-//! tables filled from the sections a delta rewrites whole (constraints, domains) are small and
-//! refilled by both.
+//! exact. The tables filled from the sections a delta rewrites whole (constraints, domains) are
+//! small and refilled by both.
 
 use anyhow::Result;
 use rusqlite::{params, Connection};

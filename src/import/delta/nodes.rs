@@ -249,17 +249,24 @@ mod tests {
 
     use super::{fingerprint, NodeIds};
 
-    #[test]
-    fn names_are_found_by_fingerprint_by_index_when_shared_and_created_when_new() {
+    /// A database in memory whose call graph has the nodes `node_{n}` for `n` in `numbers`,
+    /// each with id `n * step`.
+    fn nodes_named(numbers: impl IntoIterator<Item = u32>, step: u32) -> Connection {
         let mut conn = Connection::open_in_memory().unwrap();
         crate::db::migrate(&mut conn, None).unwrap();
-        for id in 1..=5000u32 {
+        for n in numbers {
             conn.execute(
                 "INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)",
-                params![id * 3, format!("node_{id}")],
+                params![n * step, format!("node_{n}")],
             )
             .unwrap();
         }
+        conn
+    }
+
+    #[test]
+    fn names_are_found_by_fingerprint_by_index_when_shared_and_created_when_new() {
+        let conn = nodes_named(1..=5000, 3);
         let mut nodes = NodeIds::load(&conn).unwrap();
         for id in 1..=5000u32 {
             let found = nodes.get_or_create(&format!("node_{id}")).unwrap();
@@ -283,15 +290,7 @@ mod tests {
 
     #[test]
     fn names_looked_up_in_batches_come_back_in_order_each_new_one_created_once() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::db::migrate(&mut conn, None).unwrap();
-        for id in 1..=100u32 {
-            conn.execute(
-                "INSERT INTO graph_nodes(id, name) VALUES (?1, ?2)",
-                params![id, format!("node_{id}")],
-            )
-            .unwrap();
-        }
+        let conn = nodes_named(1..=100, 1);
         let mut nodes = NodeIds::load(&conn).unwrap();
         // The table is at most four fifths full, whatever the count.
         assert!(
@@ -335,8 +334,7 @@ mod tests {
 
     #[test]
     fn probing_goes_on_from_the_last_slot_to_the_first() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::db::migrate(&mut conn, None).unwrap();
+        let conn = nodes_named([], 1);
         let mut nodes = NodeIds::load(&conn).unwrap();
         let last = nodes.slots.len() - 1;
         assert_eq!(nodes.home(u64::MAX), last);
