@@ -3,7 +3,7 @@
 #
 # Usage:
 #   benches/delta.sh [--files N] [--changed PERCENT] [--unresolved PERCENT] [--dir DIR]
-#                    [--duration S] [--binary PATH]
+#                    [--duration S] [--deltas K] [--serving-only] [--binary PATH]
 #
 # Generates a cache of N files (10 symbols each, 4.5 call edges per symbol, --unresolved percent
 # of the call graph's names resolving to no symbol, default 15, as in real code; default 100000
@@ -14,8 +14,10 @@
 #   2. a delta import of the revision onto that database (same measures), then a full import of
 #      the revision, which the delta's time is compared with;
 #   3. `acpdb serve` under the default benchmark mix for S seconds (default 60; 0 skips this
-#      step) while idle, and again while it applies the same delta itself after the revision
-#      lands in the middle of the run: p50/p99 of the point tools in both runs.
+#      step) while idle, and again while it applies K deltas itself (default 3, evenly spaced:
+#      the revision, the base cache, the revision...), each waited for before the next: p50/p99
+#      of each group in both runs, and how long each of the server's deltas took.
+# --serving-only skips steps 1 and 2 when DIR holds the base database from an earlier run.
 # --binary runs another build instead of the release build of this checkout (to compare two
 # builds on the same caches). Needs jq. Writes everything below DIR (default: a new temporary
 # directory); caches already generated there are reused.
@@ -26,6 +28,8 @@ changed=1
 unresolved=15
 dir=""
 duration=60
+deltas=3
+serving_only=""
 binary=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -34,8 +38,10 @@ while [[ $# -gt 0 ]]; do
         --unresolved) unresolved="$2"; shift 2 ;;
         --dir) dir="$2"; shift 2 ;;
         --duration) duration="$2"; shift 2 ;;
+        --deltas) deltas="$2"; shift 2 ;;
+        --serving-only) serving_only=1; shift ;;
         --binary) binary="$2"; shift 2 ;;
-        *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
+        *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
     esac
 done
 command -v jq >/dev/null || { echo "delta.sh: jq is required" >&2; exit 1; }
@@ -66,45 +72,65 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     "$acpdb" "${gen[@]}" --out "$dir/rev1" --revision 1 --changed-percent "$changed" 2>/dev/null
 [[ -f "$dir/base.cache.json" ]] || "$acpdb" "${gen[@]}" --out "$project" 2>/dev/null
 [[ -f "$dir/base.cache.json" ]] && cp "$dir/base.cache.json" "$project/.acp/acp.cache.json"
-rm -f "$project/.acp/acp.db" "$project/.acp/acp.db-wal" "$project/.acp/acp.db-shm"
-measure full "$acpdb" import -C "$project" --full --no-progress
-cp "$project/.acp/acp.db" "$dir/base.db"
-cp "$project/.acp/acp.cache.json" "$dir/base.cache.json"
-base_mb=$(size_mb "$dir/base.db")
+if [[ -n "$serving_only" && -f "$dir/base.db" ]]; then
+    echo "(imports skipped: --serving-only)"
+else
+    rm -f "$project/.acp/acp.db" "$project/.acp/acp.db-wal" "$project/.acp/acp.db-shm"
+    measure full "$acpdb" import -C "$project" --full --no-progress
+    cp "$project/.acp/acp.db" "$dir/base.db"
+    cp "$project/.acp/acp.cache.json" "$dir/base.cache.json"
+    base_mb=$(size_mb "$dir/base.db")
 
-cp "$dir/rev1/.acp/acp.cache.json" "$project/.acp/acp.cache.json"
-measure delta "$acpdb" import -C "$project" --no-progress
-delta_mb=$(size_mb "$project/.acp/acp.db")
-cp "$project/.acp/acp.db" "$dir/delta.db"
-# The full import of the same revision, right after: the time the delta is compared with.
-measure full_new "$acpdb" import -C "$project" --full --no-progress
-echo "database: ${base_mb} MB after the full import, ${delta_mb} MB after the delta"
-echo "delta time / full import time of the new cache: $(jq -n "$delta_secs / $full_new_secs * 100 | . * 10 | round / 10")%"
-cp "$dir/delta.db" "$project/.acp/acp.db"
-rm -f "$project/.acp/acp.db-wal" "$project/.acp/acp.db-shm"
+    cp "$dir/rev1/.acp/acp.cache.json" "$project/.acp/acp.cache.json"
+    measure delta "$acpdb" import -C "$project" --no-progress
+    delta_mb=$(size_mb "$project/.acp/acp.db")
+    cp "$project/.acp/acp.db" "$dir/delta.db"
+    # The full import of the same revision, right after: the time the delta is compared with.
+    measure full_new "$acpdb" import -C "$project" --full --no-progress
+    echo "database: ${base_mb} MB after the full import, ${delta_mb} MB after the delta"
+    echo "delta time / full import time of the new cache: $(jq -n "$delta_secs / $full_new_secs * 100 | . * 10 | round / 10")%"
+    cp "$dir/delta.db" "$project/.acp/acp.db"
+    rm -f "$project/.acp/acp.db-wal" "$project/.acp/acp.db-shm"
+fi
 
 if [[ "$duration" == 0 ]]; then
     echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0
 fi
 
-# Serving: idle, then during the server's own delta import of the same revision.
+# Serving: idle, then while the server applies the revision and the base cache in turn, itself.
 cp "$dir/base.db" "$project/.acp/acp.db"
+rm -f "$project/.acp/acp.db-wal" "$project/.acp/acp.db-shm"
 cp "$dir/base.cache.json" "$project/.acp/acp.cache.json"
 touch -r "$dir/base.db" "$project/.acp/acp.cache.json"
 "$acpdb" bench -C "$project" --stdio --duration "$duration" --json > "$dir/idle.json" 2>/dev/null
-before=$("$acpdb" sql -C "$project" --csv "SELECT value FROM meta WHERE key = 'imported_at'" 2>/dev/null | tail -n 1)
+imported() {
+    "$acpdb" sql -C "$project" --csv "SELECT value FROM meta WHERE key = '$1'" 2>/dev/null |
+        tail -n 1 | tr -d '\r'
+}
 "$acpdb" bench -C "$project" --stdio --duration "$duration" --json > "$dir/during.json" 2>/dev/null &
 bench=$!
-sleep $((duration / 4))
-cp "$dir/rev1/.acp/acp.cache.json" "$project/.acp/acp.cache.json.new"
-mv "$project/.acp/acp.cache.json.new" "$project/.acp/acp.cache.json"
+started=$(date +%s.%N)
+for ((k = 1; k <= deltas; k++)); do
+    # At k / (K + 1) of the run, or as soon as the previous delta ends.
+    sleep "$(jq -n "[$started + $duration * $k / ($deltas + 1) - $(date +%s.%N), 0] | max")"
+    if ((k % 2)); then cache="$dir/rev1/.acp/acp.cache.json"; else cache="$dir/base.cache.json"; fi
+    before=$(imported imported_at)
+    cp "$cache" "$project/.acp/acp.cache.json.new"
+    mv "$project/.acp/acp.cache.json.new" "$project/.acp/acp.cache.json"
+    for ((tries = 0; tries < 4 * duration; tries++)); do
+        [[ "$(imported imported_at)" != "$before" ]] && break
+        sleep 0.25
+    done
+    [[ "$(imported imported_at)" != "$before" ]] ||
+        { echo "delta.sh: the server did not apply delta $k during the run" >&2; exit 1; }
+    ms=$(imported import_ms)
+    echo "the server's delta $k: $((ms / 1000)).$(printf %03d $((ms % 1000))) s to its commit (meta import_ms)"
+done
 wait "$bench"
-after=$("$acpdb" sql -C "$project" --csv "SELECT value FROM meta WHERE key = 'imported_at'" 2>/dev/null | tail -n 1)
-[[ "$before" != "$after" ]] || { echo "delta.sh: the server did not apply the delta during the run" >&2; exit 1; }
 
 echo
-echo "| point tool | idle p50 / p99 (ms) | during the delta p50 / p99 (ms) | p99 ratio |"
+echo "| tool | idle p50 / p99 (ms) | with $deltas deltas p50 / p99 (ms) | p99 ratio |"
 echo "|---|---:|---:|---:|"
 jq -r --slurpfile d "$dir/during.json" '
   .tools[] | select(.label | test("^acp_query:(callers|callees|search)|primer|depth") | not)
