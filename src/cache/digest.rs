@@ -16,6 +16,7 @@
 //! column-by-column comparison once.
 
 use std::hash::{BuildHasher, Hasher};
+use std::sync::OnceLock;
 
 use super::event::Section;
 
@@ -104,148 +105,223 @@ fn section_code(section: Section) -> u8 {
         .map_or(u8::MAX, |i| i as u8)
 }
 
-/// The digests of the entries a database holds, each with its section and row id.
+/// The digests of the entries a database holds, each with its row id, by section. A delta
+/// hands them to the reader before they are all read: each section is published
+/// ([`KnownEntries::publish`]) as soon as it has been read, and a lookup waits only for its own
+/// section, so that the reader scans the files and symbols while the call-graph lists' digests
+/// are still being read.
 ///
 /// A new cache mostly lists its entries in the order of the previous one, which is the stored
 /// rows' id order: [`KnownEntries::find`] first tries the entry after the last one found (a
 /// sequential read), then a directory by the digests' top bits (digests are uniformly spread,
 /// so about one entry per bucket: two memory reads instead of a binary search's twenty).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct KnownEntries {
-    /// Per section (in the order of [`DIGESTED`]), the stored entries in row id order.
-    rows: [Rows; 4],
-    /// Every digest, grouped by bucket ([`KnownEntries::buckets`]).
+    /// Per section, in the order of [`DIGESTED`]: its entries once read, `None` once their
+    /// reading was abandoned ([`KnownEntries::abandon`]).
+    sections: [OnceLock<Option<SectionEntries>>; 4],
+}
+
+/// Why [`KnownEntries`] cannot answer: the reading of a section's digests was abandoned
+/// ([`KnownEntries::abandon`]: it failed, or the delta stopped it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the stored digests of `{}` were not read", .0.path())]
+pub struct DigestsUnavailable(pub Section);
+
+/// One section's stored entries.
+#[derive(Debug, Default)]
+struct SectionEntries {
+    /// Digests in row id order.
+    digests: Vec<i64>,
+    /// Row ids in order, one for each of `digests`.
+    ids: Vec<u32>,
+    /// Every digest, grouped by bucket ([`SectionEntries::buckets`]).
     by_bucket: Vec<u64>,
-    /// For each of `by_bucket`, its section (index into [`DIGESTED`], the top [`SECTION_BITS`]
-    /// bits) and its index in that section's `rows` (the other bits).
+    /// For each of `by_bucket`, its index in `digests` and `ids`.
     places: Vec<u32>,
     /// `buckets[b]..buckets[b + 1]` are the indexes of `by_bucket` whose top `bits` bits are `b`.
     buckets: Vec<u32>,
     bits: u32,
 }
 
-/// A section's stored entries in row id order.
+/// The digests and row ids of one section's stored entries, as read ([`KnownEntries::publish`]).
 #[derive(Debug, Default)]
-struct Rows {
+pub struct StoredDigests {
     digests: Vec<i64>,
     ids: Vec<u32>,
 }
 
-/// Bits of a [`KnownEntries`] place that hold the section: four sections, and up to 2^30 entries
-/// in each.
-const SECTION_BITS: u32 = 2;
-
-/// The place of the `at`-th entry of section `code` (see [`KnownEntries::places`]).
-fn place(code: u8, at: usize) -> u32 {
-    debug_assert!(at < 1 << (32 - SECTION_BITS), "{at} entries in one section");
-    (u32::from(code) << (32 - SECTION_BITS)) | at as u32
+impl StoredDigests {
+    /// Adds the entry of row `id` with this digest.
+    pub fn push(&mut self, digest: i64, id: u32) {
+        self.digests.push(digest);
+        self.ids.push(id);
+    }
 }
 
-/// The section and index of a place.
-fn unplace(place: u32) -> (u8, usize) {
-    (
-        (place >> (32 - SECTION_BITS)) as u8,
-        (place & (u32::MAX >> SECTION_BITS)) as usize,
-    )
+impl FromIterator<(i64, u32)> for StoredDigests {
+    fn from_iter<T: IntoIterator<Item = (i64, u32)>>(pairs: T) -> StoredDigests {
+        let mut stored = StoredDigests::default();
+        pairs
+            .into_iter()
+            .for_each(|(digest, id)| stored.push(digest, id));
+        stored
+    }
+}
+
+impl SectionEntries {
+    /// Indexes a section's stored entries (fastest when they come in row id order, as a
+    /// database reads them).
+    fn new(
+        StoredDigests {
+            mut digests,
+            mut ids,
+        }: StoredDigests,
+    ) -> SectionEntries {
+        if !ids.is_sorted() {
+            let mut pairs: Vec<(u32, i64)> = ids.into_iter().zip(digests).collect();
+            pairs.sort_unstable();
+            (ids, digests) = pairs.into_iter().unzip();
+        }
+        // Digests by bucket (their top bits), a counting pass and a placing pass: the order
+        // within a bucket, about one digest, does not matter to `find`.
+        let bits = digests.len().max(2).ilog2().clamp(1, 30);
+        let bucket = |digest: i64| (digest as u64 >> (64 - bits)) as usize;
+        let mut buckets = vec![0u32; (1usize << bits) + 1];
+        for digest in &digests {
+            buckets[bucket(*digest) + 1] += 1;
+        }
+        for b in 1..buckets.len() {
+            buckets[b] += buckets[b - 1];
+        }
+        let mut next = buckets.clone();
+        let mut by_bucket = vec![0; digests.len()];
+        let mut places = vec![0; digests.len()];
+        for (at, digest) in digests.iter().enumerate() {
+            let slot = &mut next[bucket(*digest)];
+            by_bucket[*slot as usize] = *digest as u64;
+            places[*slot as usize] = at as u32;
+            *slot += 1;
+        }
+        SectionEntries {
+            digests,
+            ids,
+            by_bucket,
+            places,
+            buckets,
+            bits,
+        }
+    }
+
+    /// The row id of the entry with this digest, trying `hint` first (moved past the entry
+    /// found).
+    fn find(&self, digest: i64, hint: &mut usize) -> Option<u32> {
+        if self.digests.get(*hint) == Some(&digest) {
+            *hint += 1;
+            return Some(self.ids[*hint - 1]);
+        }
+        if self.by_bucket.is_empty() {
+            return None;
+        }
+        let unsigned = digest as u64;
+        let b = (unsigned >> (64 - self.bits)) as usize;
+        let at = (self.buckets[b] as usize..self.buckets[b + 1] as usize)
+            .find(|&i| self.by_bucket[i] == unsigned)
+            .map(|i| self.places[i] as usize)?;
+        *hint = at + 1;
+        Some(self.ids[at])
+    }
 }
 
 /// Where [`KnownEntries::find`] looks first in each section: just after the last entry found.
 #[derive(Debug, Default, Clone)]
 pub struct Hints([usize; 4]);
 
+impl Default for KnownEntries {
+    /// No entry in any section, every section published.
+    fn default() -> KnownEntries {
+        KnownEntries::new(Vec::new())
+    }
+}
+
 impl KnownEntries {
-    /// Indexes `(digest, section, row id)` triples of the digested sections (fastest when
-    /// each section's come in row id order, as a database reads them).
+    /// Every section published at once from `(digest, section, row id)` triples.
     pub fn new(entries: Vec<(i64, Section, u32)>) -> KnownEntries {
-        let mut known = KnownEntries::default();
+        let mut by_section: [StoredDigests; 4] = Default::default();
         for (digest, section, id) in entries {
-            let Some(rows) = known.rows.get_mut(usize::from(section_code(section))) else {
-                continue;
-            };
-            rows.digests.push(digest);
-            rows.ids.push(id);
-        }
-        for rows in &mut known.rows {
-            if !rows.ids.is_sorted() {
-                let mut pairs: Vec<(u32, i64)> = rows
-                    .ids
-                    .iter()
-                    .copied()
-                    .zip(rows.digests.iter().copied())
-                    .collect();
-                pairs.sort_unstable();
-                (rows.ids, rows.digests) = pairs.into_iter().unzip();
+            if let Some(rows) = by_section.get_mut(usize::from(section_code(section))) {
+                rows.push(digest, id);
             }
         }
-        // Digests by bucket (their top bits), a counting pass and a placing pass: the order
-        // within a bucket, about one digest, does not matter to `find`.
-        let total: usize = known.rows.iter().map(|rows| rows.ids.len()).sum();
-        known.bits = total.max(2).ilog2().clamp(1, 30);
-        let mut buckets = vec![0u32; (1usize << known.bits) + 1];
-        for digest in known.rows.iter().flat_map(|rows| &rows.digests) {
-            buckets[known.bucket(*digest as u64) + 1] += 1;
+        let known = KnownEntries::pending();
+        for (section, rows) in DIGESTED.into_iter().zip(by_section) {
+            known.publish(section, rows);
         }
-        for b in 1..buckets.len() {
-            buckets[b] += buckets[b - 1];
-        }
-        let mut next = buckets.clone();
-        known.by_bucket = vec![0; total];
-        known.places = vec![0; total];
-        for (code, rows) in known.rows.iter().enumerate() {
-            for (at, digest) in rows.digests.iter().enumerate() {
-                let slot = &mut next[(*digest as u64 >> (64 - known.bits)) as usize];
-                known.by_bucket[*slot as usize] = *digest as u64;
-                known.places[*slot as usize] = place(code as u8, at);
-                *slot += 1;
-            }
-        }
-        known.buckets = buckets;
         known
     }
 
-    fn bucket(&self, digest: u64) -> usize {
-        (digest >> (64 - self.bits)) as usize
+    /// No section published yet.
+    pub fn pending() -> KnownEntries {
+        KnownEntries {
+            sections: Default::default(),
+        }
     }
 
-    /// The row id of the entry of `section` with this digest, if the database holds one.
-    pub fn find(&self, section: Section, digest: i64, hints: &mut Hints) -> Option<u32> {
-        let code = section_code(section);
-        let rows = self.rows.get(usize::from(code))?;
-        let hint = &mut hints.0[usize::from(code)];
-        if rows.digests.get(*hint) == Some(&digest) {
-            *hint += 1;
-            return Some(rows.ids[*hint - 1]);
+    /// Publishes `section`'s stored entries (once: a section published or abandoned already
+    /// stays as it is).
+    pub fn publish(&self, section: Section, entries: StoredDigests) {
+        if let Some(slot) = self.sections.get(usize::from(section_code(section))) {
+            let _ = slot.set(Some(SectionEntries::new(entries)));
         }
-        if self.by_bucket.is_empty() {
-            return None;
-        }
-        let unsigned = digest as u64;
-        let b = self.bucket(unsigned);
-        let at = (self.buckets[b] as usize..self.buckets[b + 1] as usize)
-            .filter(|&i| self.by_bucket[i] == unsigned)
-            .map(|i| unplace(self.places[i]))
-            .find(|(section, _)| *section == code)
-            .map(|(_, at)| at)?;
-        *hint = at + 1;
-        Some(rows.ids[at])
     }
 
-    /// Every known entry: its section and row id.
-    pub fn entries(&self) -> impl Iterator<Item = (Section, u32)> + '_ {
-        DIGESTED
+    /// Marks `section`, unless it is published already, as never to be: lookups in it fail
+    /// instead of waiting.
+    pub fn abandon(&self, section: Section) {
+        if let Some(slot) = self.sections.get(usize::from(section_code(section))) {
+            let _ = slot.set(None);
+        }
+    }
+
+    /// The section's entries, once published (waiting until then).
+    fn section(&self, section: Section) -> Result<Option<&SectionEntries>, DigestsUnavailable> {
+        match self.sections.get(usize::from(section_code(section))) {
+            None => Ok(None),
+            Some(slot) => slot
+                .wait()
+                .as_ref()
+                .map(Some)
+                .ok_or(DigestsUnavailable(section)),
+        }
+    }
+
+    /// The row id of the entry of `section` with this digest, if the database holds one; waits
+    /// until the section is published.
+    pub fn find(
+        &self,
+        section: Section,
+        digest: i64,
+        hints: &mut Hints,
+    ) -> Result<Option<u32>, DigestsUnavailable> {
+        let Some(entries) = self.section(section)? else {
+            return Ok(None);
+        };
+        let hint = &mut hints.0[usize::from(section_code(section))];
+        Ok(entries.find(digest, hint))
+    }
+
+    /// Every known entry: its section and row id (waiting until every section is published).
+    pub fn entries(&self) -> Result<impl Iterator<Item = (Section, u32)> + '_, DigestsUnavailable> {
+        let sections = DIGESTED
             .iter()
-            .zip(&self.rows)
-            .flat_map(|(section, rows)| rows.ids.iter().map(move |id| (*section, *id)))
-    }
-
-    /// Number of known entries.
-    pub fn len(&self) -> usize {
-        self.by_bucket.len()
-    }
-
-    /// Whether no entry is known.
-    pub fn is_empty(&self) -> bool {
-        self.by_bucket.is_empty()
+            .filter_map(|section| {
+                let rows = self.section(*section).transpose()?;
+                Some(rows.map(|rows| (*section, rows)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(sections
+            .into_iter()
+            .flat_map(|(section, rows)| rows.ids.iter().map(move |id| (section, *id))))
     }
 }
 
@@ -315,14 +391,18 @@ mod tests {
             (5, Section::GraphReverse, 9),
         ]);
         let hints = &mut Hints::default();
-        assert_eq!(known.find(Section::Files, -3, hints), Some(1));
-        assert_eq!(known.find(Section::Symbols, 5, hints), Some(2));
-        assert_eq!(known.find(Section::GraphReverse, 5, hints), Some(9));
-        assert_eq!(known.find(Section::GraphForward, 5, hints), None);
-        assert_eq!(known.find(Section::Files, 4, hints), None);
-        assert_eq!(known.len(), 3);
-        assert_eq!(known.entries().count(), 3);
-        assert_eq!(KnownEntries::default().find(Section::Files, 0, hints), None);
+        assert_eq!(known.find(Section::Files, -3, hints), Ok(Some(1)));
+        assert_eq!(known.find(Section::Symbols, 5, hints), Ok(Some(2)));
+        assert_eq!(known.find(Section::GraphReverse, 5, hints), Ok(Some(9)));
+        assert_eq!(known.find(Section::GraphForward, 5, hints), Ok(None));
+        assert_eq!(known.find(Section::Files, 4, hints), Ok(None));
+        assert_eq!(known.entries().unwrap().count(), 3);
+        assert_eq!(
+            KnownEntries::default().find(Section::Files, 0, hints),
+            Ok(None)
+        );
+        // Sections outside DIGESTED hold nothing, and nothing waits for them.
+        assert_eq!(known.find(Section::Domains, 5, hints), Ok(None));
     }
 
     #[test]
@@ -346,11 +426,12 @@ mod tests {
         // In order (each found just after the last), and in reverse (each found by its bucket).
         let hints = &mut Hints::default();
         for (digest, section, id) in entries.iter().chain(entries.iter().rev()) {
-            assert_eq!(known.find(*section, *digest, hints), Some(*id));
+            assert_eq!(known.find(*section, *digest, hints), Ok(Some(*id)));
         }
-        assert_eq!(known.find(Section::Files, 0, hints), None);
+        assert_eq!(known.find(Section::Files, 0, hints), Ok(None));
         let files: Vec<(Section, u32)> = known
             .entries()
+            .unwrap()
             .filter(|(section, _)| *section == Section::Files)
             .collect();
         assert_eq!(
@@ -360,6 +441,50 @@ mod tests {
                 (Section::Files, 8),
                 (Section::Files, 9)
             ]
+        );
+    }
+
+    #[test]
+    fn a_lookup_waits_for_its_own_section_only() {
+        let known = std::sync::Arc::new(KnownEntries::pending());
+        known.publish(Section::Files, [(7, 1)].into_iter().collect());
+        // Files answer while the other sections are still being read.
+        assert_eq!(
+            known.find(Section::Files, 7, &mut Hints::default()),
+            Ok(Some(1))
+        );
+        let waiting = {
+            let known = known.clone();
+            std::thread::spawn(move || known.find(Section::Symbols, 8, &mut Hints::default()))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            !waiting.is_finished(),
+            "answered before the section was read"
+        );
+        known.publish(Section::Symbols, [(8, 4)].into_iter().collect());
+        assert_eq!(waiting.join().unwrap(), Ok(Some(4)));
+    }
+
+    #[test]
+    fn an_abandoned_section_fails_its_lookups_instead_of_waiting() {
+        let known = KnownEntries::pending();
+        known.publish(Section::Files, [(7, 1)].into_iter().collect());
+        for section in DIGESTED {
+            known.abandon(section);
+        }
+        let hints = &mut Hints::default();
+        assert_eq!(known.find(Section::Files, 7, hints), Ok(Some(1)));
+        assert_eq!(
+            known.find(Section::GraphForward, 7, hints),
+            Err(DigestsUnavailable(Section::GraphForward))
+        );
+        assert!(known.entries().is_err());
+        // What was abandoned stays so.
+        known.publish(Section::Symbols, [(8, 4)].into_iter().collect());
+        assert_eq!(
+            known.find(Section::Symbols, 8, hints),
+            Err(DigestsUnavailable(Section::Symbols))
         );
     }
 }

@@ -485,7 +485,14 @@ impl Reader {
             let (start, end) = reader.scan.value_range().map_err(|f| f.in_path(path))?;
             let digest = digested.then(|| entry_digest(section, key, &reader.scan.buf[start..end]));
             if let (Some(digest), Some(known)) = (digest, &reader.known) {
-                if let Some(id) = known.find(section, digest, &mut reader.hints) {
+                let found = known
+                    .find(section, digest, &mut reader.hints)
+                    .map_err(|e| Failure {
+                        offset: None,
+                        json_path: None,
+                        message: e.to_string(),
+                    })?;
+                if let Some(id) = found {
                     return reader.send(Event::Unchanged { section, id });
                 }
             }

@@ -224,14 +224,17 @@ pub struct UnchangedScan {
 /// scan of the cache, each entry recognised from its bytes. `db` is only read.
 pub fn scan_unchanged(cache: &Path, db: &Path) -> Result<UnchangedScan> {
     let (known, digests) = measured("read the stored entry digests", || {
-        super::delta::known_entries(db, &std::sync::atomic::AtomicBool::new(false))
+        let reading = super::delta::DigestReading::start(db, std::time::Instant::now())?;
+        let known = reading.known();
+        reading.finish()?;
+        anyhow::Ok(known)
     })?;
     let ((unchanged, parsed), scan) = measured("scan the cache (every entry known)", || {
         let reading = Reading::start(
             cache,
             DocumentKind::Cache,
             Limits::default(),
-            Some(Arc::new(known)),
+            Some(known),
             Arc::new(Progress::default()),
             READ_AHEAD,
         )?;

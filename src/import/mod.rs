@@ -11,7 +11,6 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -545,47 +544,31 @@ impl Source<'_> {
         let (project, started) = (self.project, self.started);
         let conn = open_in_place(&project.db)?;
         // The stored digests are read on connections of their own while this one judges the
-        // first entries, then begins the write transaction and loads the node names, source
-        // files and domains. A verdict to import fully stops the reading.
-        let stop = AtomicBool::new(false);
-        let (known, log, mut delta, tables) = std::thread::scope(|scope| {
-            let digests = scope.spawn(|| delta::known_entries(&project.db, &stop));
-            let prepared = (|| -> Result<_> {
-                let mut sample = Sample::new(&conn)?;
-                self.start_reading(None, Arc::default(), READ_AHEAD)?
-                    .inspect(|event| sample.look(event))?;
-                sample.verdict()?;
-                drop(sample);
-                tracing::debug!(
-                    "judged the first entries at {:.2} s",
-                    started.elapsed().as_secs_f64()
-                );
-                conn.execute_batch("BEGIN IMMEDIATE")?;
-                let log = summaries::ChangeLog::start(&conn)?;
-                let delta = Delta::start(&conn)?;
-                let mut tables = Tables::new(&conn)?;
-                tables.root = delta.root.clone();
-                tables.keep_domains()?;
-                tables.keep_source_files()?;
-                Ok((log, delta, tables))
-            })();
-            if prepared.is_err() {
-                stop.store(true, Ordering::Relaxed);
-            }
-            let known = digests
-                .join()
-                .map_err(|_| anyhow::anyhow!("the thread reading entry digests panicked"))?;
-            let (log, delta, tables) = prepared?;
-            anyhow::Ok((Arc::new(known?), log, delta, tables))
-        })?;
+        // first entries; the reader starts once the verdict allows a delta, each section's
+        // entries recognised as soon as that section's digests are read, while this one begins
+        // the write transaction and loads the node names, source files and domains. A verdict
+        // to import fully stops the reading.
+        let digests = delta::DigestReading::start(&project.db, started)?;
+        let mut sample = Sample::new(&conn)?;
+        self.start_reading(None, Arc::default(), READ_AHEAD)?
+            .inspect(|event| sample.look(event))?;
+        sample.verdict()?;
+        drop(sample);
         tracing::debug!(
-            "read {} entry digests at {:.2} s",
-            known.len(),
+            "judged the first entries at {:.2} s",
             started.elapsed().as_secs_f64()
         );
-        delta.recognise(known.clone());
+        let known = digests.known();
         let reporter = self.reporter(&progress)?;
-        let cache = self.start_reading(Some(known), progress, READ_AHEAD)?;
+        let cache = self.start_reading(Some(known.clone()), progress, READ_AHEAD)?;
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let log = summaries::ChangeLog::start(&conn)?;
+        let mut delta = Delta::start(&conn)?;
+        let mut tables = Tables::new(&conn)?;
+        tables.root = delta.root.clone();
+        tables.keep_domains()?;
+        tables.keep_source_files()?;
+        delta.recognise(known);
         // Rows are removed before the rows that referred to them are brought up to date (node
         // resolution, inline annotations); the end state is consistent, as a test checks.
         let (read, (counts, reverse_lengths)) = {
@@ -595,6 +578,7 @@ impl Source<'_> {
                 writer: delta,
             };
             let read = self.read(&mut loader, &reporter, cache)?;
+            digests.finish()?;
             tracing::debug!(
                 "compared entries in {:.2} s",
                 started.elapsed().as_secs_f64()

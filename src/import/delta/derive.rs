@@ -103,17 +103,17 @@ impl Delta<'_> {
     fn remove_unseen(&mut self) -> Result<()> {
         let conn = self.conn;
         // Every stored row has a digest, so the known entries not seen are the rows to remove.
-        let unseen = |delta: &Delta<'_>, sections: &[Section]| -> Vec<i64> {
-            delta
+        let unseen = |delta: &Delta<'_>, sections: &[Section]| -> Result<Vec<i64>> {
+            Ok(delta
                 .known
-                .entries()
+                .entries()?
                 .filter(|(section, _)| sections.contains(section))
                 .map(|(section, id)| (section, i64::from(id)))
                 .filter(|(section, id)| !delta.seen(*section).contains(*id))
                 .map(|(_, id)| id)
-                .collect()
+                .collect())
         };
-        let files = unseen(self, &[Section::Files]);
+        let files = unseen(self, &[Section::Files])?;
         let file_columns = self.column_names[0].len();
         for id in files {
             let delta = &mut *self;
@@ -131,7 +131,7 @@ impl Delta<'_> {
             let key = row.text(0).unwrap_or_default().to_string();
             self.clear_warnings(&format!("files[{key:?}]"))?;
         }
-        let symbols = unseen(self, &[Section::Symbols]);
+        let symbols = unseen(self, &[Section::Symbols])?;
         let symbol_columns = self.column_names[1].len();
         for id in symbols {
             let delta = &mut *self;
@@ -145,7 +145,7 @@ impl Delta<'_> {
             let key = row.text(0).unwrap_or_default().to_string();
             self.clear_warnings(&format!("symbols[{key:?}]"))?;
         }
-        let lists = unseen(self, &[Section::GraphForward, Section::GraphReverse]);
+        let lists = unseen(self, &[Section::GraphForward, Section::GraphReverse])?;
         for id in lists {
             let (node_id, reverse, items, name): (u32, bool, SqlValue, String) = conn
                 .prepare_cached(
