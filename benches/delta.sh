@@ -2,14 +2,16 @@
 # Delta import benchmark (docs/benchmarks.md, "Delta import").
 #
 # Usage:
-#   benches/delta.sh [--files N] [--changed PERCENT] [--unresolved PERCENT] [--dir DIR]
-#                    [--duration S] [--deltas K] [--serving-only] [--binary PATH]
+#   benches/delta.sh [--files N] [--changed PERCENT] [--moved PERCENT] [--unresolved PERCENT]
+#                    [--dir DIR] [--duration S] [--deltas K] [--serving-only] [--binary PATH]
 #
 # Generates a cache of N files (10 symbols each, 4.5 call edges per symbol, --unresolved percent
 # of the call graph's names resolving to no symbol, default 15, as in real code; default 100000
 # files, i.e. 1M symbols) and a revision of it with PERCENT of the files changed (default 1: their
-# summaries, their symbols' summaries and callees, so the call graph changes with them). Then,
-# with the release build:
+# summaries, their symbols' summaries and callees, so the call graph changes with them; in each
+# its last symbol replaced by one of a new name that calls the hubs), --moved PERCENT of those
+# also moved to another directory (default 0: their symbols renamed wherever named). Then, with
+# the release build:
 #   1. a full import of the base cache (`/usr/bin/time -v`: seconds, peak RSS, database size);
 #   2. a delta import of the revision onto that database (same measures), then a full import of
 #      the revision, which the delta's time is compared with;
@@ -25,6 +27,7 @@ set -euo pipefail
 
 files=100000
 changed=1
+moved=0
 unresolved=15
 dir=""
 duration=60
@@ -35,13 +38,14 @@ while [[ $# -gt 0 ]]; do
     case "$1" in
         --files) files="$2"; shift 2 ;;
         --changed) changed="$2"; shift 2 ;;
+        --moved) moved="$2"; shift 2 ;;
         --unresolved) unresolved="$2"; shift 2 ;;
         --dir) dir="$2"; shift 2 ;;
         --duration) duration="$2"; shift 2 ;;
         --deltas) deltas="$2"; shift 2 ;;
         --serving-only) serving_only=1; shift ;;
         --binary) binary="$2"; shift 2 ;;
-        *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
+        *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
     esac
 done
 command -v jq >/dev/null || { echo "delta.sh: jq is required" >&2; exit 1; }
@@ -69,7 +73,8 @@ size_mb() { echo $(( $(stat -c %s "$1") / 1000000 )); }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 [[ -f "$dir/rev1/.acp/acp.cache.json" ]] ||
-    "$acpdb" "${gen[@]}" --out "$dir/rev1" --revision 1 --changed-percent "$changed" 2>/dev/null
+    "$acpdb" "${gen[@]}" --out "$dir/rev1" --revision 1 --changed-percent "$changed" \
+        --moved-percent "$moved" 2>/dev/null
 [[ -f "$dir/base.cache.json" ]] || "$acpdb" "${gen[@]}" --out "$project" 2>/dev/null
 [[ -f "$dir/base.cache.json" ]] && cp "$dir/base.cache.json" "$project/.acp/acp.cache.json"
 if [[ -n "$serving_only" && -f "$dir/base.db" ]]; then

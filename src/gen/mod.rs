@@ -17,7 +17,8 @@
 //!   longest `graph.reverse` lists), library functions (`stream.readRaw`) and symbols since
 //!   removed (`src/auth/session.ts:validateSessionLegacy`); a revision's edited files call other
 //!   ones, so a delta sees such names appear and go, and each replaces its last symbol with
-//!   one of a new name that calls the hubs, leaving the calls to the old one dangling;
+//!   one of a new name that calls the hubs, leaving the calls to the old one dangling; a share
+//!   of them (`--moved-percent`) moves to `src/<domain>/moved/`, its symbols renamed with it;
 //! * constraints use acp-cli's nested `mutation` shape with every lock level, and
 //!   `by_lock_level` uses the hyphen-less keys acp-cli derives from its enum (`testsrequired`);
 //! * the vars file holds `SYM_`/`FILE_`/`DOM_`/`LAYER_` entries named as acp-cli names them, for a

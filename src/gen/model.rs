@@ -163,6 +163,8 @@ pub(super) struct FileInfo {
     pub(super) ai_hint: bool,
     pub(super) git: bool,
     pub(super) exports: bool,
+    /// Moved by this revision into a `moved/` directory of its domain ([`Plan::moved`]).
+    pub(super) moved: bool,
 }
 
 /// Everything about one symbol; `start`/`end` are filled by [`Plan::layout`].
@@ -242,9 +244,16 @@ pub(super) struct Plan {
     pub(super) revision: u32,
     /// In a revision after 0, the share of files changed, in millionths.
     pub(super) changed_per_million: u64,
+    /// Of the changed files, the share also moved ([`Plan::moved`]), in millionths.
+    pub(super) moved_per_million: u64,
     /// Call-graph names that resolve to no symbol, as node ids `symbols..symbols + external`
     /// (see [`Plan::push_qualified`]); about three quarters of them are called.
     pub(super) external: u32,
+}
+
+/// A share in percent as millionths, within 0..=100 %.
+fn per_million(percent: f64) -> u64 {
+    (percent.clamp(0.0, 100.0) * 10_000.0).round() as u64
 }
 
 pub(super) fn invalid(msg: String) -> io::Error {
@@ -332,7 +341,8 @@ impl Plan {
             perm_mul: 1,
             perm_add: 0,
             revision: spec.revision,
-            changed_per_million: (spec.changed_percent.clamp(0.0, 100.0) * 10_000.0).round() as u64,
+            changed_per_million: per_million(spec.changed_percent),
+            moved_per_million: per_million(spec.moved_percent),
             external: 0,
         };
         let callable = (0..symbols).filter(|&i| plan.is_callable(i)).count();
@@ -382,6 +392,22 @@ impl Plan {
             )
             .below(1_000_000)
                 < self.changed_per_million
+    }
+
+    /// Whether file `f` is one of the files this revision edits that it also moves (a share
+    /// of them, `moved_per_million`), as `acp index` writes a file moved to another directory:
+    /// its entry under a new key, its symbols under new qualified names, and every list naming
+    /// them with the new names.
+    pub(super) fn moved(&self, f: u32) -> bool {
+        self.moved_per_million > 0
+            && self.file_changed(f)
+            && stream(
+                mix(self.seed, u64::from(self.revision)),
+                SALT_MOVE,
+                u64::from(f),
+            )
+            .below(1_000_000)
+                < self.moved_per_million
     }
 
     /// Whether symbol `i` is the one an edited file of this revision replaced: its last
@@ -471,6 +497,7 @@ impl Plan {
             ai_hint,
             git,
             exports,
+            moved: self.moved(f),
         }
     }
 

@@ -23,12 +23,17 @@ pub struct GenArgs {
     /// summaries, their symbols' summaries and callees (so the call graph changes with them),
     /// and in each their last symbol removed and one added under a new name, which calls the
     /// most called symbol and builtin (their reverse lists grow) while calls to the removed
-    /// one stay, resolving to nothing.
+    /// one stay, resolving to nothing (and `--moved-percent` of the edited files moved).
     #[arg(long, default_value_t = 0)]
     pub revision: u32,
     /// Share of the files a revision after 0 changes, in percent.
     #[arg(long, default_value_t = 1.0)]
     pub changed_percent: f64,
+    /// Share of the files a revision changes that it also moves, in percent: into a `moved/`
+    /// directory of their domain, as `acp index` writes a moved file (its entry under a new
+    /// key, its symbols under new qualified names wherever they are named).
+    #[arg(long, default_value_t = 0.0)]
+    pub moved_percent: f64,
     /// Share of the call graph's distinct names that resolve to no symbol, in percent, as in
     /// real code: library calls and builtins (simple names, some of them called from
     /// everywhere) and symbols since removed (qualified names).
@@ -54,6 +59,8 @@ pub struct GenSpec {
     pub revision: u32,
     /// Share of the files a revision after 0 changes, in percent.
     pub changed_percent: f64,
+    /// Share of the changed files a revision also moves, in percent.
+    pub moved_percent: f64,
     /// Share of the call graph's distinct names that resolve to no symbol, in percent.
     pub unresolved_percent: f64,
 }
@@ -67,6 +74,7 @@ impl Default for GenSpec {
             seed: 42,
             revision: 0,
             changed_percent: 1.0,
+            moved_percent: 0.0,
             unresolved_percent: 15.0,
         }
     }
@@ -81,6 +89,7 @@ impl From<&GenArgs> for GenSpec {
             seed: args.seed,
             revision: args.revision,
             changed_percent: args.changed_percent,
+            moved_percent: args.moved_percent,
             unresolved_percent: args.unresolved_percent,
         }
     }

@@ -98,6 +98,9 @@ pub(super) fn push_path(buf: &mut String, file: &FileInfo) {
     buf.push_str("src/");
     buf.push_str(DOMAINS[file.dir]);
     buf.push('/');
+    if file.moved {
+        buf.push_str("moved/");
+    }
     let noun = NOUNS[file.stem_noun];
     let suffix = FILE_SUFFIXES[file.stem_suffix].0;
     let words: &[&str] = if suffix.is_empty() {

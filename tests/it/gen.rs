@@ -41,6 +41,17 @@ impl Fixture {
 
 /// Runs `acpdb gen-fixture` into a fresh temporary project directory.
 fn generate(files: u32, symbols_per_file: u32, edges_per_symbol: f64, seed: u64) -> Fixture {
+    generate_with(files, symbols_per_file, edges_per_symbol, seed, &[])
+}
+
+/// [`generate`] with more arguments (a revision).
+fn generate_with(
+    files: u32,
+    symbols_per_file: u32,
+    edges_per_symbol: f64,
+    seed: u64,
+    more: &[&str],
+) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("project");
     let output = Command::new(env!("CARGO_BIN_EXE_acpdb"))
@@ -49,6 +60,7 @@ fn generate(files: u32, symbols_per_file: u32, edges_per_symbol: f64, seed: u64)
         .args(["--symbols-per-file", &symbols_per_file.to_string()])
         .args(["--edges-per-symbol", &edges_per_symbol.to_string()])
         .args(["--seed", &seed.to_string()])
+        .args(more)
         .arg("--out")
         .arg(&root)
         .output()
@@ -181,6 +193,73 @@ fn forward_and_reverse_are_inverse() {
         }
     }
     assert!(unresolved > 0, "every callee is a symbol");
+}
+
+/// A revision with `--moved-percent` moves that share of the files it edits into a `moved/`
+/// directory of their domain, as `acp index` writes a moved file: the entry under a new key, its symbols under new
+/// qualified names, and the call graph naming them by the new names only.
+#[test]
+fn a_revision_moves_some_of_the_files_it_edits() {
+    let base = generate(400, 5, 4.0, 7).cache();
+    let edit = [
+        "--revision",
+        "1",
+        "--changed-percent",
+        "25",
+        "--moved-percent",
+        "10",
+    ];
+    let revision = generate_with(400, 5, 4.0, 7, &edit).cache();
+    let unmoved = generate_with(400, 5, 4.0, 7, &edit[..4]).cache();
+    assert_eq!(
+        object(&unmoved["files"]).keys().collect::<Vec<_>>(),
+        object(&base["files"]).keys().collect::<Vec<_>>(),
+        "files moved without --moved-percent"
+    );
+    let keys =
+        |cache: &Value| -> BTreeSet<String> { object(&cache["files"]).keys().cloned().collect() };
+    let (before, after) = (keys(&base), keys(&revision));
+    let gone: Vec<&String> = before.difference(&after).collect();
+    let moved: BTreeSet<&String> = after.difference(&before).collect();
+    assert!(!gone.is_empty(), "no file moved");
+    assert!(
+        gone.len() < 40,
+        "{} of about 100 edited files moved",
+        gone.len()
+    );
+    assert_eq!(gone.len(), moved.len());
+    for key in &gone {
+        let (domain, rest) = key
+            .strip_prefix("./src/")
+            .and_then(|k| k.split_once('/'))
+            .expect("./src/<domain>/...");
+        let new_key = format!("./src/{domain}/moved/{rest}");
+        assert!(moved.contains(&new_key), "{key} not moved to {new_key}");
+    }
+    let old_paths: Vec<String> = gone
+        .iter()
+        .map(|k| format!("{}:", k.trim_start_matches("./")))
+        .collect();
+    let names_old = |name: &str| old_paths.iter().any(|p| name.starts_with(p.as_str()));
+    let files: HashSet<&str> = after.iter().map(|k| k.trim_start_matches("./")).collect();
+    let mut in_moved = 0;
+    for (key, symbol) in object(&revision["symbols"]) {
+        assert!(!names_old(key), "{key} kept its old path");
+        let file = symbol["file"].as_str().expect("file");
+        assert!(files.contains(file), "{key} points at {file}");
+        in_moved += usize::from(file.contains("/moved/"));
+    }
+    assert!(in_moved > 0);
+    let forward = edges(&revision["graph"], "forward");
+    assert_eq!(forward, edges(&revision["graph"], "reverse"));
+    let symbols = object(&revision["symbols"]);
+    for (caller, callee) in &forward {
+        assert!(symbols.contains_key(caller), "unknown caller {caller}");
+        assert!(!names_old(caller), "{caller} kept its old path");
+        // A call to a moved symbol names it by its new path; an old name left dangling would
+        // be a removed symbol's, which a move is not.
+        assert!(!names_old(callee), "a call names {callee} by its old path");
+    }
 }
 
 /// The share of call-graph nodes the import resolves to no symbol, and the name of the node

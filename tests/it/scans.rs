@@ -46,7 +46,9 @@ fn generate(root: &Path, revision: u32) {
             "--revision",
             &revision.to_string(),
             "--changed-percent",
-            "2",
+            "1",
+            "--moved-percent",
+            "20",
             "--out",
         ])
         .arg(root)
