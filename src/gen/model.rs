@@ -384,14 +384,7 @@ impl Plan {
     /// Whether file `f` differs from revision 0 in this revision: its summary, its symbols'
     /// summaries and its symbols' callees.
     pub(super) fn file_changed(&self, f: u32) -> bool {
-        self.revision > 0
-            && stream(
-                mix(self.seed, u64::from(self.revision)),
-                SALT_REVISION,
-                u64::from(f),
-            )
-            .below(1_000_000)
-                < self.changed_per_million
+        self.revision > 0 && self.revision_draw(SALT_REVISION, f) < self.changed_per_million
     }
 
     /// Whether file `f` is one of the files this revision edits that it also moves (a share
@@ -401,13 +394,12 @@ impl Plan {
     pub(super) fn moved(&self, f: u32) -> bool {
         self.moved_per_million > 0
             && self.file_changed(f)
-            && stream(
-                mix(self.seed, u64::from(self.revision)),
-                SALT_MOVE,
-                u64::from(f),
-            )
-            .below(1_000_000)
-                < self.moved_per_million
+            && self.revision_draw(SALT_MOVE, f) < self.moved_per_million
+    }
+
+    /// A draw in millionths from this revision's stream `salt` for file `f`.
+    fn revision_draw(&self, salt: u64, f: u32) -> u64 {
+        stream(mix(self.seed, u64::from(self.revision)), salt, u64::from(f)).below(1_000_000)
     }
 
     /// Whether symbol `i` is the one an edited file of this revision replaced: its last
