@@ -577,7 +577,11 @@ impl Source<'_> {
                 filter: Filter::new(self.rules.clone(), true),
                 writer: delta,
             };
-            let read = self.read(&mut loader, &reporter, cache)?;
+            // A reader that failed for want of digests says less than the reading's own error.
+            let read = match self.read(&mut loader, &reporter, cache) {
+                Ok(read) => read,
+                Err(err) => return Err(digests.finish().err().unwrap_or(err)),
+            };
             digests.finish()?;
             tracing::debug!(
                 "compared entries in {:.2} s",

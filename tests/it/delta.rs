@@ -580,6 +580,33 @@ fn set_summaries(project: &TempProject, n: usize, text: &str) {
     write_json(&project.cache_path(), &cache);
 }
 
+/// Stored digests that cannot be read (an index dropped by hand) fail the delta, not the
+/// import: the reader stops for want of them, the import reports the reading's own error, and
+/// a full import runs instead.
+#[test]
+fn a_delta_whose_digests_cannot_be_read_falls_back_to_a_full_import() {
+    let project = TempProject::generated(20);
+    let conn = Connection::open(project.db()).unwrap();
+    conn.execute("DROP INDEX symbols_digest", []).unwrap();
+    drop(conn);
+    set_summaries(&project, 1, "a new summary");
+    let out = project.run(&["import", "--no-progress"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("full import (the delta import failed: ")
+            && err.contains("no such index: symbols_digest"),
+        "{err}"
+    );
+    let conn = Connection::open(project.db()).unwrap();
+    let summary: String = conn
+        .query_row("SELECT summary FROM symbols ORDER BY id LIMIT 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(summary, "a new summary");
+}
+
 #[test]
 fn a_reader_keeps_its_snapshot_until_the_delta_commits() {
     let project = TempProject::generated(20);
