@@ -159,16 +159,6 @@ impl StoredDigests {
     }
 }
 
-impl FromIterator<(i64, u32)> for StoredDigests {
-    fn from_iter<T: IntoIterator<Item = (i64, u32)>>(pairs: T) -> StoredDigests {
-        let mut stored = StoredDigests::default();
-        pairs
-            .into_iter()
-            .for_each(|(digest, id)| stored.push(digest, id));
-        stored
-    }
-}
-
 impl SectionEntries {
     /// Indexes a section's stored entries (fastest when they come in row id order, as a
     /// database reads them).
@@ -240,26 +230,15 @@ pub struct Hints([usize; 4]);
 impl Default for KnownEntries {
     /// No entry in any section, every section published.
     fn default() -> KnownEntries {
-        KnownEntries::new(Vec::new())
+        let known = KnownEntries::pending();
+        for section in DIGESTED {
+            known.publish(section, StoredDigests::default());
+        }
+        known
     }
 }
 
 impl KnownEntries {
-    /// Every section published at once from `(digest, section, row id)` triples.
-    pub fn new(entries: Vec<(i64, Section, u32)>) -> KnownEntries {
-        let mut by_section: [StoredDigests; 4] = Default::default();
-        for (digest, section, id) in entries {
-            if let Some(rows) = by_section.get_mut(usize::from(section_code(section))) {
-                rows.push(digest, id);
-            }
-        }
-        let known = KnownEntries::pending();
-        for (section, rows) in DIGESTED.into_iter().zip(by_section) {
-            known.publish(section, rows);
-        }
-        known
-    }
-
     /// No section published yet.
     pub fn pending() -> KnownEntries {
         KnownEntries {
@@ -283,15 +262,16 @@ impl KnownEntries {
         }
     }
 
-    /// The section's entries, once published (waiting until then).
-    fn section(&self, section: Section) -> Result<Option<&SectionEntries>, DigestsUnavailable> {
-        match self.sections.get(usize::from(section_code(section))) {
+    /// The entries of the section at `code` (its place in [`DIGESTED`]) once published,
+    /// waiting until then; `None` for a section without digests.
+    fn section(&self, code: u8) -> Result<Option<&SectionEntries>, DigestsUnavailable> {
+        match self.sections.get(usize::from(code)) {
             None => Ok(None),
             Some(slot) => slot
                 .wait()
                 .as_ref()
                 .map(Some)
-                .ok_or(DigestsUnavailable(section)),
+                .ok_or(DigestsUnavailable(DIGESTED[usize::from(code)])),
         }
     }
 
@@ -303,25 +283,54 @@ impl KnownEntries {
         digest: i64,
         hints: &mut Hints,
     ) -> Result<Option<u32>, DigestsUnavailable> {
-        let Some(entries) = self.section(section)? else {
+        let code = section_code(section);
+        let Some(entries) = self.section(code)? else {
             return Ok(None);
         };
-        let hint = &mut hints.0[usize::from(section_code(section))];
-        Ok(entries.find(digest, hint))
+        Ok(entries.find(digest, &mut hints.0[usize::from(code)]))
     }
 
     /// Every known entry: its section and row id (waiting until every section is published).
     pub fn entries(&self) -> Result<impl Iterator<Item = (Section, u32)> + '_, DigestsUnavailable> {
         let sections = DIGESTED
             .iter()
-            .filter_map(|section| {
-                let rows = self.section(*section).transpose()?;
+            .zip(0u8..)
+            .filter_map(|(section, code)| {
+                let rows = self.section(code).transpose()?;
                 Some(rows.map(|rows| (*section, rows)))
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(sections
             .into_iter()
             .flat_map(|(section, rows)| rows.ids.iter().map(move |id| (section, *id))))
+    }
+}
+
+#[cfg(test)]
+impl FromIterator<(i64, u32)> for StoredDigests {
+    fn from_iter<T: IntoIterator<Item = (i64, u32)>>(pairs: T) -> StoredDigests {
+        let mut stored = StoredDigests::default();
+        pairs
+            .into_iter()
+            .for_each(|(digest, id)| stored.push(digest, id));
+        stored
+    }
+}
+
+#[cfg(test)]
+impl KnownEntries {
+    /// Every section published at once from `(digest, section, row id)` triples.
+    fn new(entries: Vec<(i64, Section, u32)>) -> KnownEntries {
+        let known = KnownEntries::pending();
+        for section in DIGESTED {
+            let rows = entries
+                .iter()
+                .filter(|(_, s, _)| *s == section)
+                .map(|(digest, _, id)| (*digest, *id))
+                .collect();
+            known.publish(section, rows);
+        }
+        known
     }
 }
 

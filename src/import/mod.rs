@@ -577,12 +577,11 @@ impl Source<'_> {
                 filter: Filter::new(self.rules.clone(), true),
                 writer: delta,
             };
-            // A reader that failed for want of digests says less than the reading's own error.
-            let read = match self.read(&mut loader, &reporter, cache) {
-                Ok(read) => read,
-                Err(err) => return Err(digests.finish().err().unwrap_or(err)),
-            };
+            let read = self.read(&mut loader, &reporter, cache);
+            // The digest reading's error first: a reader that failed for want of digests says
+            // less than the reading's own error.
             digests.finish()?;
+            let read = read?;
             tracing::debug!(
                 "compared entries in {:.2} s",
                 started.elapsed().as_secs_f64()

@@ -384,18 +384,18 @@ fn read_digests(
             count += 1;
             read[usize::from(row.get::<_, bool>(2)?)].push(row.get(0)?, row.get(1)?);
         }
-        let [first, second] = read;
-        known.publish(sections[0], first);
-        if sections[1] != sections[0] {
-            known.publish(sections[1], second);
+        // A read of one section fills only the first.
+        let distinct = if sections[0] == sections[1] { 1 } else { 2 };
+        for (section, rows) in sections[..distinct].iter().zip(read) {
+            known.publish(*section, rows);
         }
         tracing::debug!(
             "read {count} digests of {} at {:.2} s",
-            if sections[0] == sections[1] {
-                sections[0].path().to_string()
-            } else {
-                sections.map(Section::path).join(" and ")
-            },
+            sections[..distinct]
+                .iter()
+                .map(|section| section.path())
+                .collect::<Vec<_>>()
+                .join(" and "),
             started.elapsed().as_secs_f64()
         );
     }
