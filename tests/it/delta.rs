@@ -7,7 +7,7 @@ use std::path::Path;
 use rusqlite::Connection;
 use serde_json::{json, Map, Value};
 
-use crate::common::{acpdb, import_in_process, stderr, without_sweep_times, TempProject};
+use crate::common::{acpdb, fixture, import_in_process, stderr, without_sweep_times, TempProject};
 
 /// A small deterministic generator (xorshift64*), so that a failing script can be replayed.
 struct Rng(u64);
@@ -443,32 +443,38 @@ fn answer(conn: &Connection, tool: &str, args: &Value) -> String {
         .join("\n")
 }
 
-#[test]
-fn delta_imports_answer_as_a_full_import_after_random_edit_scripts() {
-    for seed in [7u64, 1234, 0xdead_beef] {
-        let delta = TempProject::generated(30);
-        let full = tempfile::tempdir().unwrap();
-        fs::create_dir_all(full.path().join(".acp")).unwrap();
+/// Runs `steps` random edit scripts from each seed on a copy of `source` (a project whose
+/// cache is imported), importing each step as a delta there and fully in a second copy: after
+/// each step the delta's export equals the new cache and vars, its tables equal the full
+/// import's, and so do the answers of a sample of tool calls.
+fn edit_scripts_match_full_imports(source: &Path, seeds: &[u64], steps: usize) {
+    for &seed in seeds {
+        let delta = TempProject::copy_of(source);
+        delta.import();
+        let full = TempProject::copy_of(source);
         let cache_path = delta.cache_path();
         let vars_path = delta.root().join(".acp/acp.vars.json");
         let mut cache: Value = serde_json::from_slice(&fs::read(&cache_path).unwrap()).unwrap();
-        let mut vars: Value = serde_json::from_slice(&fs::read(&vars_path).unwrap()).unwrap();
+        let mut vars: Value = match fs::read(&vars_path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap(),
+            Err(_) => json!({"variables": {}}),
+        };
         let mut rng = Rng(seed);
-        for step in 0..6 {
+        for step in 0..steps {
             let edits = 1 + rng.below(12);
             edit(&mut rng, &mut cache, &mut vars, step, edits);
-            for root in [delta.root(), full.path()] {
+            for root in [delta.root(), full.root()] {
                 write_json(&root.join(".acp/acp.cache.json"), &cache);
                 write_json(&root.join(".acp/acp.vars.json"), &vars);
             }
+            let context = format!("{} seed {seed} step {step}", source.display());
             let applied = import_in_process(delta.root(), false);
             assert!(
                 applied.delta.is_some(),
-                "seed {seed} step {step}: not a delta: {}",
+                "{context}: not a delta: {}",
                 applied.line()
             );
-            import_in_process(full.path(), true);
-            let context = format!("seed {seed} step {step}");
+            import_in_process(full.root(), true);
 
             let (delta_cache, delta_vars) = export(&delta.db());
             assert_eq!(
@@ -476,9 +482,9 @@ fn delta_imports_answer_as_a_full_import_after_random_edit_scripts() {
                 "{context}: export differs from the cache"
             );
             assert_eq!(delta_vars, vars, "{context}: vars export differs");
-            assert_same_tables(&delta.db(), &full.path().join(".acp/acp.db"), &context);
+            assert_same_tables(&delta.db(), &full.db(), &context);
             let a = Connection::open(delta.db()).unwrap();
-            let b = Connection::open(full.path().join(".acp/acp.db")).unwrap();
+            let b = Connection::open(full.db()).unwrap();
             for (tool, args) in tool_calls(&cache, &mut rng) {
                 assert_eq!(
                     answer(&a, tool, &args),
@@ -488,6 +494,32 @@ fn delta_imports_answer_as_a_full_import_after_random_edit_scripts() {
             }
         }
     }
+}
+
+#[test]
+fn delta_imports_answer_as_a_full_import_after_random_edit_scripts() {
+    let generated = TempProject {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    generated.generate(30);
+    edit_scripts_match_full_imports(generated.root(), &[7, 1234, 0xdead_beef], 6);
+}
+
+/// The same scripts on caches `acp index` wrote for real code (fixtures/real): simple-name
+/// keys, `./` file keys, a quarter of the call-graph names resolving to nothing, lists that name
+/// a symbol twice.
+#[test]
+fn delta_imports_answer_as_a_full_import_after_edit_scripts_on_real_caches() {
+    for name in ["anyhow", "demo-ts", "python-stdlib"] {
+        edit_scripts_match_full_imports(&fixture(&format!("real/{name}")), &[7, 1234], 4);
+    }
+}
+
+/// The scripts on the largest real cache that keeps the test short: 13,957 symbols of Go,
+/// names called from hundreds of places.
+#[test]
+fn delta_imports_answer_as_a_full_import_after_edit_scripts_on_prometheus() {
+    edit_scripts_match_full_imports(&fixture("real/prometheus"), &[99], 2);
 }
 
 #[test]
