@@ -33,6 +33,7 @@ use std::io::{self, Write};
 use anyhow::{Context, Result};
 
 mod cache_doc;
+mod edit;
 mod json;
 mod model;
 pub(crate) mod rng;
@@ -67,6 +68,18 @@ pub struct GenSummary {
 /// Runs `acpdb gen-fixture`: writes the cache and vars file below `args.out` and prints a
 /// one-line summary to stderr.
 pub fn run(args: &GenArgs) -> Result<()> {
+    if let Some(project) = &args.edit_of {
+        let summary = edit::edit_project(project, &args.out, args.changed_percent, args.seed)?;
+        eprintln!(
+            "gen-fixture: {} files edited, {} symbols changed, {} replaced, {} call-graph list edits; written below {}",
+            summary.files,
+            summary.symbols_changed,
+            summary.symbols_replaced,
+            summary.lists_changed,
+            args.out.display()
+        );
+        return Ok(());
+    }
     let dir = args.out.join(".acp");
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let cache_path = dir.join("acp.cache.json");

@@ -39,6 +39,11 @@ pub struct GenArgs {
     /// everywhere) and symbols since removed (qualified names).
     #[arg(long, default_value_t = 15.0)]
     pub unresolved_percent: f64,
+    /// Instead of generating a cache, edit `--changed-percent` of the files of this project's
+    /// cache (at least one) the way a revision edits them, and write the result with the
+    /// project's vars file below `--out`: for delta benchmarks on real caches.
+    #[arg(long, value_name = "PROJECT", conflicts_with_all = ["revision", "moved_percent"])]
+    pub edit_of: Option<PathBuf>,
     /// Project directory; `.acp/acp.cache.json` and `.acp/acp.vars.json` are written below it.
     #[arg(long)]
     pub out: PathBuf,

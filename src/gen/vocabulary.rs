@@ -254,3 +254,4 @@ pub(super) const SALT_VARS: u64 = 8;
 pub(super) const SALT_VARS_FILE: u64 = 9;
 pub(super) const SALT_REVISION: u64 = 10;
 pub(super) const SALT_MOVE: u64 = 11;
+pub(super) const SALT_EDIT: u64 = 12;

@@ -625,3 +625,60 @@ fn degenerate_sizes_produce_valid_caches() {
         fixture.vars();
     }
 }
+
+/// `--edit-of` edits a real cache the way a revision edits a generated one: the result imports
+/// as a delta onto the original's database, which then exports exactly the edited cache, and
+/// every entry it did not edit keeps its bytes.
+#[test]
+fn an_edit_of_a_real_cache_applies_as_a_delta_and_keeps_what_it_did_not_edit() {
+    let project = crate::common::TempProject::copy_of(&crate::common::fixture("real/prometheus"));
+    let out = tempfile::tempdir().unwrap();
+    let edit = crate::common::acpdb()
+        .args(["gen-fixture", "--changed-percent", "1", "--edit-of"])
+        .arg(project.root())
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(edit.status.success(), "{}", crate::common::stderr(&edit));
+    let original = std::fs::read_to_string(project.cache_path()).unwrap();
+    let edited = std::fs::read_to_string(out.path().join(".acp/acp.cache.json")).unwrap();
+    let (before, after): (Value, Value) = (
+        serde_json::from_str(&original).unwrap(),
+        serde_json::from_str(&edited).unwrap(),
+    );
+    let symbols = object(&before["symbols"]);
+    let kept = symbols
+        .iter()
+        .filter(|(key, symbol)| after["symbols"].get(key.as_str()) == Some(symbol))
+        .collect::<Vec<_>>();
+    assert!(kept.len() > symbols.len() * 9 / 10 && kept.len() < symbols.len());
+    for (key, _) in kept.iter().take(50) {
+        // The entry as `acp index` wrote it: from its key to the brace closing it.
+        let opening = format!("\n    {}: {{", serde_json::to_string(key).unwrap());
+        let at = original
+            .find(&opening)
+            .expect("the entry is in the original");
+        let length = original[at..].find("\n    }").unwrap() + "\n    }".len();
+        let written = &original[at..at + length];
+        assert!(edited.contains(written), "{written}");
+    }
+
+    project.import();
+    std::fs::write(project.cache_path(), &edited).unwrap();
+    let summary = crate::common::stderr(&project.import());
+    assert!(
+        summary.contains("delta: ~10 files +10 symbols"),
+        "{summary}"
+    );
+    assert_eq!(project.export(), after);
+
+    let both = crate::common::acpdb()
+        .args(["gen-fixture", "--revision", "1", "--edit-of"])
+        .arg(project.root())
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(!both.status.success());
+}
