@@ -15,11 +15,13 @@
 #   1. a full import of the base cache (`/usr/bin/time -v`: seconds, peak RSS, database size);
 #   2. a delta import of the revision onto that database (same measures), then a full import of
 #      the revision, which the delta's time is compared with;
-#   3. `acpdb serve` under the default benchmark mix for S seconds (default 60; 0 skips this
+#   3. the same for each real cache of fixtures/real/, its revision made with
+#      `gen-fixture --edit-of` (PERCENT of its files edited; --moved does not apply to them);
+#   4. `acpdb serve` under the default benchmark mix for S seconds (default 60; 0 skips this
 #      step) while idle, and again while it applies K deltas itself (default 3, evenly spaced:
 #      the revision, the base cache, the revision...), each waited for before the next: p50/p99
 #      of each group in both runs, and how long each of the server's deltas took.
-# --serving-only skips steps 1 and 2 when DIR holds the base database from an earlier run.
+# --serving-only skips steps 1 to 3 when DIR holds the base database from an earlier run.
 # --binary runs another build instead of the release build of this checkout (to compare two
 # builds on the same caches). Needs jq. Writes everything below DIR (default: a new temporary
 # directory); caches already generated there are reused.
@@ -45,7 +47,7 @@ while [[ $# -gt 0 ]]; do
         --deltas) deltas="$2"; shift 2 ;;
         --serving-only) serving_only=1; shift ;;
         --binary) binary="$2"; shift 2 ;;
-        *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
+        *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
     esac
 done
 command -v jq >/dev/null || { echo "delta.sh: jq is required" >&2; exit 1; }
@@ -96,6 +98,45 @@ else
     echo "delta time / full import time of the new cache: $(jq -n "$delta_secs / $full_new_secs * 100 | . * 10 | round / 10")%"
     cp "$dir/delta.db" "$project/.acp/acp.db"
     rm -f "$project/.acp/acp.db-wal" "$project/.acp/acp.db-shm"
+fi
+
+# The real caches of fixtures/real/, each with PERCENT of its files edited the same way
+# (`gen-fixture --edit-of`): the median of three deltas onto a fresh copy of the full import,
+# against the median of three full imports of the revision.
+if [[ -z "$serving_only" ]]; then
+    millis() { # the command's wall time in ms; its summary line kept in $dir/real.log
+        local t0; t0=$(date +%s%N)
+        "$@" > /dev/null 2> "$dir/real.log" || { cat "$dir/real.log" >&2; exit 1; }
+        echo $(( ($(date +%s%N) - t0) / 1000000 ))
+    }
+    median() { printf '%s\n' "$@" | sort -n | sed -n 2p; }
+    echo
+    echo "| real cache ($changed % of files edited) | symbols | full import (ms) | delta (ms) | delta / full | written by the delta / database |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    for real in "$repo"/fixtures/real/*/; do
+        name="$(basename "$real")"
+        at="$dir/real/$name"
+        rm -rf "$at" "$at-rev"; mkdir -p "$dir/real"; cp -r "$real" "$at"
+        "$acpdb" gen-fixture --edit-of "$at" --changed-percent "$changed" --out "$at-rev" 2>/dev/null
+        millis "$acpdb" import -C "$at" --full --no-progress > /dev/null
+        cp "$at/.acp/acp.db" "$at/base.db"
+        symbols=$(jq '.symbols | length' "$at/.acp/acp.cache.json")
+        cp "$at-rev/.acp/acp.cache.json" "$at/.acp/acp.cache.json"
+        deltas_ms=(); fulls_ms=()
+        for _ in 1 2 3; do
+            cp "$at/base.db" "$at/.acp/acp.db"; rm -f "$at/.acp/acp.db-wal" "$at/.acp/acp.db-shm"
+            deltas_ms+=("$(millis "$acpdb" import -C "$at" --no-progress)")
+            grep -q '^delta:' "$dir/real.log" ||
+                { echo "delta.sh: $name: not a delta: $(cat "$dir/real.log")" >&2; exit 1; }
+            written=$(grep -o '[0-9.]* [kMG]B written' "$dir/real.log" | tail -n 1)
+            db_size=$(grep -o 'acp.db ([0-9.]* [kMG]B' "$dir/real.log" | sed 's/acp.db (//')
+        done
+        for _ in 1 2 3; do
+            fulls_ms+=("$(millis "$acpdb" import -C "$at" --full --no-progress)")
+        done
+        d=$(median "${deltas_ms[@]}"); f=$(median "${fulls_ms[@]}")
+        echo "| $name | $symbols | $f | $d | $(jq -n "$d / $f * 1000 | round / 10")% | ${written% written} / $db_size |"
+    done
 fi
 
 if [[ "$duration" == 0 ]]; then
