@@ -35,6 +35,28 @@ pub struct ReadOutcome {
     pub bytes: u64,
 }
 
+impl ReadOutcome {
+    /// The outcome of reading `file` to its end, taken without parsing it: its SHA-256 and
+    /// length, as a reading of it records them.
+    pub fn of_bytes(mut file: impl std::io::Read) -> std::io::Result<ReadOutcome> {
+        use sha2::{Digest, Sha256};
+        let (mut hasher, mut buffer, mut bytes) = (Sha256::new(), vec![0u8; 1 << 16], 0u64);
+        loop {
+            match file.read(&mut buffer)? {
+                0 => break,
+                n => {
+                    hasher.update(&buffer[..n]);
+                    bytes += n as u64;
+                }
+            }
+        }
+        Ok(ReadOutcome {
+            sha256: crate::hex::encode(&hasher.finalize()),
+            bytes,
+        })
+    }
+}
+
 /// Limits that protect the reader from hostile input.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {

@@ -458,7 +458,7 @@ impl Source<'_> {
                 writer,
             };
             let cache = self.start_reading(None, progress, READ_AHEAD)?;
-            let read = self.read(&mut loader, &reporter, cache)?;
+            let read = self.read(&mut loader, &reporter, cache, None)?;
             reporter.phase(Phase::Linking);
             tracing::debug!("loaded entries in {:.2} s", started.elapsed().as_secs_f64());
             let Loader {
@@ -562,8 +562,12 @@ impl Source<'_> {
         let reporter = self.reporter(&progress)?;
         let cache = self.start_reading(Some(known.clone()), progress, READ_AHEAD)?;
         conn.execute_batch("BEGIN IMMEDIATE")?;
+        let kept_vars = match &project.vars {
+            Some(path) => unchanged_vars(&conn, path)?,
+            None => None,
+        };
         let log = summaries::ChangeLog::start(&conn)?;
-        let mut delta = Delta::start(&conn)?;
+        let mut delta = Delta::start(&conn, kept_vars.is_some())?;
         let mut tables = Tables::new(&conn)?;
         tables.root = delta.root.clone();
         tables.keep_domains()?;
@@ -577,7 +581,7 @@ impl Source<'_> {
                 filter: Filter::new(self.rules.clone(), true),
                 writer: delta,
             };
-            let read = self.read(&mut loader, &reporter, cache);
+            let read = self.read(&mut loader, &reporter, cache, kept_vars);
             // The digest reading's error first: a reader that failed for want of digests says
             // less than the reading's own error.
             digests.finish()?;
@@ -673,16 +677,24 @@ impl Source<'_> {
         }
     }
 
-    /// Writes the cache being read into `loader`, then reads the vars file into it.
+    /// Writes the cache being read into `loader`, then reads the vars file into it, unless the
+    /// database keeps it (`kept_vars`, see [`unchanged_vars`]).
     fn read<'c, W: EntryWriter<'c>>(
         &self,
         loader: &mut Loader<'c, W>,
         reporter: &Reporter,
         cache: Reading,
+        kept_vars: Option<ReadOutcome>,
     ) -> Result<Read> {
         let cache = cache.finish(loader, Some(reporter))?;
         let mut vars = None;
         if let Some(vars_path) = &self.project.vars {
+            if let Some(kept) = kept_vars {
+                return Ok(Read {
+                    cache,
+                    vars: Some((vars_path.clone(), kept)),
+                });
+            }
             let reading = Reading::start(
                 vars_path,
                 DocumentKind::Vars,
@@ -737,6 +749,29 @@ impl Source<'_> {
         }
         Ok(bytes)
     }
+}
+
+/// The vars file's outcome when it is byte for byte the one the database holds (the path and
+/// SHA-256 recorded at the last import): a delta then keeps its rows instead of rewriting them.
+/// `None` when it differs or cannot be read (reading it then says why).
+fn unchanged_vars(conn: &Connection, path: &Path) -> Result<Option<ReadOutcome>> {
+    let recorded = |key: &str| -> Result<Option<String>> {
+        Ok(conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    };
+    let (Some(recorded_path), Some(recorded_sha256)) =
+        (recorded("vars_path")?, recorded("vars_sha256")?)
+    else {
+        return Ok(None);
+    };
+    if recorded_path != path.display().to_string() {
+        return Ok(None);
+    }
+    let outcome = crate::regular_file::open(path).and_then(ReadOutcome::of_bytes);
+    Ok(outcome
+        .ok()
+        .filter(|outcome| outcome.sha256 == recorded_sha256))
 }
 
 fn file_size(path: &Path) -> Result<u64> {

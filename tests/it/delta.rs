@@ -873,3 +873,72 @@ fn a_database_keeps_its_permissions_through_delta_and_full_imports() {
         }
     }
 }
+
+/// A delta keeps the vars file's rows and warnings when the file is byte for byte the one
+/// imported last (touched or not), and rewrites them once its content changes.
+#[test]
+fn a_delta_keeps_the_vars_when_their_file_is_unchanged() {
+    let project = TempProject::generated(20);
+    let vars_path = project.root().join(".acp/acp.vars.json");
+    let vars = fs::read_to_string(&vars_path).unwrap();
+    // A duplicate variable, which the import warns about.
+    let duplicated = vars.replacen(
+        "\"variables\":{",
+        "\"variables\":{\"DUP\": {\"type\": \"file\", \"value\": \"a\"}, \"DUP\": {\"type\": \"file\", \"value\": \"b\"},",
+        1,
+    );
+    assert!(duplicated != vars, "the vars file has a `variables` object");
+    fs::write(&vars_path, &duplicated).unwrap();
+    project.run(&["import", "--full", "--no-progress"]);
+    let db = || Connection::open(project.db()).unwrap();
+    let duplicate_warnings = |conn: &Connection| -> i64 {
+        conn.query_row(
+            "SELECT count(*) FROM import_warnings WHERE path LIKE 'variables%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(duplicate_warnings(&db()), 1);
+    // A mark only a rewrite of the vars would remove.
+    db().execute(
+        "UPDATE vars SET description = 'mark' WHERE name = 'DUP'",
+        [],
+    )
+    .unwrap();
+    let marked = |conn: &Connection| -> bool {
+        conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM vars WHERE description = 'mark')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+
+    set_summaries(&project, 3, "an edit");
+    fs::write(&vars_path, &duplicated).unwrap();
+    let line = stderr(&project.run(&["import", "--no-progress"]));
+    assert!(line.starts_with("delta: ~3 symbols in "), "{line}");
+    let conn = db();
+    assert!(marked(&conn), "the vars were rewritten: {line}");
+    assert_eq!(duplicate_warnings(&conn), 1, "the vars' warning was lost");
+    drop(conn);
+
+    set_summaries(&project, 3, "another edit");
+    fs::write(
+        &vars_path,
+        duplicated.replacen("\"value\": \"a\"", "\"value\": \"c\"", 1),
+    )
+    .unwrap();
+    let line = stderr(&project.run(&["import", "--no-progress"]));
+    assert!(line.starts_with("delta: ~3 symbols in "), "{line}");
+    let conn = db();
+    assert!(!marked(&conn), "the changed vars were kept: {line}");
+    assert_eq!(duplicate_warnings(&conn), 1);
+    let value: String = conn
+        .query_row("SELECT value FROM vars WHERE name = 'DUP'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(value, "c");
+}

@@ -22,6 +22,9 @@ fn read(text: &str, limits: Limits) -> Result<Vec<Event>, ReadError> {
         let sha256 = crate::hex::encode(&Sha256::digest(text.as_bytes()));
         assert_eq!(outcome.sha256, sha256);
         assert_eq!(outcome.bytes, text.len() as u64);
+        // Taken without reading the document, the same outcome.
+        let taken = ReadOutcome::of_bytes(text.as_bytes()).unwrap();
+        assert_eq!((taken.sha256, taken.bytes), (sha256, outcome.bytes));
     }
     result.map(|_| events)
 }

@@ -27,7 +27,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use foldhash::{HashMap, HashSet};
 use rusqlite::types::{Value as SqlValue, ValueRef};
-use rusqlite::{Connection, OptionalExtension, Statement};
+use rusqlite::{params, Connection, OptionalExtension, Statement};
 use serde_json::Value;
 
 use crate::cache::digest::{KnownEntries, StoredDigests};
@@ -59,9 +59,13 @@ const REWRITTEN_TABLES: &[&str] = &[
     "cache_hacks",
     "cache_debug_sessions",
     "conventions",
-    "vars",
-    "vars_root",
 ];
+
+/// The tables of the vars file, rewritten whole unless the file is the one imported last.
+const VARS_TABLES: &[&str] = &["vars", "vars_root"];
+
+/// The prefix of the warning paths of the vars file.
+const VARS_WARNING_PREFIX: &str = "variables";
 
 /// Prefixes of the warning paths of entries a delta compares one by one; other warnings belong
 /// to the rewritten sections and are cleared with them.
@@ -667,19 +671,23 @@ fn entry_by_key<'c>(
 
 impl<'c> Delta<'c> {
     /// Prepares a delta on `conn` (the served database, in a write transaction), clears the
-    /// sections that are rewritten whole and loads the node names. It recognises no stored
-    /// entry until [`Delta::recognise`] gives it their digests.
-    pub(super) fn start(conn: &'c Connection) -> Result<Delta<'c>> {
+    /// sections that are rewritten whole (the vars file's too, unless `keep_vars`: it is the
+    /// one imported last) and loads the node names. It recognises no stored entry until
+    /// [`Delta::recognise`] gives it their digests.
+    pub(super) fn start(conn: &'c Connection, keep_vars: bool) -> Result<Delta<'c>> {
         let files = file_columns();
         let symbols = symbol_columns();
         let (file_by_key, _) = entry_by_key(conn, "files", &files)?;
         let (symbol_by_key, _) = entry_by_key(conn, "symbols", &symbols)?;
         let root = project_root(conn)?;
-        for table in REWRITTEN_TABLES {
+        let vars_tables = if keep_vars { &[][..] } else { VARS_TABLES };
+        for table in REWRITTEN_TABLES.iter().chain(vars_tables) {
             conn.execute(&format!("DELETE FROM {table}"), [])?;
         }
+        let vars_warnings = keep_vars.then_some(VARS_WARNING_PREFIX);
         let kept = COMPARED_WARNING_PREFIXES
             .iter()
+            .chain(&vars_warnings)
             .map(|p| format!("substr(path, 1, {}) = '{p}'", p.len()))
             .collect::<Vec<_>>()
             .join(" OR ");
@@ -688,10 +696,11 @@ impl<'c> Delta<'c> {
             [],
         )?;
         // Duplicate keys are a matter of the whole map, not of one entry: the delta sees every
-        // entry, so it raises them again.
+        // entry (of the vars file too, unless it keeps them), so it raises them again.
         conn.execute(
-            "DELETE FROM import_warnings WHERE message = ?1",
-            [DUPLICATE_KEY],
+            "DELETE FROM import_warnings WHERE message = ?1
+               AND NOT (?2 AND substr(path, 1, length(?3)) = ?3)",
+            params![DUPLICATE_KEY, keep_vars, VARS_WARNING_PREFIX],
         )?;
         let entry_warnings =
             conn.query_row("SELECT EXISTS (SELECT 1 FROM import_warnings)", [], |r| {
