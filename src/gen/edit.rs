@@ -30,7 +30,7 @@ pub(super) struct EditSummary {
     /// Symbols removed, and as many added under new names.
     pub(super) symbols_replaced: usize,
     /// Edits to call-graph lists (an item replaced, added or removed, a list added or removed).
-    pub(super) lists_changed: usize,
+    pub(super) list_edits: usize,
 }
 
 /// Reads `project`'s cache, edits `percent` of its files (at least one) and writes the result
@@ -242,7 +242,7 @@ fn edit_file(
                 callees.push(json!(other));
                 remove_item(cache, "reverse", &old, caller);
                 push_item(cache, "reverse", &other, caller);
-                summary.lists_changed += 3;
+                summary.list_edits += 3;
             }
         }
     }
@@ -255,10 +255,10 @@ fn edit_file(
     };
     summary.symbols_replaced += 1;
     if let Some(Value::Array(callees)) = lists(cache, "forward").remove(removed.as_str()) {
-        summary.lists_changed += 1;
+        summary.list_edits += 1;
         for callee in callees.iter().filter_map(Value::as_str) {
             remove_item(cache, "reverse", callee, removed);
-            summary.lists_changed += 1;
+            summary.list_edits += 1;
         }
     }
     let simple = entry.get("name").and_then(Value::as_str).unwrap_or(removed);
@@ -282,10 +282,10 @@ fn edit_file(
     }
     object(cache, "symbols").insert(new_key.clone(), entry);
     lists(cache, "forward").insert(new_key.clone(), json!(callees));
-    summary.lists_changed += 1;
+    summary.list_edits += 1;
     for callee in &callees {
         push_item(cache, "reverse", callee, &new_key);
-        summary.lists_changed += 1;
+        summary.list_edits += 1;
     }
 }
 

@@ -75,7 +75,7 @@ pub fn run(args: &GenArgs) -> Result<()> {
             summary.files,
             summary.symbols_changed,
             summary.symbols_replaced,
-            summary.lists_changed,
+            summary.list_edits,
             args.out.display()
         );
         return Ok(());
