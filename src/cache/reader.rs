@@ -42,12 +42,14 @@ impl ReadOutcome {
         use sha2::{Digest, Sha256};
         let (mut hasher, mut buffer, mut bytes) = (Sha256::new(), vec![0u8; 1 << 16], 0u64);
         loop {
-            match file.read(&mut buffer)? {
-                0 => break,
-                n => {
+            match file.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => {
                     hasher.update(&buffer[..n]);
                     bytes += n as u64;
                 }
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
             }
         }
         Ok(ReadOutcome {

@@ -422,6 +422,16 @@ fn is_repeated_key(err: &anyhow::Error) -> bool {
 struct Read {
     cache: ReadOutcome,
     vars: Option<(PathBuf, ReadOutcome)>,
+    /// The vars file's metadata when the database kept its rows (taken when it was hashed).
+    kept_vars_metadata: Option<fs::Metadata>,
+}
+
+/// A vars file the database holds already ([`unchanged_vars`]).
+struct KeptVars {
+    outcome: ReadOutcome,
+    /// Taken from the file before it was hashed: were it rewritten since, its recorded mtime
+    /// differs and freshness compares its hash again.
+    metadata: fs::Metadata,
 }
 
 impl Source<'_> {
@@ -684,7 +694,7 @@ impl Source<'_> {
         loader: &mut Loader<'c, W>,
         reporter: &Reporter,
         cache: Reading,
-        kept_vars: Option<ReadOutcome>,
+        kept_vars: Option<KeptVars>,
     ) -> Result<Read> {
         let cache = cache.finish(loader, Some(reporter))?;
         let mut vars = None;
@@ -692,7 +702,8 @@ impl Source<'_> {
             if let Some(kept) = kept_vars {
                 return Ok(Read {
                     cache,
-                    vars: Some((vars_path.clone(), kept)),
+                    vars: Some((vars_path.clone(), kept.outcome)),
+                    kept_vars_metadata: Some(kept.metadata),
                 });
             }
             let reading = Reading::start(
@@ -705,7 +716,11 @@ impl Source<'_> {
             )?;
             vars = Some((vars_path.clone(), reading.finish(loader, None)?));
         }
-        Ok(Read { cache, vars })
+        Ok(Read {
+            cache,
+            vars,
+            kept_vars_metadata: None,
+        })
     }
 
     /// Records where the import came from (see `freshness`) and returns the bytes read.
@@ -731,7 +746,10 @@ impl Source<'_> {
             [],
         )?;
         if let Some((vars_path, outcome)) = &read.vars {
-            let vars_meta = fs::metadata(vars_path)?;
+            let vars_meta = match &read.kept_vars_metadata {
+                Some(metadata) => metadata.clone(),
+                None => fs::metadata(vars_path)?,
+            };
             meta.push(("vars_path", vars_path.display().to_string()));
             meta.push(("vars_size", vars_meta.len().to_string()));
             meta.push(("vars_mtime", mtime_text(&vars_meta)));
@@ -751,10 +769,10 @@ impl Source<'_> {
     }
 }
 
-/// The vars file's outcome when it is byte for byte the one the database holds (the path and
-/// SHA-256 recorded at the last import): a delta then keeps its rows instead of rewriting them.
-/// `None` when it differs or cannot be read (reading it then says why).
-fn unchanged_vars(conn: &Connection, path: &Path) -> Result<Option<ReadOutcome>> {
+/// The vars file when it is byte for byte the one the database holds (the path and SHA-256
+/// recorded at the last import): a delta then keeps its rows instead of rewriting them. `None`
+/// when it differs or cannot be read (reading it then says why).
+fn unchanged_vars(conn: &Connection, path: &Path) -> Result<Option<KeptVars>> {
     let recorded = |key: &str| -> Result<Option<String>> {
         Ok(conn
             .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
@@ -768,10 +786,14 @@ fn unchanged_vars(conn: &Connection, path: &Path) -> Result<Option<ReadOutcome>>
     if recorded_path != path.display().to_string() {
         return Ok(None);
     }
-    let outcome = crate::regular_file::open(path).and_then(ReadOutcome::of_bytes);
-    Ok(outcome
+    let kept = crate::regular_file::open(path).and_then(|file| {
+        let metadata = file.metadata()?;
+        let outcome = ReadOutcome::of_bytes(file)?;
+        Ok(KeptVars { outcome, metadata })
+    });
+    Ok(kept
         .ok()
-        .filter(|outcome| outcome.sha256 == recorded_sha256))
+        .filter(|kept| kept.outcome.sha256 == recorded_sha256))
 }
 
 fn file_size(path: &Path) -> Result<u64> {

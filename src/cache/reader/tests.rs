@@ -22,8 +22,17 @@ fn read(text: &str, limits: Limits) -> Result<Vec<Event>, ReadError> {
         let sha256 = crate::hex::encode(&Sha256::digest(text.as_bytes()));
         assert_eq!(outcome.sha256, sha256);
         assert_eq!(outcome.bytes, text.len() as u64);
-        // Taken without reading the document, the same outcome.
-        let taken = ReadOutcome::of_bytes(text.as_bytes()).unwrap();
+        // Taken without reading the document, the same outcome, a few bytes a read.
+        struct Trickle<'a>(&'a [u8]);
+        impl std::io::Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = buf.len().min(self.0.len()).min(7);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let taken = ReadOutcome::of_bytes(Trickle(text.as_bytes())).unwrap();
         assert_eq!((taken.sha256, taken.bytes), (sha256, outcome.bytes));
     }
     result.map(|_| events)

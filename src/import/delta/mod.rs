@@ -72,6 +72,16 @@ const VARS_WARNING_PREFIX: &str = "variables";
 const COMPARED_WARNING_PREFIXES: &[&str] =
     &["files[", "symbols[", "graph.forward[", "graph.reverse["];
 
+/// An SQL condition: the warning's `path` begins with one of `prefixes` (constants of this
+/// module, never input).
+fn paths_under<'p>(prefixes: impl IntoIterator<Item = &'p &'static str>) -> String {
+    prefixes
+        .into_iter()
+        .map(|p| format!("substr(path, 1, {}) = '{p}'", p.len()))
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
+
 /// Why a delta gives up: the new cache has something the config excludes (a full import then
 /// runs, and says this).
 #[derive(Debug, thiserror::Error)]
@@ -684,13 +694,8 @@ impl<'c> Delta<'c> {
         for table in REWRITTEN_TABLES.iter().chain(vars_tables) {
             conn.execute(&format!("DELETE FROM {table}"), [])?;
         }
-        let vars_warnings = keep_vars.then_some(VARS_WARNING_PREFIX);
-        let kept = COMPARED_WARNING_PREFIXES
-            .iter()
-            .chain(&vars_warnings)
-            .map(|p| format!("substr(path, 1, {}) = '{p}'", p.len()))
-            .collect::<Vec<_>>()
-            .join(" OR ");
+        let vars_warnings = keep_vars.then_some(&VARS_WARNING_PREFIX);
+        let kept = paths_under(COMPARED_WARNING_PREFIXES.iter().chain(vars_warnings));
         conn.execute(
             &format!("DELETE FROM import_warnings WHERE NOT ({kept})"),
             [],
@@ -702,10 +707,15 @@ impl<'c> Delta<'c> {
                AND NOT (?2 AND substr(path, 1, length(?3)) = ?3)",
             params![DUPLICATE_KEY, keep_vars, VARS_WARNING_PREFIX],
         )?;
-        let entry_warnings =
-            conn.query_row("SELECT EXISTS (SELECT 1 FROM import_warnings)", [], |r| {
-                r.get(0)
-            })?;
+        // Whether an entry's warnings may need clearing (those of kept vars never do).
+        let entry_warnings = conn.query_row(
+            &format!(
+                "SELECT EXISTS (SELECT 1 FROM import_warnings WHERE {})",
+                paths_under(COMPARED_WARNING_PREFIXES)
+            ),
+            [],
+            |r| r.get(0),
+        )?;
         Ok(Delta {
             conn,
             column_names: [&files, &symbols]
