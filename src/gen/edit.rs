@@ -15,6 +15,7 @@ use std::fs;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::rng::{stream, Rng};
@@ -65,15 +66,46 @@ pub(super) fn edit_project(
     let target = dir.join("acp.cache.json");
     fs::write(&target, text).with_context(|| format!("writing {}", target.display()))?;
     let vars = project.join(".acp/acp.vars.json");
-    if vars.is_file() {
-        fs::copy(&vars, dir.join("acp.vars.json"))
-            .with_context(|| format!("copying {}", vars.display()))?;
+    let copy = dir.join("acp.vars.json");
+    // Copied unless it is the same file (an edit in place), which copying would empty.
+    let same = |a: &Path, b: &Path| fs::canonicalize(a).ok() == fs::canonicalize(b).ok();
+    if vars.is_file() && !(copy.exists() && same(&vars, &copy)) {
+        fs::copy(&vars, &copy).with_context(|| format!("copying {}", vars.display()))?;
     }
     Ok(summary)
 }
 
-/// An object's members as written, in key order.
-type Raw = std::collections::BTreeMap<String, Box<serde_json::value::RawValue>>;
+/// An object's members as written, in the order written (a key written twice: its last value,
+/// at its first place, as a parsed object holds it).
+#[derive(Default)]
+struct Raw(Vec<(String, Box<RawValue>)>);
+
+impl<'de> serde::Deserialize<'de> for Raw {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Raw, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = Raw;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Raw, A::Error> {
+                let mut members: Vec<(String, Box<RawValue>)> = Vec::new();
+                let mut places = std::collections::HashMap::new();
+                while let Some((name, value)) = map.next_entry::<String, Box<RawValue>>()? {
+                    match places.get(&name) {
+                        Some(&at) => members[at] = (name, value),
+                        None => {
+                            places.insert(name.clone(), members.len());
+                            members.push((name, value));
+                        }
+                    }
+                }
+                Ok(Raw(members))
+            }
+        }
+        deserializer.deserialize_map(Members)
+    }
+}
 
 /// The members whose entries an edit changes one by one: written member by member, each
 /// unchanged one as it was read.
@@ -92,7 +124,7 @@ const EDITED_OBJECTS: &[&str] = &[
 fn write_member(
     text: &mut String,
     key: &str,
-    raw: &serde_json::value::RawValue,
+    raw: &RawValue,
     edited: &Value,
     original: &Value,
     depth: usize,
@@ -128,12 +160,29 @@ fn write_object(
     read: Raw,
     depth: usize,
 ) -> Result<()> {
+    // The members read, in their order, then those the edit added.
+    let seen: std::collections::HashSet<&str> =
+        read.0.iter().map(|(name, _)| name.as_str()).collect();
+    let added = members
+        .iter()
+        .filter(|(name, _)| !seen.contains(name.as_str()))
+        .map(|(name, value)| Ok((name.clone(), RawValue::from_string(value.to_string())?)))
+        .collect::<Result<Vec<_>>>()?;
+    let written = read.0.into_iter().chain(added).filter_map(|(name, raw)| {
+        let value = members.get(&name)?;
+        Some((name, raw, value))
+    });
     text.push('{');
-    for (i, (name, value)) in members.iter().enumerate() {
+    for (i, (name, raw, value)) in written.enumerate() {
         text.push_str(if i == 0 { "\n" } else { ",\n" });
-        let fallback = serde_json::value::RawValue::from_string(serde_json::to_string(value)?)?;
-        let raw = read.get(name).unwrap_or(&fallback);
-        write_member(text, name, raw, value, &original[name.as_str()], depth + 1)?;
+        write_member(
+            text,
+            &name,
+            &raw,
+            value,
+            &original[name.as_str()],
+            depth + 1,
+        )?;
     }
     text.push('\n');
     text.push_str(&"  ".repeat(depth));
@@ -411,17 +460,23 @@ mod tests {
     }
 
     #[test]
-    fn a_written_revision_keeps_the_bytes_of_what_it_did_not_edit() {
+    fn a_written_revision_keeps_the_bytes_and_places_of_what_it_did_not_edit() {
         let project = tempfile::tempdir().unwrap();
         let out = tempfile::tempdir().unwrap();
         fs::create_dir_all(project.path().join(".acp")).unwrap();
-        // Members out of key order, as `acp index` writes them.
+        // Members out of key order, as `acp index` writes them; `h` names no file, so no edit
+        // changes it.
         let unchanged =
             "\"h\": {\n      \"qualified_name\": \"b.rs:h\",\n      \"name\": \"h\"\n    }";
         let text = format!(
-            "{{\n  \"files\": {{\n    \"./a.rs\": {{\n      \"path\": \"./a.rs\"\n    }},\n    \"./b.rs\": {{\n      \"path\": \"./b.rs\"\n    }}\n  }},\n  \"symbols\": {{\n    {unchanged},\n    \"f\": {{\n      \"name\": \"f\",\n      \"file\": \"a.rs\"\n    }}\n  }}\n}}"
+            "{{\n  \"symbols\": {{\n    {unchanged},\n    \"f\": {{\n      \"name\": \"f\",\n      \"file\": \"a.rs\"\n    }}\n  }},\n  \"files\": {{\n    \"./a.rs\": {{\n      \"path\": \"./a.rs\"\n    }},\n    \"./b.rs\": {{\n      \"path\": \"./b.rs\"\n    }}\n  }}\n}}"
         );
         fs::write(project.path().join(".acp/acp.cache.json"), &text).unwrap();
+        fs::write(
+            project.path().join(".acp/acp.vars.json"),
+            "{\"variables\": {}}",
+        )
+        .unwrap();
         let mut expected: Value = serde_json::from_str(&text).unwrap();
         let edited = edit_cache(&mut expected, 50.0, 3).unwrap();
         assert_eq!(
@@ -430,11 +485,14 @@ mod tests {
         );
         let written = fs::read_to_string(out.path().join(".acp/acp.cache.json")).unwrap();
         assert_eq!(serde_json::from_str::<Value>(&written).unwrap(), expected);
-        if expected["symbols"]["h"] == json!({"qualified_name": "b.rs:h", "name": "h"}) {
-            assert!(written.contains(unchanged), "{written}");
-        } else {
-            assert!(written.contains(r#""f": {"#), "{written}");
-        }
+        assert!(written.contains(unchanged), "{written}");
+        let place = |text: &str| written.find(text).unwrap();
+        assert!(place("\"symbols\"") < place("\"files\""), "{written}");
+        assert!(place("\"h\"") < place("\"graph\""), "{written}");
+        // Edited in place, the vars file stays as it was.
+        edit_project(project.path(), project.path(), 50.0, 3).unwrap();
+        let vars = fs::read_to_string(project.path().join(".acp/acp.vars.json")).unwrap();
+        assert_eq!(vars, "{\"variables\": {}}");
     }
 
     #[test]

@@ -681,4 +681,6 @@ fn an_edit_of_a_real_cache_applies_as_a_delta_and_keeps_what_it_did_not_edit() {
         .output()
         .unwrap();
     assert!(!both.status.success());
+    let refusal = crate::common::stderr(&both);
+    assert!(refusal.contains("cannot be used with"), "{refusal}");
 }
