@@ -280,10 +280,13 @@ fn edit_file(
         summary.symbols_changed += 1;
     }
     // One caller calls another existing symbol instead of its last callee.
-    if let Some(caller) = symbols
-        .iter()
-        .find(|name| !list(cache, "forward", name).is_empty())
-    {
+    let calls = |cache: &mut Value, name: &str| {
+        lists(cache, "forward")
+            .get(name)
+            .and_then(Value::as_array)
+            .is_some_and(|callees| !callees.is_empty())
+    };
+    if let Some(caller) = symbols.iter().find(|name| calls(cache, name)) {
         let other = all[rng.index(all.len())].clone();
         let callees = lists(cache, "forward").get_mut(caller.as_str());
         if let Some(Value::Array(callees)) = callees {
@@ -366,15 +369,6 @@ fn lists<'a>(cache: &'a mut Value, direction: &str) -> &'a mut Map<String, Value
         *entry = json!({});
     }
     entry.as_object_mut().expect("made an object above")
-}
-
-/// The items of `graph.<direction>[name]` (none when it is missing or not a list).
-fn list(cache: &mut Value, direction: &str, name: &str) -> Vec<Value> {
-    lists(cache, direction)
-        .get(name)
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
 }
 
 /// Appends `item` to `graph.<direction>[name]`, creating the list.

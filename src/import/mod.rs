@@ -769,23 +769,14 @@ impl Source<'_> {
     }
 }
 
-/// The vars file when it is byte for byte the one the database holds (the path and SHA-256
-/// recorded at the last import): a delta then keeps its rows instead of rewriting them. `None`
-/// when it differs or cannot be read (reading it then says why).
+/// The vars file when it is byte for byte the one the database holds (the SHA-256 recorded at
+/// the last import): a delta then keeps its rows instead of rewriting them, as they depend on
+/// its bytes only (the config and the project root do not change within a delta). `None` when
+/// it differs or cannot be read (reading it then says why).
 fn unchanged_vars(conn: &Connection, path: &Path) -> Result<Option<KeptVars>> {
-    let recorded = |key: &str| -> Result<Option<String>> {
-        Ok(conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()?)
-    };
-    let (Some(recorded_path), Some(recorded_sha256)) =
-        (recorded("vars_path")?, recorded("vars_sha256")?)
-    else {
+    let Some((_, _, recorded_sha256)) = crate::freshness::recorded(conn)?.vars else {
         return Ok(None);
     };
-    if recorded_path != path.display().to_string() {
-        return Ok(None);
-    }
     let kept = crate::regular_file::open(path).and_then(|file| {
         let metadata = file.metadata()?;
         let outcome = ReadOutcome::of_bytes(file)?;

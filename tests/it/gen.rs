@@ -633,13 +633,18 @@ fn degenerate_sizes_produce_valid_caches() {
 fn an_edit_of_a_real_cache_applies_as_a_delta_and_keeps_what_it_did_not_edit() {
     let project = crate::common::TempProject::copy_of(&crate::common::fixture("real/prometheus"));
     let out = tempfile::tempdir().unwrap();
-    let edit = crate::common::acpdb()
-        .args(["gen-fixture", "--changed-percent", "1", "--edit-of"])
-        .arg(project.root())
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .unwrap();
+    let edit_of = |option: [&str; 2]| {
+        crate::common::acpdb()
+            .arg("gen-fixture")
+            .args(option)
+            .arg("--edit-of")
+            .arg(project.root())
+            .arg("--out")
+            .arg(out.path())
+            .output()
+            .unwrap()
+    };
+    let edit = edit_of(["--changed-percent", "1"]);
     assert!(edit.status.success(), "{}", crate::common::stderr(&edit));
     let original = std::fs::read_to_string(project.cache_path()).unwrap();
     let edited = std::fs::read_to_string(out.path().join(".acp/acp.cache.json")).unwrap();
@@ -673,13 +678,7 @@ fn an_edit_of_a_real_cache_applies_as_a_delta_and_keeps_what_it_did_not_edit() {
     );
     assert_eq!(project.export(), after);
 
-    let both = crate::common::acpdb()
-        .args(["gen-fixture", "--revision", "1", "--edit-of"])
-        .arg(project.root())
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .unwrap();
+    let both = edit_of(["--revision", "1"]);
     assert!(!both.status.success());
     let refusal = crate::common::stderr(&both);
     assert!(refusal.contains("cannot be used with"), "{refusal}");
