@@ -54,7 +54,7 @@ use full::FullWriter;
 use graph::CallGraph;
 use loader::{EntryWriter, Loader};
 use pipeline::{Reading, READ_AHEAD};
-use progress::{bytes_written, size_text, written_since};
+use progress::{bytes_written, size_text, thread_bytes_written, written_since};
 pub use progress::{percent_read, progress_text};
 use progress::{Phase, Reporter};
 use scratch::{open_temp_database, DELTA_PRAGMAS, INDEXING_PRAGMAS, WRITE_PRAGMAS};
@@ -214,6 +214,7 @@ pub fn import_with_progress(
 ) -> Result<ImportSummary> {
     let started = Instant::now();
     let written_before = bytes_written();
+    let thread_written_before = thread_bytes_written();
     let cache_path = project.require_cache()?.to_path_buf();
     if let Some(dir) = project.db.parent() {
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -289,10 +290,15 @@ pub fn import_with_progress(
     match result {
         Ok(mut summary) if summary.delta.is_some() => {
             summary.elapsed = started.elapsed();
-            summary.written = written_since(written_before);
+            // Pages written into the database in place, all on this thread.
+            summary.written = written_since(thread_written_before, thread_bytes_written());
             Ok(summary)
         }
         Ok(mut summary) => {
+            // The new database written whole, then, when served, copied into the old one's
+            // pages on this thread.
+            let built = written_since(written_before, bytes_written());
+            let placing = thread_bytes_written();
             let placed = if in_use(&project.db) {
                 copy_into_place(&tmp, &project.db)
             } else {
@@ -305,7 +311,8 @@ pub fn import_with_progress(
                 )
             })?;
             summary.elapsed = started.elapsed();
-            summary.written = written_since(written_before);
+            let copied = written_since(placing, thread_bytes_written());
+            summary.written = built.zip(copied).map(|(built, copied)| built + copied);
             Ok(summary)
         }
         Err(err) => {

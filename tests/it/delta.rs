@@ -746,6 +746,59 @@ fn a_delta_writes_in_place_and_only_what_changed() {
     assert_eq!(integrity, "ok");
 }
 
+/// The bytes a delta reports are the ones SQLite wrote for it: its WAL frames (a 32-byte header,
+/// then each page with a 24-byte frame header) and the checkpoint's copy of each page into the
+/// database. Counted from the page cache instead, each page would weigh as much as the large
+/// folio it lands in (a database just copied or read through has them).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_delta_reports_the_bytes_sqlite_wrote() {
+    const PAGE: u64 = 4096;
+    let project = TempProject::generated(300);
+    // The first delta switches the database to WAL mode.
+    set_summaries(&project, 5, "an edit");
+    project.run(&["import", "--no-progress"]);
+    // A database copied in: its pages in the page cache as the copy left them.
+    let copy = project.db().with_extension("copy");
+    fs::copy(project.db(), &copy).unwrap();
+    fs::rename(&copy, project.db()).unwrap();
+    // An open connection keeps the WAL file after the delta's own connection closes.
+    let keeper = Connection::open(project.db()).unwrap();
+    keeper
+        .query_row("SELECT count(*) FROM meta", [], |r| r.get::<_, i64>(0))
+        .unwrap();
+    set_summaries(&project, 5, "another edit");
+    let out = project.run(&["import", "--no-progress"]);
+    let line = stderr(&out);
+    assert!(line.starts_with("delta: ~5 symbols in "), "{line}");
+    let wal = fs::metadata(project.db().with_extension("db-wal"))
+        .unwrap()
+        .len();
+    let frames = (wal - 32) / (PAGE + 24);
+    assert!(
+        frames > 0 && (wal - 32).is_multiple_of(PAGE + 24),
+        "WAL of {wal} bytes"
+    );
+    let (log, copied): (i64, i64) = keeper
+        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get(1)?, r.get(2)?))
+        })
+        .unwrap();
+    assert_eq!(
+        (log as u64, copied as u64),
+        (frames, frames),
+        "the delta's checkpoint was not whole"
+    );
+    let sqlite_wrote = wal + frames * PAGE;
+    let reported = written(&line);
+    // The summary rounds to 0.1 kB; the lock file's pid and the WAL index's first bytes are
+    // written too.
+    assert!(
+        reported.abs_diff(sqlite_wrote) <= 1000,
+        "reported {reported} bytes written, SQLite wrote {sqlite_wrote} ({frames} pages): {line}"
+    );
+}
+
 /// A cache as text, with duplicate keys, lists of unknown names and lists that are not lists.
 fn quirky(revision: u32) -> String {
     let (lines, callee, extra_symbol) = match revision {
