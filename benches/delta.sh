@@ -3,15 +3,16 @@
 #
 # Usage:
 #   benches/delta.sh [--files N] [--changed PERCENT] [--moved PERCENT] [--unresolved PERCENT]
-#                    [--dir DIR] [--duration S] [--deltas K] [--serving-only] [--binary PATH]
+#                    [--key-order hash|file] [--dir DIR] [--duration S] [--deltas K]
+#                    [--serving-only] [--binary PATH]
 #
 # Generates a cache of N files (10 symbols each, 4.5 call edges per symbol, --unresolved percent
 # of the call graph's names resolving to no symbol, default 15, as in real code; default 100000
-# files, i.e. 1M symbols) and a revision of it with PERCENT of the files changed (default 1: their
-# summaries, their symbols' summaries and callees, so the call graph changes with them; in each
-# its last symbol replaced by one of a new name that calls the hubs), --moved PERCENT of those
-# also moved to another directory (default 0: their symbols renamed wherever named). Then, with
-# the release build:
+# files, i.e. 1M symbols; its maps in --key-order, default hash, as acp-cli writes them) and a
+# revision of it with PERCENT of the files changed (default 1: their summaries, their symbols'
+# summaries and callees, so the call graph changes with them; in each its last symbol replaced
+# by one of a new name that calls the hubs), --moved PERCENT of those also moved to another
+# directory (default 0: their symbols renamed wherever named). Then, with the release build:
 #   1. a full import of the base cache (`/usr/bin/time -v`: seconds, peak RSS, database size);
 #   2. a delta import of the revision onto that database (same measures), then a full import of
 #      the revision, which the delta's time is compared with;
@@ -31,6 +32,7 @@ files=100000
 changed=1
 moved=0
 unresolved=15
+key_order=hash
 dir=""
 duration=60
 deltas=3
@@ -42,12 +44,13 @@ while [[ $# -gt 0 ]]; do
         --changed) changed="$2"; shift 2 ;;
         --moved) moved="$2"; shift 2 ;;
         --unresolved) unresolved="$2"; shift 2 ;;
+        --key-order) key_order="$2"; shift 2 ;;
         --dir) dir="$2"; shift 2 ;;
         --duration) duration="$2"; shift 2 ;;
         --deltas) deltas="$2"; shift 2 ;;
         --serving-only) serving_only=1; shift ;;
         --binary) binary="$2"; shift 2 ;;
-        *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
+        *) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
     esac
 done
 command -v jq >/dev/null || { echo "delta.sh: jq is required" >&2; exit 1; }
@@ -61,7 +64,7 @@ fi
 dir="${dir:-$(mktemp -d)}"
 project="$dir/project"
 gen=(gen-fixture --files "$files" --symbols-per-file 10 --edges-per-symbol 4.5
-     --unresolved-percent "$unresolved")
+     --unresolved-percent "$unresolved" --key-order "$key_order")
 
 measure() { # label, then the command; prints "label: seconds s, peak RSS MB"
     local label="$1"; shift

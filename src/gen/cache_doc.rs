@@ -63,7 +63,7 @@ pub(super) fn write_source_files<W: Write>(plan: &Plan, json: &mut Json<W>) -> i
     let mut path = String::new();
     json.key("source_files")?;
     json.begin_object()?;
-    for f in 0..plan.files {
+    for f in plan.written_order(plan.files) {
         let file = plan.file(f);
         path.clear();
         push_path(&mut path, &file);
@@ -79,7 +79,7 @@ pub(super) fn write_files<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Resu
     let mut syms = Vec::new();
     json.key("files")?;
     json.begin_object()?;
-    for f in 0..plan.files {
+    for f in plan.written_order(plan.files) {
         let file = plan.file(f);
         let lines = plan.layout(&file, &mut syms);
         path.clear();
@@ -279,12 +279,22 @@ pub(super) fn write_symbols<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Re
     let mut syms = Vec::new();
     json.key("symbols")?;
     json.begin_object()?;
-    for f in 0..plan.files {
-        let file = plan.file(f);
-        plan.layout(&file, &mut syms);
-        path.clear();
-        push_path(&mut path, &file);
-        for (i, sym) in (file.first_symbol..).zip(&syms) {
+    // The file of the symbol written last, laid out (in file order, each file once).
+    let mut laid_out: Option<FileInfo> = None;
+    for i in plan.written_order(plan.symbols) {
+        let f = plan.file_of(i);
+        let file = match laid_out.take() {
+            Some(file) if file.index == f => file,
+            _ => {
+                let file = plan.file(f);
+                plan.layout(&file, &mut syms);
+                path.clear();
+                push_path(&mut path, &file);
+                file
+            }
+        };
+        {
+            let sym = &syms[(i - file.first_symbol) as usize];
             name.clear();
             push_name(&mut name, &file, sym);
             plan.push_own_name(&mut name, i);
@@ -323,6 +333,7 @@ pub(super) fn write_symbols<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Re
             }
             json.end_object()?;
         }
+        laid_out = Some(file);
     }
     json.end_object()
 }
@@ -344,7 +355,7 @@ pub(super) fn write_graph<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Resu
     json.begin_object()?;
     json.key("forward")?;
     json.begin_object()?;
-    for i in 0..plan.symbols {
+    for i in plan.written_order(plan.symbols) {
         if !plan.is_callable(i) {
             continue;
         }
@@ -401,7 +412,7 @@ pub(super) fn write_graph<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Resu
 
     json.key("reverse")?;
     json.begin_object()?;
-    for c in 0..n {
+    for c in plan.written_order(n as u32).map(|c| c as usize) {
         let bucket = &callers[bucket_start[c] as usize..bucket_start[c + 1] as usize];
         if bucket.is_empty() {
             continue;

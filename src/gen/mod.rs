@@ -6,6 +6,9 @@
 //! function of the [`GenSpec`]: the same spec always yields byte-identical output.
 //!
 //! Shape of the output:
+//! * the maps (`source_files`, `files`, `symbols`, `graph.forward`, `graph.reverse`) list their
+//!   entries scattered, as acp-cli writes its hash maps, so that one file's symbols are far
+//!   apart (`KeyOrder`; `--key-order file` writes them file by file);
 //! * file keys carry acp-cli's `./` prefix (`./src/<domain>/<stem>.<ext>`); `source_files` keys,
 //!   symbol `file` values and qualified-name prefixes do not;
 //! * symbols are keyed by qualified name (`src/auth/sessionStore.ts:validateSession`), unique per
@@ -45,7 +48,7 @@ mod vocabulary;
 use cache_doc::*;
 use json::*;
 use model::*;
-pub use spec::{GenArgs, GenSpec};
+pub use spec::{GenArgs, GenSpec, KeyOrder};
 use vars_doc::*;
 
 /// What [`generate`] wrote.

@@ -249,6 +249,8 @@ pub(super) struct Plan {
     /// Call-graph names that resolve to no symbol, as node ids `symbols..symbols + external`
     /// (see [`Plan::push_qualified`]); about three quarters of them are called.
     pub(super) external: u32,
+    /// The order of the entries of the cache's maps.
+    pub(super) key_order: KeyOrder,
 }
 
 /// A share in percent as millionths, within 0..=100 %.
@@ -344,6 +346,7 @@ impl Plan {
             changed_per_million: per_million(spec.changed_percent),
             moved_per_million: per_million(spec.moved_percent),
             external: 0,
+            key_order: spec.key_order,
         };
         let callable = (0..symbols).filter(|&i| plan.is_callable(i)).count();
         if callable > 0 {
@@ -379,6 +382,21 @@ impl Plan {
             plan.perm_add = mix(seed, 0xA5A5) % n;
         }
         Ok(plan)
+    }
+
+    /// The indexes `0..n` (of files, symbols or call-graph nodes) in the order their entries
+    /// are written: in order, or for [`KeyOrder::Hash`] scattered by a step of about 0.618 `n`
+    /// coprime with `n`, so that neighbours (a file's symbols) land far apart.
+    pub(super) fn written_order(&self, n: u32) -> impl Iterator<Item = u32> {
+        let n = u64::from(n);
+        let mut step = 1;
+        if self.key_order == KeyOrder::Hash && n > 2 {
+            step = (n as f64 * 0.618_034) as u64;
+            while gcd(step, n) != 1 {
+                step += 1;
+            }
+        }
+        (0..n).map(move |j| (j * step % n) as u32)
     }
 
     /// Whether file `f` differs from revision 0 in this revision: its summary, its symbols'

@@ -39,6 +39,10 @@ pub struct GenArgs {
     /// everywhere) and symbols since removed (qualified names).
     #[arg(long, default_value_t = 15.0)]
     pub unresolved_percent: f64,
+    /// The order of the entries of the cache's maps (`files`, `symbols`, `source_files` and the
+    /// call graph's lists).
+    #[arg(long, value_enum, default_value_t = KeyOrder::default())]
+    pub key_order: KeyOrder,
     /// Instead of generating a cache, edit `--changed-percent` of the files of this project's
     /// cache (at least one) the way a revision edits them, and write the result with the
     /// project's vars file below `--out`: for delta benchmarks on real caches.
@@ -68,6 +72,19 @@ pub struct GenSpec {
     pub moved_percent: f64,
     /// Share of the call graph's distinct names that resolve to no symbol, in percent.
     pub unresolved_percent: f64,
+    /// The order of the entries of the cache's maps.
+    pub key_order: KeyOrder,
+}
+
+/// The order in which a generated cache lists the entries of its maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum KeyOrder {
+    /// Scattered, as acp-cli writes its hash maps: a file's symbols anywhere in `symbols`, so
+    /// that the rows of one file are as spread through an imported database as a real cache's.
+    #[default]
+    Hash,
+    /// File by file, each file's symbols in line order.
+    File,
 }
 
 impl Default for GenSpec {
@@ -81,6 +98,7 @@ impl Default for GenSpec {
             changed_percent: 1.0,
             moved_percent: 0.0,
             unresolved_percent: 15.0,
+            key_order: KeyOrder::default(),
         }
     }
 }
@@ -96,6 +114,7 @@ impl From<&GenArgs> for GenSpec {
             changed_percent: args.changed_percent,
             moved_percent: args.moved_percent,
             unresolved_percent: args.unresolved_percent,
+            key_order: args.key_order,
         }
     }
 }
