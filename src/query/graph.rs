@@ -201,8 +201,9 @@ pub fn walk_is_small(
 }
 
 /// The SQL of one step of a walk (parameter: the entity), from a symbol (`from_symbol`) or from
-/// an unresolved graph node, exposed for query-plan checks. It returns the entity at the other
-/// end of every edge.
+/// an unresolved graph node, exposed for query-plan checks. It returns, for every edge, the
+/// entity at its other end, that end's node and the node's edges in the same direction (what
+/// the next step from it reads).
 pub fn step_sql(direction: Direction, from_symbol: bool) -> String {
     let (from, to) = match direction {
         Direction::Callers => ("callee_id", "caller_id"),
@@ -213,8 +214,9 @@ pub fn step_sql(direction: Direction, from_symbol: bool) -> String {
     } else {
         "n.id = -?1"
     };
+    let degree = direction.as_str();
     format!(
-        "SELECT coalesce(c.symbol_id, -c.id) FROM graph_nodes n
+        "SELECT coalesce(c.symbol_id, -c.id), c.id, c.{degree} FROM graph_nodes n
          JOIN call_edges e ON e.{from} = n.id
          JOIN graph_nodes c ON c.id = e.{to}
          WHERE {start}"
@@ -226,6 +228,45 @@ pub(crate) fn step(conn: &Connection, direction: Direction, entity: i64) -> Quer
     let mut stmt = conn.prepare_cached(&step_sql(direction, entity > 0))?;
     let rows = stmt.query_map([entity], |r| r.get(0))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// An edge of a step ([`step_edges`]): the entity reached, its node, and the node's edges in
+/// the step's direction.
+pub(crate) struct Reached {
+    pub(crate) entity: i64,
+    pub(crate) node: i64,
+    pub(crate) degree: u64,
+}
+
+/// The edges one step from `entity`, with what a step from each end would read.
+pub(crate) fn step_edges(
+    conn: &Connection,
+    direction: Direction,
+    entity: i64,
+) -> QueryResult<Vec<Reached>> {
+    let mut stmt = conn.prepare_cached(&step_sql(direction, entity > 0))?;
+    let rows = stmt.query_map([entity], |r| {
+        Ok(Reached {
+            entity: r.get(0)?,
+            node: r.get(1)?,
+            degree: r.get::<_, i64>(2)?.max(0) as u64,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The edges a step from `entity` reads in `direction`: its nodes' counts summed.
+pub(crate) fn degree(conn: &Connection, direction: Direction, entity: i64) -> QueryResult<u64> {
+    let column = direction.as_str();
+    let sql = if entity > 0 {
+        format!("SELECT coalesce(sum({column}), 0) FROM graph_nodes WHERE symbol_id = ?1")
+    } else {
+        format!("SELECT coalesce(sum({column}), 0) FROM graph_nodes WHERE id = -?1")
+    };
+    let sum: i64 = conn
+        .prepare_cached(&sql)?
+        .query_row([entity], |r| r.get(0))?;
+    Ok(sum.max(0) as u64)
 }
 
 /// The name of an entity (qualified name of a symbol, else the raw graph name) and the file of

@@ -2,21 +2,22 @@
 //!
 //! A bidirectional breadth-first search over `call_edges`, between the same entities as the
 //! callers and callees walks ([`super::graph`]): forward (callees) from `from`, backward
-//! (callers) from `to`, always extending the side with the smaller frontier by one whole level,
-//! so that both sides stay near half the path's length. Each level records every predecessor
+//! (callers) from `to`, always extending by one whole level the side whose next level reads
+//! fewer edges (its frontier's call counts summed), so that a side ending at a hub, a symbol
+//! with thousands of callers, is read last or not at all. Each level records every predecessor
 //! at the shortest distance, so the paths found are *all* the shortest ones; they are listed in
 //! name order, paged, and counted up to [`TOTAL_CAP`]. The work is bounded: a level that would
 //! take the entities expanded past [`MAX_EXPANDED`] is not begun, and the search says it
 //! stopped (`walk_capped`). "No path within the depth" is an answer, not an error.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use super::constraints::file_lock_level;
 use super::cursor::{page_info, page_of, requested_page, within};
-use super::graph::{describe, resolve_endpoint, step, Direction, TOTAL_CAP};
+use super::graph::{degree, describe, resolve_endpoint, step_edges, Direction, TOTAL_CAP};
 use super::QueryResult;
 
 /// Depth searched when none is given.
@@ -110,43 +111,57 @@ pub struct TraceResponse {
 
 /// One side of the search: the distance of every entity reached and, for each, the entities
 /// one step nearer its start on a shortest path.
-#[derive(Default)]
 struct Side {
+    direction: Direction,
     distance: HashMap<i64, u32>,
     nearer: HashMap<i64, Vec<i64>>,
     frontier: Vec<i64>,
+    /// The edges extending the side reads: the frontier's nodes' counts in its direction.
+    frontier_edges: u64,
     depth: u32,
 }
 
 impl Side {
-    fn new(start: i64) -> Side {
-        Side {
+    fn new(conn: &Connection, direction: Direction, start: i64) -> QueryResult<Side> {
+        Ok(Side {
+            direction,
             distance: HashMap::from([(start, 0)]),
             nearer: HashMap::new(),
             frontier: vec![start],
+            frontier_edges: degree(conn, direction, start)?,
             depth: 0,
-        }
+        })
     }
 
     /// Extends the side by one level; returns the entities expanded.
-    fn extend(&mut self, conn: &Connection, direction: Direction) -> QueryResult<usize> {
+    fn extend(&mut self, conn: &Connection) -> QueryResult<usize> {
         let depth = self.depth + 1;
         let mut next = Vec::new();
+        let mut next_nodes = HashSet::new();
+        self.frontier_edges = 0;
         let mut frontier = std::mem::take(&mut self.frontier);
         // Entity order is index order: neighbouring lookups share pages.
         frontier.sort_unstable();
         for &entity in &frontier {
-            for reached in step(conn, direction, entity)? {
+            for edge in step_edges(conn, self.direction, entity)? {
+                let reached = edge.entity;
                 match self.distance.get(&reached) {
                     None => {
                         self.distance.insert(reached, depth);
                         self.nearer.insert(reached, vec![entity]);
                         next.push(reached);
+                        if next_nodes.insert(edge.node) {
+                            self.frontier_edges += edge.degree;
+                        }
                     }
                     Some(&d) if d == depth => {
                         let nearer = self.nearer.entry(reached).or_default();
                         if !nearer.contains(&entity) {
                             nearer.push(entity);
+                        }
+                        // Another of the entity's nodes (a symbol named several ways).
+                        if next_nodes.insert(edge.node) {
+                            self.frontier_edges += edge.degree;
                         }
                     }
                     Some(_) => {}
@@ -281,8 +296,8 @@ pub fn acp_trace(conn: &Connection, params: &TraceParams) -> QueryResult<TraceRe
     let (to, to_name) = resolve_endpoint(conn, &params.to)?;
     let (from, to) = (from.entity(), to.entity());
 
-    let mut forward = Side::new(from);
-    let mut backward = Side::new(to);
+    let mut forward = Side::new(conn, Direction::Callees, from)?;
+    let mut backward = Side::new(conn, Direction::Callers, to)?;
     let mut expanded = 0;
     let mut capped = false;
     let mut meeting: Vec<i64> = if from == to { vec![from] } else { Vec::new() };
@@ -291,18 +306,18 @@ pub fn acp_trace(conn: &Connection, params: &TraceParams) -> QueryResult<TraceRe
         && !forward.frontier.is_empty()
         && !backward.frontier.is_empty()
     {
-        // The smaller frontier is extended: its level is the cheaper one to read.
-        let (side, other, direction) = if forward.frontier.len() <= backward.frontier.len() {
-            (&mut forward, &backward, Direction::Callees)
+        // The side whose next level reads fewer edges is extended.
+        let (side, other) = if forward.frontier_edges <= backward.frontier_edges {
+            (&mut forward, &backward)
         } else {
-            (&mut backward, &forward, Direction::Callers)
+            (&mut backward, &forward)
         };
         // A level is searched whole or not at all (a part of one could miss a shortest path).
         if expanded + side.frontier.len() > MAX_EXPANDED {
             capped = true;
             break;
         }
-        expanded += side.extend(conn, direction)?;
+        expanded += side.extend(conn)?;
         // No entity was reached from both sides before this level, so the first ones are the
         // middles of every shortest path.
         meeting = side

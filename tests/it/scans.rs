@@ -250,6 +250,56 @@ fn a_typo_of_a_name_many_symbols_share_reads_a_few_of_them() {
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
+/// A trace to a symbol with thousands of callers reaches it from the other side: each level
+/// extends the side whose next one reads fewer edges (the start's two callees, not the end's
+/// 3,000 callers), so no statement reads the callers.
+#[test]
+fn a_trace_to_a_hub_reaches_it_from_the_side_with_fewer_edges() {
+    let _one = AUDIT.lock().unwrap_or_else(|e| e.into_inner());
+    let symbol = |name: &str| {
+        json!({"name": name, "qualified_name": format!("src/a.ts:{name}"), "type": "function",
+               "file": "src/a.ts", "lines": [1, 2]})
+    };
+    let names = ["from", "left", "right", "middle", "hub"];
+    let callers: Vec<String> = (0..3000).map(|i| format!("caller{i}")).collect();
+    let cache = json!({
+        "version": "0.7.0",
+        "generated_at": "2026-01-12T08:41:27Z",
+        "project": {"name": "hub", "root": "."},
+        "stats": {"files": 1, "symbols": names.len(), "lines": 10},
+        "files": {"src/a.ts": {"path": "src/a.ts", "lines": 10, "language": "typescript",
+                               "exports": [], "imports": []}},
+        "symbols": names.iter().map(|n| (format!("src/a.ts:{n}"), symbol(n))).collect::<serde_json::Map<_, _>>(),
+        "graph": {
+            "forward": {
+                "src/a.ts:from": ["src/a.ts:left", "src/a.ts:right"],
+                "src/a.ts:left": ["src/a.ts:middle"],
+                "src/a.ts:right": ["src/a.ts:middle"],
+                "src/a.ts:middle": ["src/a.ts:hub"]
+            },
+            "reverse": {"src/a.ts:hub": callers}
+        },
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join(".acp")).unwrap();
+    std::fs::write(root.join(".acp/acp.cache.json"), cache.to_string()).unwrap();
+    import_in_process(root, true);
+    let db = project_at(root).db;
+    let (answer, runs) = audit(root, || {
+        let conn = acpdb::db::open_read_only(&db).unwrap();
+        acpdb::tools::call(&conn, "acp_trace", &json!({"from": "from", "to": "hub"})).unwrap()
+    });
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(
+        (&answer["length"], &answer["total"]),
+        (&json!(3), &json!(2)),
+        "{answer}"
+    );
+    let found = offenders("a trace to a hub", &runs, Some(MISS_VM_STEPS), 3000);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
 /// Runs each call; an error answer is an answer too (misses are errors).
 fn run_calls(conn: &rusqlite::Connection, calls: &[(impl AsRef<str>, Value)]) {
     for (tool, args) in calls {
