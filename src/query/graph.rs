@@ -164,12 +164,6 @@ pub fn walk_is_small(
     depth: u32,
     budget: i64,
 ) -> QueryResult<bool> {
-    let column = direction.as_str();
-    let mut by_symbol = conn.prepare_cached(&format!(
-        "SELECT coalesce(sum({column}), 0) FROM graph_nodes WHERE symbol_id = ?1"
-    ))?;
-    let mut by_node =
-        conn.prepare_cached(&format!("SELECT {column} FROM graph_nodes WHERE id = ?1"))?;
     // As in the walk itself, the start is not marked seen: a cycle back to it reads its edges
     // again.
     let mut seen = HashSet::new();
@@ -178,14 +172,7 @@ pub fn walk_is_small(
     for _ in 0..depth {
         let mut next = Vec::new();
         for entity in frontier {
-            edges += if entity > 0 {
-                by_symbol.query_row([entity], |r| r.get::<_, i64>(0))?
-            } else {
-                by_node
-                    .query_row([-entity], |r| r.get::<_, i64>(0))
-                    .optional()?
-                    .unwrap_or(0)
-            };
+            edges += degree(conn, direction, entity)?;
             if edges > budget {
                 return Ok(false);
             }
@@ -202,8 +189,8 @@ pub fn walk_is_small(
 
 /// The SQL of one step of a walk (parameter: the entity), from a symbol (`from_symbol`) or from
 /// an unresolved graph node, exposed for query-plan checks. It returns, for every edge, the
-/// entity at its other end, that end's node and the node's edges in the same direction (what
-/// the next step from it reads).
+/// entity at its other end, that end's node and the node's edges in the same direction (what a
+/// step from the entity reads through that node; a symbol named several ways has other nodes).
 pub fn step_sql(direction: Direction, from_symbol: bool) -> String {
     let (from, to) = match direction {
         Direction::Callers => ("callee_id", "caller_id"),
@@ -235,7 +222,7 @@ pub(crate) fn step(conn: &Connection, direction: Direction, entity: i64) -> Quer
 pub(crate) struct Reached {
     pub(crate) entity: i64,
     pub(crate) node: i64,
-    pub(crate) degree: u64,
+    pub(crate) degree: i64,
 }
 
 /// The edges one step from `entity`, with what a step from each end would read.
@@ -249,14 +236,14 @@ pub(crate) fn step_edges(
         Ok(Reached {
             entity: r.get(0)?,
             node: r.get(1)?,
-            degree: r.get::<_, i64>(2)?.max(0) as u64,
+            degree: r.get::<_, i64>(2)?.max(0),
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// The edges a step from `entity` reads in `direction`: its nodes' counts summed.
-pub(crate) fn degree(conn: &Connection, direction: Direction, entity: i64) -> QueryResult<u64> {
+pub(crate) fn degree(conn: &Connection, direction: Direction, entity: i64) -> QueryResult<i64> {
     let column = direction.as_str();
     let sql = if entity > 0 {
         format!("SELECT coalesce(sum({column}), 0) FROM graph_nodes WHERE symbol_id = ?1")
@@ -266,7 +253,7 @@ pub(crate) fn degree(conn: &Connection, direction: Direction, entity: i64) -> Qu
     let sum: i64 = conn
         .prepare_cached(&sql)?
         .query_row([entity], |r| r.get(0))?;
-    Ok(sum.max(0) as u64)
+    Ok(sum.max(0))
 }
 
 /// The name of an entity (qualified name of a symbol, else the raw graph name) and the file of

@@ -2,9 +2,10 @@
 //!
 //! A bidirectional breadth-first search over `call_edges`, between the same entities as the
 //! callers and callees walks ([`super::graph`]): forward (callees) from `from`, backward
-//! (callers) from `to`, always extending by one whole level the side whose next level reads
-//! fewer edges (its frontier's call counts summed), so that a side ending at a hub, a symbol
-//! with thousands of callers, is read last or not at all. Each level records every predecessor
+//! (callers) from `to`, always extending by one whole level the side whose next level costs
+//! less to read (a lookup per frontier entity and a row per edge, the edges counted from the
+//! nodes reached), so that a side ending at a hub, a symbol with thousands of callers, is read
+//! last or not at all. Each level records every predecessor
 //! at the shortest distance, so the paths found are *all* the shortest ones; they are listed in
 //! name order, paged, and counted up to [`TOTAL_CAP`]. The work is bounded: a level that would
 //! take the entities expanded past [`MAX_EXPANDED`] is not begun, and the search says it
@@ -116,8 +117,9 @@ struct Side {
     distance: HashMap<i64, u32>,
     nearer: HashMap<i64, Vec<i64>>,
     frontier: Vec<i64>,
-    /// The edges extending the side reads: the frontier's nodes' counts in its direction.
-    frontier_edges: u64,
+    /// The edges extending the side reads: the counts, in its direction, of the nodes through
+    /// which its frontier was reached (the start: all of its nodes).
+    frontier_edges: i64,
     depth: u32,
 }
 
@@ -131,6 +133,11 @@ impl Side {
             frontier_edges: degree(conn, direction, start)?,
             depth: 0,
         })
+    }
+
+    /// What extending the side reads: a lookup per frontier entity and a row per edge.
+    fn cost(&self) -> i64 {
+        self.frontier.len() as i64 + self.frontier_edges
     }
 
     /// Extends the side by one level; returns the entities expanded.
@@ -306,8 +313,8 @@ pub fn acp_trace(conn: &Connection, params: &TraceParams) -> QueryResult<TraceRe
         && !forward.frontier.is_empty()
         && !backward.frontier.is_empty()
     {
-        // The side whose next level reads fewer edges is extended.
-        let (side, other) = if forward.frontier_edges <= backward.frontier_edges {
+        // The side whose next level costs less to read is extended.
+        let (side, other) = if forward.cost() <= backward.cost() {
             (&mut forward, &backward)
         } else {
             (&mut backward, &forward)
