@@ -312,7 +312,7 @@ pub fn import_with_progress(
             })?;
             summary.elapsed = started.elapsed();
             let copied = written_since(placing, thread_bytes_written());
-            summary.written = built.zip(copied).map(|(built, copied)| built + copied);
+            summary.written = built.map(|built| built + copied.unwrap_or(0));
             Ok(summary)
         }
         Err(err) => {

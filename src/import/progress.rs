@@ -219,9 +219,10 @@ pub(super) fn bytes_written() -> Option<u64> {
 /// Bytes the calling thread has passed to write calls so far (Linux: `wchar` of
 /// `/proc/thread-self/io`); `None` elsewhere. What an import writes into an existing database
 /// (a delta, a full import copied into a served database) is written by SQLite on the import's
-/// own thread, a page at a time: this counts those pages exactly, where [`bytes_written`] would
-/// count every large page-cache folio one of them lands in (2.3x the bytes the device received
-/// for a delta of the prometheus cache, after a `cp` of its database).
+/// own thread, a page at a time: this counts those writes (and the thread's few others, such as
+/// a progress line), each page as often as SQLite writes it, where [`bytes_written`] would count
+/// every large page-cache folio one of them lands in (2.3x the bytes the device received for a
+/// delta of the prometheus cache, after a `cp` of its database).
 pub(super) fn thread_bytes_written() -> Option<u64> {
     let io = std::fs::read_to_string("/proc/thread-self/io").ok()?;
     io_field(&io, "wchar:")
