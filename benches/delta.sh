@@ -25,7 +25,8 @@
 # --serving-only skips steps 1 to 3 when DIR holds the base database from an earlier run.
 # --binary runs another build instead of the release build of this checkout (to compare two
 # builds on the same caches). Needs jq. Writes everything below DIR (default: a new temporary
-# directory); caches already generated there are reused.
+# directory); caches already generated there are reused whatever the options say (use one DIR
+# per --files, --changed, --moved, --unresolved and --key-order).
 set -euo pipefail
 
 files=100000
@@ -50,7 +51,7 @@ while [[ $# -gt 0 ]]; do
         --deltas) deltas="$2"; shift 2 ;;
         --serving-only) serving_only=1; shift ;;
         --binary) binary="$2"; shift 2 ;;
-        *) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
+        *) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
     esac
 done
 command -v jq >/dev/null || { echo "delta.sh: jq is required" >&2; exit 1; }

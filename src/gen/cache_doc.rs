@@ -279,7 +279,8 @@ pub(super) fn write_symbols<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Re
     let mut syms = Vec::new();
     json.key("symbols")?;
     json.begin_object()?;
-    // The file of the symbol written last, laid out (in file order, each file once).
+    // The file of the symbol written last, laid out: in file order each file is laid out once,
+    // in hash order once for each of its symbols.
     let mut laid_out: Option<FileInfo> = None;
     for i in plan.written_order(plan.symbols) {
         let f = plan.file_of(i);
@@ -293,46 +294,44 @@ pub(super) fn write_symbols<W: Write>(plan: &Plan, json: &mut Json<W>) -> io::Re
                 file
             }
         };
-        {
-            let sym = &syms[(i - file.first_symbol) as usize];
-            name.clear();
-            push_name(&mut name, &file, sym);
-            plan.push_own_name(&mut name, i);
-            qualified.clear();
-            qualified.push_str(&path);
-            qualified.push(':');
-            qualified.push_str(&name);
-            json.key(&qualified)?;
-            json.begin_object()?;
-            json.field_str("name", &name)?;
-            json.field_str("qualified_name", &qualified)?;
-            json.field_str("type", sym.kind.id())?;
-            json.field_str("file", &path)?;
-            json.field_lines(sym.start, sym.end)?;
-            json.field_bool("exported", sym.exported())?;
-            text.clear();
-            if push_signature(&mut text, &file, sym, &name) {
-                json.field_str("signature", &text)?;
-            }
-            let changed = plan.file_changed(f);
-            if sym.summary.is_some() || changed {
-                text.clear();
-                if let Some(tail) = sym.summary {
-                    push_summary(&mut text, &file, sym, tail);
-                }
-                push_revision(&mut text, plan, changed);
-                json.field_str("summary", &text)?;
-            }
-            if sym.is_async {
-                json.field_bool("async", true)?;
-            }
-            match sym.visibility {
-                Visibility::Public => {}
-                Visibility::Private => json.field_str("visibility", "private")?,
-                Visibility::Protected => json.field_str("visibility", "protected")?,
-            }
-            json.end_object()?;
+        let sym = &syms[(i - file.first_symbol) as usize];
+        name.clear();
+        push_name(&mut name, &file, sym);
+        plan.push_own_name(&mut name, i);
+        qualified.clear();
+        qualified.push_str(&path);
+        qualified.push(':');
+        qualified.push_str(&name);
+        json.key(&qualified)?;
+        json.begin_object()?;
+        json.field_str("name", &name)?;
+        json.field_str("qualified_name", &qualified)?;
+        json.field_str("type", sym.kind.id())?;
+        json.field_str("file", &path)?;
+        json.field_lines(sym.start, sym.end)?;
+        json.field_bool("exported", sym.exported())?;
+        text.clear();
+        if push_signature(&mut text, &file, sym, &name) {
+            json.field_str("signature", &text)?;
         }
+        let changed = plan.file_changed(f);
+        if sym.summary.is_some() || changed {
+            text.clear();
+            if let Some(tail) = sym.summary {
+                push_summary(&mut text, &file, sym, tail);
+            }
+            push_revision(&mut text, plan, changed);
+            json.field_str("summary", &text)?;
+        }
+        if sym.is_async {
+            json.field_bool("async", true)?;
+        }
+        match sym.visibility {
+            Visibility::Public => {}
+            Visibility::Private => json.field_str("visibility", "private")?,
+            Visibility::Protected => json.field_str("visibility", "protected")?,
+        }
+        json.end_object()?;
         laid_out = Some(file);
     }
     json.end_object()
