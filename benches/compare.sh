@@ -64,7 +64,7 @@ command -v jq >/dev/null || die "jq is required (install it with your package ma
 if [[ -n "$files" ]]; then
     [[ "$files" =~ ^[0-9]+$ ]] || die "--files must be a number"
     dir="${dir:-${TMPDIR:-/tmp}/acpdb-compare-$files}"
-    spec="--files $files --symbols-per-file 10 --edges-per-symbol 5"
+    spec="--files $files --symbols-per-file 10 --edges-per-symbol 5 --key-order hash"
     if [[ -f "$dir/.acp/acp.cache.json" && "$(cat "$dir/.acp/gen-fixture.args" 2>/dev/null)" == "$spec" ]]; then
         echo "compare.sh: reusing the cache generated in $dir" >&2
     else
