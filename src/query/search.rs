@@ -223,6 +223,10 @@ enum RunMatch {
     /// A glob's runs, ASCII case folded as SQL's `GLOB` on `lower()` compares them; the simple
     /// names holding the last run are read here too.
     Glob,
+    /// A glob `*L` whose literal `L` holds no `:`, folded as [`RunMatch::Glob`]: a `path:name`
+    /// qualified name ends with `L` only when its simple name does (the name tier's match), so
+    /// only qualified names of other shapes are read here.
+    GlobSuffix,
 }
 
 impl RunMatch {
@@ -230,7 +234,7 @@ impl RunMatch {
     fn fold(self) -> &'static str {
         match self {
             RunMatch::Substring => "acpdb_fold",
-            RunMatch::Glob => "lower",
+            RunMatch::Glob | RunMatch::GlobSuffix => "lower",
         }
     }
 }
@@ -311,15 +315,17 @@ fn qualified_name_sources(
     .join(" OR ");
     // A substring's `check` already leaves out the names holding it.
     let (not_in_name, in_name_or) = match matching {
-        RunMatch::Glob => {
-            let query = q.param(":qn", trigram_query([last.as_str()]));
-            q.sources.push(symbol_source(
-                "symbols_name_trigram",
-                &query,
-                score,
-                "4",
-                &format!("{check} AND coalesce({JOINED_QUALIFIED_NAME}, 0) AND {in_name}"),
-            ));
+        RunMatch::Glob | RunMatch::GlobSuffix => {
+            if matching == RunMatch::Glob {
+                let query = q.param(":qn", trigram_query([last.as_str()]));
+                q.sources.push(symbol_source(
+                    "symbols_name_trigram",
+                    &query,
+                    score,
+                    "4",
+                    &format!("{check} AND coalesce({JOINED_QUALIFIED_NAME}, 0) AND {in_name}"),
+                ));
+            }
             (
                 format!(" AND NOT coalesce({in_name}, 0)"),
                 format!("{in_name} OR "),
@@ -327,17 +333,19 @@ fn qualified_name_sources(
         }
         RunMatch::Substring => (String::new(), String::new()),
     };
-    let query = q.param(":qp", path_query);
-    q.sources.push(symbol_path_source(
-        &query,
-        score,
-        "4",
-        // The path is checked once per path (`sf.path`), not once per symbol.
-        &format!(
-            "{JOINED_QUALIFIED_NAME} AND {} AND {check}{not_in_name}",
-            in_paths("sf.path")
-        ),
-    ));
+    if matching != RunMatch::GlobSuffix {
+        let query = q.param(":qp", path_query);
+        q.sources.push(symbol_path_source(
+            &query,
+            score,
+            "4",
+            // The path is checked once per path (`sf.path`), not once per symbol.
+            &format!(
+                "{JOINED_QUALIFIED_NAME} AND {} AND {check}{not_in_name}",
+                in_paths("sf.path")
+            ),
+        ));
+    }
     let query = q.param(":qt", whole_query);
     q.sources.push(symbol_source(
         "symbols_qname_trigram",
@@ -559,7 +567,15 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                 q.sources
                     .push(symbol_prefix_source(QNAME_NOCASE, QNAME, 4, &qname_glob));
             } else {
-                qualified_name_sources(&mut q, runs, "0.0", &qname_glob, RunMatch::Glob);
+                let suffix = pattern.strip_prefix('*').is_some_and(|rest| {
+                    matches!(runs.as_slice(), [run] if run == rest) && !rest.contains(':')
+                });
+                let matching = if suffix {
+                    RunMatch::GlobSuffix
+                } else {
+                    RunMatch::Glob
+                };
+                qualified_name_sources(&mut q, runs, "0.0", &qname_glob, matching);
             }
             let base_glob = format!("lower({BASENAME}) GLOB :g");
             let path_glob = format!("lower(f.path) GLOB :g AND NOT {base_glob}");

@@ -1300,6 +1300,9 @@ fn qualified_names_are_found_whatever_their_shape() {
         "*orders*.go:*",
         "*s*r.go:c*",
         "*ist*",
+        // Suffixes: of simple names, and of a qualified name not of the `path:name` shape.
+        "*rger",
+        "*un()",
     ] {
         let found = symbol_matches(&conn, glob, |_| true);
         let expected = symbols_where(
