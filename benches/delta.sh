@@ -19,9 +19,11 @@
 #   3. the same for each real cache of fixtures/real/, its revision made with
 #      `gen-fixture --edit-of` (PERCENT of its files edited; --moved does not apply to them);
 #   4. `acpdb serve` under the default benchmark mix for S seconds (default 60; 0 skips this
-#      step) while idle, and again while it applies K deltas itself (default 3, evenly spaced:
-#      the revision, the base cache, the revision...), each waited for before the next: p50/p99
-#      of each group in both runs, and how long each of the server's deltas took.
+#      step) while idle, again while it applies K deltas itself (default 3, evenly spaced: the
+#      revision, the base cache, the revision...), each waited for before the next, and once
+#      more idle on the database the deltas left, replaying the first run's calls (what stays
+#      after the deltas): p50/p99 of each group in the three runs, and how long each of the
+#      server's deltas took.
 # --serving-only skips steps 1 to 3 when DIR holds the base database from an earlier run.
 # --binary runs another build instead of the release build of this checkout (to compare two
 # builds on the same caches). Needs jq. Writes everything below DIR (default: a new temporary
@@ -51,7 +53,7 @@ while [[ $# -gt 0 ]]; do
         --deltas) deltas="$2"; shift 2 ;;
         --serving-only) serving_only=1; shift ;;
         --binary) binary="$2"; shift 2 ;;
-        *) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
+        *) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
     esac
 done
 command -v jq >/dev/null || { echo "delta.sh: jq is required" >&2; exit 1; }
@@ -153,7 +155,8 @@ cp "$dir/base.db" "$project/.acp/acp.db"
 rm -f "$project/.acp/acp.db-wal" "$project/.acp/acp.db-shm"
 cp "$dir/base.cache.json" "$project/.acp/acp.cache.json"
 touch -r "$dir/base.db" "$project/.acp/acp.cache.json"
-"$acpdb" bench -C "$project" --stdio --duration "$duration" --json > "$dir/idle.json" 2>/dev/null
+"$acpdb" bench -C "$project" --stdio --duration "$duration" --json \
+    --save-workload "$dir/workload.json" > "$dir/idle.json" 2>/dev/null
 imported() {
     "$acpdb" sql -C "$project" --csv "SELECT value FROM meta WHERE key = '$1'" 2>/dev/null |
         tail -n 1 | tr -d '\r'
@@ -183,13 +186,18 @@ for ((k = 1; k <= deltas; k++)); do
     echo "the server's delta $k: $((ms / 1000)).$(printf %03d $((ms % 1000))) s to its commit (meta import_ms)"
 done
 wait "$bench"
+# The same calls on the database the deltas left, nothing else running.
+"$acpdb" bench -C "$project" --stdio --duration "$duration" --json \
+    --workload "$dir/workload.json" > "$dir/after.json" 2>/dev/null
 
 echo
-echo "| tool | idle p50 / p99 (ms) | with $deltas deltas p50 / p99 (ms) | p99 ratio |"
-echo "|---|---:|---:|---:|"
-jq -r --slurpfile d "$dir/during.json" '
+echo "| tool | idle p50 / p99 (ms) | with $deltas deltas p50 / p99 (ms) | p99 ratio | idle after them p50 / p99 (ms) | p99 ratio |"
+echo "|---|---:|---:|---:|---:|---:|"
+jq -r --slurpfile d "$dir/during.json" --slurpfile a "$dir/after.json" '
+  def ratio(x; y): (x / y * 100 | round) / 100;
   .tools[] | select(.label | test("^acp_query:(callers|callees|search)|primer|depth") | not)
   | . as $i | ($d[0].tools[] | select(.label == $i.label)) as $x
-  | "| \(.label) | \(.p50_ms) / \(.p99_ms) | \($x.p50_ms) / \($x.p99_ms) | \(($x.p99_ms / .p99_ms * 100 | round) / 100) |"' \
+  | ($a[0].tools[] | select(.label == $i.label)) as $y
+  | "| \(.label) | \(.p50_ms) / \(.p99_ms) | \($x.p50_ms) / \($x.p99_ms) | \(ratio($x.p99_ms; .p99_ms)) | \($y.p50_ms) / \($y.p99_ms) | \(ratio($y.p99_ms; .p99_ms)) |"' \
   "$dir/idle.json"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
