@@ -2,12 +2,10 @@
 //! import with the files on disk.
 
 use std::fs;
-use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use rusqlite::{Connection, OptionalExtension};
-use sha2::{Digest, Sha256};
 
 use crate::config;
 use crate::project::Project;
@@ -175,18 +173,9 @@ fn differs(
 
 /// SHA-256 of a file, hex.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut file = crate::regular_file::open(path)
+    let file = crate::regular_file::open(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(crate::hex::encode(&hasher.finalize()))
+    Ok(crate::cache::reader::ReadOutcome::of_bytes(file)?.sha256)
 }
 
 /// A cheap signature of a file (size and mtime) for change polling.

@@ -40,7 +40,7 @@ impl ReadOutcome {
     /// length, as a reading of it records them.
     pub fn of_bytes(mut file: impl std::io::Read) -> std::io::Result<ReadOutcome> {
         use sha2::{Digest, Sha256};
-        let (mut hasher, mut buffer, mut bytes) = (Sha256::new(), vec![0u8; 1 << 16], 0u64);
+        let (mut hasher, mut buffer, mut bytes) = (Sha256::new(), vec![0u8; 1 << 20], 0u64);
         loop {
             match file.read(&mut buffer) {
                 Ok(0) => break,

@@ -212,9 +212,10 @@ pub fn step_sql(direction: Direction, from_symbol: bool) -> String {
 
 /// The entities one step from `entity` (repeated when several edges lead to one).
 pub(crate) fn step(conn: &Connection, direction: Direction, entity: i64) -> QueryResult<Vec<i64>> {
-    let mut stmt = conn.prepare_cached(&step_sql(direction, entity > 0))?;
-    let rows = stmt.query_map([entity], |r| r.get(0))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    Ok(step_edges(conn, direction, entity)?
+        .into_iter()
+        .map(|edge| edge.entity)
+        .collect())
 }
 
 /// An edge of a step ([`step_edges`]): the entity reached, its node, and the node's edges in

@@ -157,21 +157,19 @@ impl Side {
                         self.distance.insert(reached, depth);
                         self.nearer.insert(reached, vec![entity]);
                         next.push(reached);
-                        if next_nodes.insert(edge.node) {
-                            self.frontier_edges += edge.degree;
-                        }
                     }
                     Some(&d) if d == depth => {
                         let nearer = self.nearer.entry(reached).or_default();
                         if !nearer.contains(&entity) {
                             nearer.push(entity);
                         }
-                        // Another of the entity's nodes (a symbol named several ways).
-                        if next_nodes.insert(edge.node) {
-                            self.frontier_edges += edge.degree;
-                        }
                     }
-                    Some(_) => {}
+                    Some(_) => continue,
+                }
+                // Reached at this level: the next one reads this node's edges (a symbol named
+                // several ways may be reached through more than one node).
+                if next_nodes.insert(edge.node) {
+                    self.frontier_edges += edge.degree;
                 }
             }
         }

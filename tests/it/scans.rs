@@ -262,6 +262,10 @@ fn a_trace_to_a_hub_reaches_it_from_the_side_with_fewer_edges() {
     };
     let names = ["from", "left", "right", "middle", "hub"];
     let callers: Vec<String> = (0..3000).map(|i| format!("caller{i}")).collect();
+    let symbols: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|n| (format!("src/a.ts:{n}"), symbol(n)))
+        .collect();
     let cache = json!({
         "version": "0.7.0",
         "generated_at": "2026-01-12T08:41:27Z",
@@ -269,7 +273,7 @@ fn a_trace_to_a_hub_reaches_it_from_the_side_with_fewer_edges() {
         "stats": {"files": 1, "symbols": names.len(), "lines": 10},
         "files": {"src/a.ts": {"path": "src/a.ts", "lines": 10, "language": "typescript",
                                "exports": [], "imports": []}},
-        "symbols": names.iter().map(|n| (format!("src/a.ts:{n}"), symbol(n))).collect::<serde_json::Map<_, _>>(),
+        "symbols": symbols,
         "graph": {
             "forward": {
                 "src/a.ts:from": ["src/a.ts:left", "src/a.ts:right"],

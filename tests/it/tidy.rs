@@ -25,7 +25,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("gen", &["cache"]),
     (
         "freshness",
-        &["config", "db", "hex", "project", "regular_file"],
+        &["cache", "config", "db", "hex", "project", "regular_file"],
     ),
     ("query", &["cache", "db", "hex", "regular_file"]),
     (

@@ -9,9 +9,10 @@
 //! are removed at the end. Domains and source files are compared with their stored rows by
 //! key, and only one that differs is written (a domain with the memberships of its name). The
 //! other small sections (the root members, constraints, hacks, debug sessions, conventions, and
-//! the variables unless their file is the one imported last) are rewritten whole. Then what depends on many entries is brought up to date for
-//! the names and paths that changed: node resolution, unreferenced nodes, domain memberships
-//! from files, inline annotations and the summaries.
+//! the variables unless their file is the one imported last) are rewritten whole. Then what
+//! depends on many entries is brought up to date for the names and paths that changed: node
+//! resolution, unreferenced nodes, domain memberships from files, inline annotations and the
+//! summaries.
 //!
 //! Invariants: after a delta the database answers exactly as a full import of the same cache
 //! would, except that entries added since the full import come after the others in `id` order
@@ -24,7 +25,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use foldhash::{HashMap, HashSet};
 use rusqlite::types::{Value as SqlValue, ValueRef};
-use rusqlite::{params, Connection, OptionalExtension, Statement};
+use rusqlite::{Connection, OptionalExtension, Statement};
 use serde_json::Value;
 
 use crate::cache::digest::KnownEntries;
@@ -73,13 +74,16 @@ const COMPARED_WARNING_PREFIXES: &[&str] =
     &["files[", "symbols[", "graph.forward[", "graph.reverse["];
 
 /// An SQL condition: the warning's `path` begins with one of `prefixes` (constants of this
-/// module, never input).
+/// module, never input); false without any.
 fn paths_under<'p>(prefixes: impl IntoIterator<Item = &'p &'static str>) -> String {
-    prefixes
+    let conditions: Vec<String> = prefixes
         .into_iter()
         .map(|p| format!("substr(path, 1, {}) = '{p}'", p.len()))
-        .collect::<Vec<_>>()
-        .join(" OR ")
+        .collect();
+    if conditions.is_empty() {
+        return "0".to_string();
+    }
+    conditions.join(" OR ")
 }
 
 /// Why a delta gives up: the new cache has something the config excludes (a full import then
@@ -557,9 +561,11 @@ impl<'c> Delta<'c> {
         // Duplicate keys are a matter of the whole map, not of one entry: the delta sees every
         // entry (of the vars file too, unless it keeps them), so it raises them again.
         conn.execute(
-            "DELETE FROM import_warnings WHERE message = ?1
-               AND NOT (?2 AND substr(path, 1, length(?3)) = ?3)",
-            params![DUPLICATE_KEY, keep_vars, VARS_WARNING_PREFIX],
+            &format!(
+                "DELETE FROM import_warnings WHERE message = ?1 AND NOT ({})",
+                paths_under(vars_warnings)
+            ),
+            [DUPLICATE_KEY],
         )?;
         // Whether an entry's warnings may need clearing (those of kept vars never do).
         let entry_warnings = conn.query_row(
