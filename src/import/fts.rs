@@ -36,12 +36,13 @@ use crate::cache::fields::{
 
 use super::scratch;
 
-/// Definitions of the tables: the index schema's migrations V16 to V18, run here on the
+/// Definitions of the tables: the index schema's migrations V16 to V18 and V25, run here on the
 /// builder's file.
-const FTS_SQL: [&str; 3] = [
+const FTS_SQL: [&str; 4] = [
     include_str!("../../migrations/index/V16__symbols_fts.sql"),
     include_str!("../../migrations/index/V17__files_fts.sql"),
     include_str!("../../migrations/index/V18__qualified_names.sql"),
+    include_str!("../../migrations/index/V25__trigram_name_ends.sql"),
 ];
 
 /// Nice levels the full-text thread runs below the process (in a re-import while serving,
@@ -114,14 +115,15 @@ pub(super) const SYMBOL_FTS_CELLS: [usize; 5] = [
 ];
 
 /// What `symbols_qname_trigram` indexes for a symbol, as the view `symbols_qname_terms` of
-/// migration V18 says: when the qualified name is the file path, a colon and the simple name,
-/// the two characters on each side of that colon (the path and the name have indexes of their
-/// own); otherwise the qualified name.
+/// migrations V18 and V25 says: when the qualified name is the file path, a colon and the simple
+/// name, the two characters on each side of that colon (the path and the name have indexes of
+/// their own) and no ending; otherwise the qualified name and its ending
+/// ([`crate::db::trigram_text_end`]).
 pub(super) fn qualified_name_terms<'a>(
     name: Option<&str>,
     qualified_name: Option<&'a str>,
     file_path: Option<&str>,
-) -> Option<Cow<'a, str>> {
+) -> Option<(Cow<'a, str>, Option<String>)> {
     let qualified = qualified_name?;
     if let (Some(name), Some(path)) = (name, file_path) {
         /// `text` as SQLite's `substr` reads it: up to its first NUL character.
@@ -136,10 +138,14 @@ pub(super) fn qualified_name_terms<'a>(
             let (path, name) = (before_nul(path), before_nul(name));
             let tail = path.char_indices().rev().nth(1).map_or(0, |(i, _)| i);
             let head = name.char_indices().nth(2).map_or(name.len(), |(i, _)| i);
-            return Some(Cow::Owned(format!("{}:{}", &path[tail..], &name[..head])));
+            let terms = format!("{}:{}", &path[tail..], &name[..head]);
+            return Some((Cow::Owned(terms), None));
         }
     }
-    Some(Cow::Borrowed(qualified))
+    Some((
+        Cow::Borrowed(qualified),
+        Some(crate::db::trigram_text_end(qualified)),
+    ))
 }
 
 /// The indexed columns of a file, as `files` stores them and `files_fts` indexes them.
@@ -434,7 +440,7 @@ impl FtsBuilder {
     }
 
     /// Waits for the builder and puts the finished indexes into `conn`'s database, whose
-    /// (empty) tables migrations V16 to V18 created. [`FtsBuilder::end_input`] must have run.
+    /// (empty) tables migrations V16 to V18 and V25 created. [`FtsBuilder::end_input`] must have run.
     pub(super) fn finish(mut self, conn: &Connection) -> Result<()> {
         if self.messages.is_some() {
             return Err(anyhow!(
@@ -496,9 +502,12 @@ impl Inserts<'_> {
                     purpose,
                     summary
                 ])?;
-                self.symbol_names.execute(params![id, name])?;
-                let terms = qualified_name_terms(*name, *qualified_name, *file_path);
-                self.symbol_qualified_names.execute(params![id, terms])?;
+                let name_end = name.map(crate::db::trigram_text_end);
+                self.symbol_names.execute(params![id, name, name_end])?;
+                let (terms, terms_end) =
+                    qualified_name_terms(*name, *qualified_name, *file_path).unzip();
+                self.symbol_qualified_names
+                    .execute(params![id, terms, terms_end.flatten()])?;
             }
             _ => return Err(anyhow!("a full-text row with {} columns", columns.len())),
         }
@@ -561,10 +570,12 @@ fn build(conn: Connection, input: Input) -> Result<()> {
             symbol_words: conn.prepare(&format!(
                 "INSERT INTO symbols_fts(rowid, {SYMBOL_FTS_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
             ))?,
-            symbol_names: conn
-                .prepare("INSERT INTO symbols_name_trigram(rowid, name) VALUES (?1, ?2)")?,
-            symbol_qualified_names: conn
-                .prepare("INSERT INTO symbols_qname_trigram(rowid, terms) VALUES (?1, ?2)")?,
+            symbol_names: conn.prepare(
+                "INSERT INTO symbols_name_trigram(rowid, name, name_end) VALUES (?1, ?2, ?3)",
+            )?,
+            symbol_qualified_names: conn.prepare(
+                "INSERT INTO symbols_qname_trigram(rowid, terms, terms_end) VALUES (?1, ?2, ?3)",
+            )?,
             file_words: conn.prepare(&format!(
                 "INSERT INTO files_fts(rowid, {FILE_FTS_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"
             ))?,
@@ -688,10 +699,10 @@ mod tests {
     }
 
     #[test]
-    fn qualified_name_terms_are_what_the_view_says() {
+    fn trigram_terms_are_what_the_views_say() {
         let mut conn = Connection::open_in_memory().unwrap();
         crate::db::migrate(&mut conn, None).unwrap();
-        let cases: [(Option<&str>, Option<&str>, Option<&str>); 10] = [
+        let cases: [(Option<&str>, Option<&str>, Option<&str>); 11] = [
             (
                 Some("validate"),
                 Some("src/a.ts:validate"),
@@ -711,6 +722,11 @@ mod tests {
             ),
             (Some("b\0c"), Some("a\0bc:b\0c"), Some("a\0bc")),
             (Some("run"), Some("pkg::Outer::run"), Some("src/a.rs")),
+            (
+                Some("\u{e9}t\0\u{e9}"),
+                Some("p::\u{e9}\u{1F600}\0x"),
+                Some("p"),
+            ),
             (Some("run"), None, Some("src/a.rs")),
             (None, Some("src/a.rs:run"), Some("src/a.rs")),
             (Some("run"), Some("src/a.rs:run"), None),
@@ -722,15 +738,23 @@ mod tests {
                 params![id as i64, name, qualified, path],
             )
             .unwrap();
-            let view: Option<String> = conn
+            let view: [Option<String>; 3] = conn
                 .query_row(
-                    "SELECT terms FROM symbols_qname_terms WHERE id = ?1",
+                    "SELECT terms, terms_end, n.name_end FROM symbols_qname_terms
+                     JOIN symbols_name_terms n USING (id) WHERE id = ?1",
                     [id as i64],
-                    |r| r.get(0),
+                    |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?]),
                 )
                 .unwrap();
-            let terms = qualified_name_terms(name, qualified, path).map(Cow::into_owned);
-            assert_eq!(terms, view, "{name:?} {qualified:?} {path:?}");
+            let (terms, terms_end) = qualified_name_terms(name, qualified, path)
+                .map(|(terms, end)| (terms.into_owned(), end))
+                .unzip();
+            let computed = [
+                terms,
+                terms_end.flatten(),
+                name.map(crate::db::trigram_text_end),
+            ];
+            assert_eq!(computed, view, "{name:?} {qualified:?} {path:?}");
         }
     }
 

@@ -25,3 +25,21 @@ pub fn trigram_query<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
     }
     trigrams.join(" AND ")
 }
+
+/// [`trigram_query`] of `texts`, narrowed to the rows of a trigram index of names (migration
+/// V25) whose text ends with `end` (when given): the one trigram of the ending column that such
+/// a text holds ([`crate::db::trigram_text_end`]).
+pub fn trigram_query_ending<'a>(
+    texts: impl IntoIterator<Item = &'a str>,
+    end: Option<&str>,
+) -> String {
+    let query = trigram_query(texts);
+    match end {
+        Some(end) if query.is_empty() => fts_quote(&crate::db::trigram_text_end(end)),
+        Some(end) => format!(
+            "{query} AND {}",
+            fts_quote(&crate::db::trigram_text_end(end))
+        ),
+        None => query,
+    }
+}

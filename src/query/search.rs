@@ -29,7 +29,7 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use super::cursor::{page_info, Page};
-use super::fts_text::{fts_quote, trigram_query};
+use super::fts_text::{fts_quote, trigram_query, trigram_query_ending};
 use super::{QueryError, QueryResult};
 
 /// Longest pattern accepted, in characters.
@@ -105,11 +105,14 @@ enum Plan {
     Short(String),
     /// Glob over whole names and paths. `glob` is lower-cased with `[` escaped for SQLite's
     /// GLOB; candidates come from `prefix` (the literal text before the first wildcard) or
-    /// from `runs` (every literal run of 3+ characters, all required of a trigram match).
+    /// from `runs` (every literal run of 3+ characters, all required of a trigram match), and
+    /// `end` (the literal text after the last wildcard, 2+ characters and no NUL), which a
+    /// matching name ends with.
     Glob {
         glob: String,
         runs: Vec<String>,
         prefix: Option<String>,
+        end: Option<String>,
     },
 }
 
@@ -152,10 +155,16 @@ fn plan(pattern: &str) -> QueryResult<Plan> {
             serde_json::json!({"field": "pattern"}),
         ));
     }
+    let end = pattern
+        .rsplit(['*', '?'])
+        .next()
+        .filter(|end| end.chars().count() >= 2 && !end.contains('\0'))
+        .map(str::to_string);
     Ok(Plan::Glob {
         glob: pattern.to_ascii_lowercase().replace('[', "[[]"),
         runs,
         prefix,
+        end,
     })
 }
 
@@ -252,6 +261,7 @@ impl RunMatch {
 fn qualified_name_sources(
     q: &mut Query,
     runs: &[String],
+    end: Option<&str>,
     score: &str,
     check: &str,
     matching: RunMatch,
@@ -306,9 +316,11 @@ fn qualified_name_sources(
             trigram_query(earlier.iter().map(String::as_str))
         ),
     };
+    // Only a suffix glob reads no `path:name` name here, whose terms do not end as it does.
+    let whole_end = end.filter(|_| matching == RunMatch::GlobSuffix);
     let whole_query = std::iter::once(format!(
         "({})",
-        trigram_query(runs.iter().map(String::as_str))
+        trigram_query_ending(runs.iter().map(String::as_str), whole_end)
     ))
     .chain(spans.iter().map(|span| group(span)))
     .collect::<Vec<_>>()
@@ -317,7 +329,10 @@ fn qualified_name_sources(
     let (not_in_name, in_name_or) = match matching {
         RunMatch::Glob | RunMatch::GlobSuffix => {
             if matching == RunMatch::Glob {
-                let query = q.param(":qn", trigram_query([last.as_str()]));
+                // A `path:name` name ends with an ending that holds no colon only if its simple
+                // name does.
+                let end = end.filter(|end| !end.contains(':'));
+                let query = q.param(":qn", trigram_query_ending([last.as_str()], end));
                 q.sources.push(symbol_source(
                     "symbols_name_trigram",
                     &query,
@@ -447,6 +462,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
             qualified_name_sources(
                 &mut q,
                 std::slice::from_ref(text),
+                None,
                 "length(coalesce(s.qualified_name, s.key))",
                 &format!("{QUALIFIED_NAME_CONTAINS} AND NOT coalesce({NAME_CONTAINS}, 0)"),
                 RunMatch::Substring,
@@ -525,14 +541,23 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                 q.param(":fw", format!("{} *", fts_quote(text)));
             }
         }
-        Plan::Glob { glob, runs, prefix } => {
+        Plan::Glob {
+            glob,
+            runs,
+            prefix,
+            end,
+        } => {
             // Disjoint sources by tier: simple name matches; qualified name matches (and the
             // simple name does not); file name matches; path matches.
             q.param(":g", glob.clone());
             let name_glob = "lower(s.name) GLOB :g";
             let qname_glob = format!("{QNAME} GLOB :g AND NOT coalesce({name_glob}, 0)");
-            // Every literal run of 3+ characters, required of a trigram index's candidates.
-            q.param(":st", trigram_query(runs.iter().map(String::as_str)));
+            // Every literal run of 3+ characters, and the ending, required of a trigram index's
+            // candidates.
+            q.param(
+                ":st",
+                trigram_query_ending(runs.iter().map(String::as_str), end.as_deref()),
+            );
             let all_runs = || {
                 runs.iter()
                     .map(|r| fts_quote(r))
@@ -575,7 +600,7 @@ fn build(plan: &Plan, pattern: &str, narrow_qname_prefix: bool) -> Query {
                 } else {
                     RunMatch::Glob
                 };
-                qualified_name_sources(&mut q, runs, "0.0", &qname_glob, matching);
+                qualified_name_sources(&mut q, runs, end.as_deref(), "0.0", &qname_glob, matching);
             }
             let base_glob = format!("lower({BASENAME}) GLOB :g");
             let path_glob = format!("lower(f.path) GLOB :g AND NOT {base_glob}");
@@ -768,7 +793,8 @@ mod tests {
             Plan::Glob {
                 glob: "validate*".into(),
                 runs: vec!["Validate".into()],
-                prefix: Some("Validate".into())
+                prefix: Some("Validate".into()),
+                end: None,
             }
         );
         assert_eq!(
@@ -776,9 +802,29 @@ mod tests {
             Plan::Glob {
                 glob: "v?[[]x]*".into(),
                 runs: vec!["[x]".into()],
-                prefix: Some("v".into())
+                prefix: Some("v".into()),
+                end: None,
             }
         );
+        assert_eq!(
+            plan("*Valid?tor*Session").unwrap(),
+            Plan::Glob {
+                glob: "*valid?tor*session".into(),
+                runs: vec!["Valid".into(), "tor".into(), "Session".into()],
+                prefix: None,
+                end: Some("Session".into()),
+            }
+        );
+        let Plan::Glob { end, .. } = plan("*Session*id").unwrap() else {
+            panic!("a glob");
+        };
+        assert_eq!(end.as_deref(), Some("id"));
+        for no_end in ["*Session*d", "*Session?", "*Sess\0on"] {
+            let Plan::Glob { end, .. } = plan(no_end).unwrap() else {
+                panic!("a glob");
+            };
+            assert_eq!(end, None, "{no_end}");
+        }
         assert!(plan("*").is_err());
         assert!(plan("*a?").is_err());
         assert!(plan(&"x".repeat(MAX_PATTERN_CHARS + 1)).is_err());

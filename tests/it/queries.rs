@@ -1303,6 +1303,10 @@ fn qualified_names_are_found_whatever_their_shape() {
         // Suffixes: of simple names, and of a qualified name not of the `path:name` shape.
         "*rger",
         "*un()",
+        // Endings after other runs: one run long, two characters, and holding a colon.
+        "*bung*ich",
+        "*\u{e4}rg*ch",
+        "*q.rs:run",
     ] {
         let found = symbol_matches(&conn, glob, |_| true);
         let expected = symbols_where(

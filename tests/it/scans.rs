@@ -256,39 +256,19 @@ fn a_typo_of_a_name_many_symbols_share_reads_a_few_of_them() {
 #[test]
 fn a_trace_to_a_hub_reaches_it_from_the_side_with_fewer_edges() {
     let _one = AUDIT.lock().unwrap_or_else(|e| e.into_inner());
-    let symbol = |name: &str| {
-        json!({"name": name, "qualified_name": format!("src/a.ts:{name}"), "type": "function",
-               "file": "src/a.ts", "lines": [1, 2]})
-    };
-    let names = ["from", "left", "right", "middle", "hub"];
     let callers: Vec<String> = (0..3000).map(|i| format!("caller{i}")).collect();
-    let symbols: serde_json::Map<String, Value> = names
-        .iter()
-        .map(|n| (format!("src/a.ts:{n}"), symbol(n)))
-        .collect();
-    let cache = json!({
-        "version": "0.7.0",
-        "generated_at": "2026-01-12T08:41:27Z",
-        "project": {"name": "hub", "root": "."},
-        "stats": {"files": 1, "symbols": names.len(), "lines": 10},
-        "files": {"src/a.ts": {"path": "src/a.ts", "lines": 10, "language": "typescript",
-                               "exports": [], "imports": []}},
-        "symbols": symbols,
-        "graph": {
-            "forward": {
-                "src/a.ts:from": ["src/a.ts:left", "src/a.ts:right"],
-                "src/a.ts:left": ["src/a.ts:middle"],
-                "src/a.ts:right": ["src/a.ts:middle"],
-                "src/a.ts:middle": ["src/a.ts:hub"]
-            },
-            "reverse": {"src/a.ts:hub": callers}
+    let graph = json!({
+        "forward": {
+            "src/a.ts:from": ["src/a.ts:left", "src/a.ts:right"],
+            "src/a.ts:left": ["src/a.ts:middle"],
+            "src/a.ts:right": ["src/a.ts:middle"],
+            "src/a.ts:middle": ["src/a.ts:hub"]
         },
+        "reverse": {"src/a.ts:hub": callers}
     });
-    let dir = tempfile::tempdir().unwrap();
+    let names = ["from", "left", "right", "middle", "hub"].map(String::from);
+    let dir = one_file_project(names, graph);
     let root = dir.path();
-    std::fs::create_dir_all(root.join(".acp")).unwrap();
-    std::fs::write(root.join(".acp/acp.cache.json"), cache.to_string()).unwrap();
-    import_in_process(root, true);
     let db = project_at(root).db;
     let (answer, runs) = audit(root, || {
         let conn = acpdb::db::open_read_only(&db).unwrap();
@@ -302,6 +282,61 @@ fn a_trace_to_a_hub_reaches_it_from_the_side_with_fewer_edges() {
     );
     let found = offenders("a trace to a hub", &runs, Some(MISS_VM_STEPS), 3000);
     assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn a_suffix_glob_reads_the_names_ending_with_it_not_all_holding_it() {
+    let _one = AUDIT.lock().unwrap_or_else(|e| e.into_inner());
+    let ending = ["init", "reinit", "preInit"].map(String::from);
+    let holding = (0..3000).map(|i| format!("init{i}Step"));
+    let dir = one_file_project(ending.into_iter().chain(holding), json!({}));
+    let root = dir.path();
+    let db = project_at(root).db;
+    let (answer, runs) = audit(root, || {
+        let conn = acpdb::db::open_read_only(&db).unwrap();
+        let arguments = json!({"type": "search", "pattern": "*init"});
+        acpdb::tools::call(&conn, "acp_query", &arguments).unwrap()
+    });
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    let mut found: Vec<&str> = answer["result"]["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    found.sort();
+    assert_eq!(found, ["init", "preInit", "reinit"], "{answer}");
+    let found = offenders("a suffix glob", &runs, Some(MISS_VM_STEPS), 3003);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// A project whose cache has one file, `src/a.ts`, holding a function for each of `names`
+/// (keys and qualified names `src/a.ts:name`), and `graph`; imported.
+fn one_file_project(names: impl IntoIterator<Item = String>, graph: Value) -> tempfile::TempDir {
+    let symbols: serde_json::Map<String, Value> = names
+        .into_iter()
+        .map(|name| {
+            let key = format!("src/a.ts:{name}");
+            let symbol = json!({"name": name, "qualified_name": key, "type": "function",
+                                "file": "src/a.ts", "lines": [1, 2]});
+            (key, symbol)
+        })
+        .collect();
+    let cache = json!({
+        "version": "0.7.0",
+        "generated_at": "2026-01-12T08:41:27Z",
+        "project": {"name": "one-file", "root": "."},
+        "stats": {"files": 1, "symbols": symbols.len(), "lines": 10},
+        "files": {"src/a.ts": {"path": "src/a.ts", "lines": 10, "language": "typescript",
+                               "exports": [], "imports": []}},
+        "symbols": symbols,
+        "graph": graph,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".acp")).unwrap();
+    std::fs::write(dir.path().join(".acp/acp.cache.json"), cache.to_string()).unwrap();
+    import_in_process(dir.path(), true);
+    dir
 }
 
 /// Runs each call; an error answer is an answer too (misses are errors).

@@ -404,29 +404,45 @@ struct NewList<'a> {
 }
 
 /// What a symbol puts in its full-text tables: the words of `symbols_fts` (the first is the
-/// name, which `symbols_name_trigram` indexes) and the terms of `symbols_qname_trigram`.
+/// name, which `symbols_name_trigram` indexes with its ending) and the terms of
+/// `symbols_qname_trigram` with theirs.
 struct SymbolText<'a> {
     words: [ValueRef<'a>; 5],
-    terms: Option<std::borrow::Cow<'a, str>>,
+    name_end: Option<String>,
+    terms: Option<(std::borrow::Cow<'a, str>, Option<String>)>,
 }
 
 impl<'a> SymbolText<'a> {
     fn new(cells: &'a [Cell], file_path: Option<&'a str>) -> SymbolText<'a> {
+        let name = cells[SYMBOL_NAME_CELL].as_str();
         SymbolText {
             words: SYMBOL_FTS_CELLS.map(|i| cell_value(&cells[i])),
+            name_end: name.map(crate::db::trigram_text_end),
             terms: qualified_name_terms(
-                cells[SYMBOL_NAME_CELL].as_str(),
+                name,
                 cells[SYMBOL_QUALIFIED_NAME_CELL].as_str(),
                 file_path,
             ),
         }
     }
 
-    fn terms(&self) -> ValueRef<'_> {
-        self.terms
-            .as_deref()
-            .map_or(ValueRef::Null, |t| ValueRef::Text(t.as_bytes()))
+    /// The values of `symbols_name_trigram`'s columns.
+    fn names(&self) -> [ValueRef<'_>; 2] {
+        [self.words[0], text_value(self.name_end.as_deref())]
     }
+
+    /// The values of `symbols_qname_trigram`'s columns.
+    fn terms(&self) -> [ValueRef<'_>; 2] {
+        let (terms, end) = self.terms.as_ref().map_or((None, None), |(terms, end)| {
+            (Some(&**terms), end.as_deref())
+        });
+        [text_value(terms), text_value(end)]
+    }
+}
+
+/// `text` as a value, NULL for `None`.
+fn text_value(text: Option<&str>) -> ValueRef<'_> {
+    text.map_or(ValueRef::Null, |t| ValueRef::Text(t.as_bytes()))
 }
 
 /// The state of a delta import.
@@ -588,8 +604,12 @@ impl<'c> Delta<'c> {
             list_by_node: conn
                 .prepare("SELECT id, items FROM graph_lists WHERE node_id = ?1 AND reverse = ?2")?,
             symbols_fts: fts_statements(conn, "symbols_fts", SYMBOL_FTS_COLUMNS)?,
-            symbols_name_trigram: fts_statements(conn, "symbols_name_trigram", "name")?,
-            symbols_qname_trigram: fts_statements(conn, "symbols_qname_trigram", "terms")?,
+            symbols_name_trigram: fts_statements(conn, "symbols_name_trigram", "name, name_end")?,
+            symbols_qname_trigram: fts_statements(
+                conn,
+                "symbols_qname_trigram",
+                "terms, terms_end",
+            )?,
             files_fts: fts_statements(conn, "files_fts", FILE_FTS_COLUMNS)?,
             files_trigram: fts_statements(conn, "files_trigram", "path")?,
             nodes: NodeIds::load(conn)?,
@@ -756,8 +776,8 @@ impl<'c> Delta<'c> {
     ) -> Result<()> {
         let text = [old, new].map(|side| side.map(|(cells, path)| SymbolText::new(cells, path)));
         let words = [0, 1].map(|side| text[side].as_ref().map(|t| t.words));
-        let names = words.map(|words| words.map(|w| [w[0]]));
-        let terms = [0, 1].map(|side| text[side].as_ref().map(|t| [t.terms()]));
+        let names = [0, 1].map(|side| text[side].as_ref().map(SymbolText::names));
+        let terms = [0, 1].map(|side| text[side].as_ref().map(SymbolText::terms));
         rewrite_fts_row(&mut self.symbols_fts, id, words)?;
         rewrite_fts_row(&mut self.symbols_name_trigram, id, names)?;
         rewrite_fts_row(&mut self.symbols_qname_trigram, id, terms)?;
