@@ -616,7 +616,8 @@ pub(super) fn index_symbol_files(conn: &Connection) -> Result<()> {
 }
 
 /// Brings the `symbol_files` rows of `paths` (file paths whose symbols changed) up to date with
-/// `symbols`: a path some symbol has is kept or added, any other removed, with their index rows.
+/// `symbols`: a path some symbol has is kept or added, any other removed, with their index rows
+/// (in a delta, then [`merge_delta_segments`]).
 pub(super) fn update_symbol_files(
     conn: &Connection,
     paths: impl Iterator<Item = String>,
@@ -630,20 +631,57 @@ pub(super) fn update_symbol_files(
         "INSERT INTO symbol_files_trigram(symbol_files_trigram, rowid, path) VALUES ('delete', ?1, ?2)",
     )?;
     let mut remove = conn.prepare("DELETE FROM symbol_files WHERE id = ?1")?;
+    let mut changed = false;
     for path in paths {
         let id: Option<i64> = stored.query_row([&path], |r| r.get(0)).optional()?;
         match (used.exists([&path])?, id) {
             (true, None) => {
                 add.execute([&path])?;
                 index.execute(params![conn.last_insert_rowid(), path])?;
+                changed = true;
             }
             (false, Some(id)) => {
                 unindex.execute(params![id, path])?;
                 remove.execute([id])?;
+                changed = true;
             }
             _ => {}
         }
     }
+    if changed {
+        merge_delta_segments(conn, "symbol_files_trigram")?;
+    }
+    Ok(())
+}
+
+/// How many segments at one level FTS5 merges into one when a delta asks it to (`usermerge`):
+/// two, so that the small segments the deltas add are merged as they come, the result climbing
+/// a level each time as in a binary counter, while the one large segment a full import leaves,
+/// alone at its level, stays as it is.
+const DELTA_USERMERGE: i64 = 2;
+
+/// Leaf pages one table's merge writes at most after a delta (16 MiB of 4 KiB pages); a merge
+/// left unfinished goes on after the next delta.
+const DELTA_MERGE_PAGES: i64 = 4096;
+
+/// After a delta changed `table`: merges the segments the deltas left in it (FTS5 `merge` with
+/// [`DELTA_USERMERGE`]). Each delta adds a segment to each table it changes, and a search reads
+/// every segment: after twelve 1 % deltas at 1M symbols, eight segments made a word search 2.1
+/// times as slow at the median; with them merged, 1.1 to 1.3 times.
+pub(super) fn merge_delta_segments(conn: &Connection, table: &str) -> Result<()> {
+    let usermerge: Option<i64> = conn
+        .query_row(
+            &format!("SELECT v FROM {table}_config WHERE k = 'usermerge'"),
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let command = format!("INSERT INTO {table}({table}, rank) VALUES (?1, ?2)");
+    let mut command = conn.prepare_cached(&command)?;
+    if usermerge != Some(DELTA_USERMERGE) {
+        command.execute(params!["usermerge", DELTA_USERMERGE])?;
+    }
+    command.execute(params!["merge", DELTA_MERGE_PAGES])?;
     Ok(())
 }
 

@@ -995,3 +995,40 @@ fn a_delta_keeps_the_vars_when_their_file_is_unchanged() {
         .unwrap();
     assert_eq!(value, "c");
 }
+
+/// The segments of each full-text table: every segment has at least one row in its `_idx`.
+fn segments(conn: &Connection, table: &str) -> i64 {
+    conn.query_row(
+        &format!("SELECT count(DISTINCT segid) FROM {table}_idx"),
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+#[test]
+fn deltas_merge_the_full_text_segments_they_add() {
+    let project = TempProject::generated(300);
+    for round in 0..8 {
+        let cache = project.cache_path();
+        let mut doc: Value = serde_json::from_slice(&fs::read(&cache).unwrap()).unwrap();
+        // A new summary, name and qualified name, so that each table gets a segment.
+        let symbol = object(&mut doc, &["symbols"]).values_mut().next().unwrap();
+        symbol["summary"] = json!(format!("edit {round}"));
+        symbol["name"] = json!(format!("renamed{round}"));
+        symbol["qualified_name"] = json!(format!("pkg::renamed{round}"));
+        write_json(&cache, &doc);
+        let out = project.run(&["import", "--no-progress"]);
+        assert!(stderr(&out).starts_with("delta: "), "{}", stderr(&out));
+    }
+    let conn = Connection::open(project.db()).unwrap();
+    crate::common::check_full_text_indexes(&conn).unwrap();
+    for table in [
+        "symbols_fts",
+        "symbols_name_trigram",
+        "symbols_qname_trigram",
+    ] {
+        let n = segments(&conn, table);
+        assert!(n <= 3, "{table} has {n} segments after 8 deltas");
+    }
+}

@@ -81,9 +81,14 @@ impl Delta<'_> {
             step.elapsed().as_secs_f64()
         );
         delta.remove_unreferenced_nodes()?;
-        fts::update_symbol_files(conn, delta.symbol_paths.drain())?;
         tracing::debug!(
             "removed unreferenced nodes at {:.2} s",
+            step.elapsed().as_secs_f64()
+        );
+        delta.apply_fts_changes()?;
+        fts::update_symbol_files(conn, delta.symbol_paths.drain())?;
+        tracing::debug!(
+            "wrote and merged the full-text changes at {:.2} s",
             step.elapsed().as_secs_f64()
         );
         let names: Vec<String> = delta.names.drain().collect();

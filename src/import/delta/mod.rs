@@ -35,15 +35,15 @@ use crate::db;
 
 use super::fts::{qualified_name_terms, FILE_FTS_COLUMNS, SYMBOL_FTS_CELLS, SYMBOL_FTS_COLUMNS};
 use super::loader::Entry;
-use super::rows::{
-    cell_value, entry_values, file_columns, sql_params, symbol_calls, symbol_columns,
-};
+use super::rows::{cell_value, entry_values, file_columns, symbol_calls, symbol_columns};
 use super::tables::DUPLICATE_KEY;
+use fts_rows::FtsRows;
 use nodes::NodeIds;
 
 mod compare;
 mod derive;
 mod digests;
+mod fts_rows;
 mod nodes;
 
 pub(super) use digests::DigestReading;
@@ -455,11 +455,11 @@ pub(super) struct Delta<'c> {
     symbol_by_key: Statement<'c>,
     symbol_by_id: Statement<'c>,
     list_by_node: Statement<'c>,
-    symbols_fts: [Statement<'c>; 2],
-    symbols_name_trigram: [Statement<'c>; 2],
-    symbols_qname_trigram: [Statement<'c>; 2],
-    files_fts: [Statement<'c>; 2],
-    files_trigram: [Statement<'c>; 2],
+    symbols_fts: FtsRows<'c>,
+    symbols_name_trigram: FtsRows<'c>,
+    symbols_qname_trigram: FtsRows<'c>,
+    files_fts: FtsRows<'c>,
+    files_trigram: FtsRows<'c>,
     nodes: NodeIds<'c>,
     /// The digests of the stored entries, which the reader skips.
     pub(super) known: Arc<KnownEntries>,
@@ -493,48 +493,6 @@ pub(super) struct Delta<'c> {
     pub(super) counts: DeltaCounts,
     /// File, symbol and call-graph list entries read so far.
     entries_read: u64,
-}
-
-/// The two statements of an external-content FTS5 table: delete a row by its old values, and
-/// insert a row.
-fn fts_statements<'c>(
-    conn: &'c Connection,
-    table: &str,
-    columns: &str,
-) -> Result<[Statement<'c>; 2]> {
-    let n = column_count(columns);
-    let placeholders = (2..=n + 1)
-        .map(|i| format!("?{i}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    Ok([
-        conn.prepare(&format!(
-            "INSERT INTO {table}({table}, rowid, {columns}) VALUES ('delete', ?1, {placeholders})"
-        ))?,
-        conn.prepare(&format!(
-            "INSERT INTO {table}(rowid, {columns}) VALUES (?1, {placeholders})"
-        ))?,
-    ])
-}
-
-/// Brings row `id` of an external-content FTS5 table (its two [`fts_statements`]) from its
-/// old values to its new ones (`None`: no row), writing nothing when they are the same.
-fn rewrite_fts_row<const N: usize>(
-    statements: &mut [Statement<'_>; 2],
-    id: i64,
-    values: [Option<[ValueRef<'_>; N]>; 2],
-) -> Result<()> {
-    if values[0] == values[1] {
-        return Ok(());
-    }
-    for (statement, values) in statements.iter_mut().zip(values) {
-        if let Some(values) = values {
-            statement.execute(sql_params(
-                std::iter::once(ValueRef::Integer(id)).chain(values),
-            ))?;
-        }
-    }
-    Ok(())
 }
 
 /// The number of columns of a comma-separated column list.
@@ -603,15 +561,11 @@ impl<'c> Delta<'c> {
                 .prepare(&format!("SELECT id, {symbols} FROM symbols WHERE id = ?1"))?,
             list_by_node: conn
                 .prepare("SELECT id, items FROM graph_lists WHERE node_id = ?1 AND reverse = ?2")?,
-            symbols_fts: fts_statements(conn, "symbols_fts", SYMBOL_FTS_COLUMNS)?,
-            symbols_name_trigram: fts_statements(conn, "symbols_name_trigram", "name, name_end")?,
-            symbols_qname_trigram: fts_statements(
-                conn,
-                "symbols_qname_trigram",
-                "terms, terms_end",
-            )?,
-            files_fts: fts_statements(conn, "files_fts", FILE_FTS_COLUMNS)?,
-            files_trigram: fts_statements(conn, "files_trigram", "path")?,
+            symbols_fts: FtsRows::new(conn, "symbols_fts", SYMBOL_FTS_COLUMNS)?,
+            symbols_name_trigram: FtsRows::new(conn, "symbols_name_trigram", "name, name_end")?,
+            symbols_qname_trigram: FtsRows::new(conn, "symbols_qname_trigram", "terms, terms_end")?,
+            files_fts: FtsRows::new(conn, "files_fts", FILE_FTS_COLUMNS)?,
+            files_trigram: FtsRows::new(conn, "files_trigram", "path")?,
             nodes: NodeIds::load(conn)?,
             known: Arc::default(),
             seen_files: IdSet::default(),
@@ -766,6 +720,20 @@ impl<'c> Delta<'c> {
         Ok(())
     }
 
+    /// Writes the staged changes of the five full-text tables ([`FtsRows`]).
+    fn apply_fts_changes(&mut self) -> Result<()> {
+        for rows in [
+            &mut self.symbols_fts,
+            &mut self.symbols_name_trigram,
+            &mut self.symbols_qname_trigram,
+            &mut self.files_fts,
+            &mut self.files_trigram,
+        ] {
+            rows.apply(self.conn)?;
+        }
+        Ok(())
+    }
+
     /// Brings a symbol's rows in its three full-text tables from its `old` cells and canonical
     /// file path to its `new` ones (`None`: no row), writing only the rows that differ.
     fn fts_symbol(
@@ -778,9 +746,9 @@ impl<'c> Delta<'c> {
         let words = [0, 1].map(|side| text[side].as_ref().map(|t| t.words));
         let names = [0, 1].map(|side| text[side].as_ref().map(SymbolText::names));
         let terms = [0, 1].map(|side| text[side].as_ref().map(SymbolText::terms));
-        rewrite_fts_row(&mut self.symbols_fts, id, words)?;
-        rewrite_fts_row(&mut self.symbols_name_trigram, id, names)?;
-        rewrite_fts_row(&mut self.symbols_qname_trigram, id, terms)?;
+        self.symbols_fts.rewrite(id, words)?;
+        self.symbols_name_trigram.rewrite(id, names)?;
+        self.symbols_qname_trigram.rewrite(id, terms)?;
         for (_, file_path) in [old, new].into_iter().flatten() {
             if let Some(path) = file_path {
                 self.symbol_paths.insert(path.to_string());
@@ -822,8 +790,8 @@ impl<'c> Delta<'c> {
         let words = [words(old), words(new)];
         let paths = words.map(|words| words.map(|w| [w[0]]));
         let id = old.or(new).map_or(0, |row| row.id);
-        rewrite_fts_row(&mut self.files_fts, id, words)?;
-        rewrite_fts_row(&mut self.files_trigram, id, paths)?;
+        self.files_fts.rewrite(id, words)?;
+        self.files_trigram.rewrite(id, paths)?;
         Ok(())
     }
 }
