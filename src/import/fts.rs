@@ -656,19 +656,36 @@ pub(super) fn update_symbol_files(
 
 /// How many segments at one level FTS5 merges into one when a delta asks it to (`usermerge`):
 /// two, so that the small segments the deltas add are merged as they come, the result climbing
-/// a level each time as in a binary counter, while the one large segment a full import leaves,
-/// alone at its level, stays as it is.
+/// a level each time as in a binary counter. The large segment a full import leaves is merged
+/// when they reach its level, after a number of deltas that doubles each time.
 const DELTA_USERMERGE: i64 = 2;
+
+/// Segments a table holds before a delta merges them: two read about as fast as one (a word
+/// search 1.1 to 1.3 times as slow at the median), so the delta after a full import, whose
+/// segment joins the import's one, merges nothing.
+const DELTA_MERGE_SEGMENTS: usize = 3;
 
 /// Leaf pages one table's merge writes at most after a delta (16 MiB of 4 KiB pages); a merge
 /// left unfinished goes on after the next delta.
 const DELTA_MERGE_PAGES: i64 = 4096;
 
 /// After a delta changed `table`: merges the segments the deltas left in it (FTS5 `merge` with
-/// [`DELTA_USERMERGE`]). Each delta adds a segment to each table it changes, and a search reads
-/// every segment: after twelve 1 % deltas at 1M symbols, eight segments made a word search 2.1
-/// times as slow at the median; with them merged, 1.1 to 1.3 times.
+/// [`DELTA_USERMERGE`]) once it holds [`DELTA_MERGE_SEGMENTS`]. Each delta adds a segment to
+/// each table it changes, and a search reads every segment: after twelve 1 % deltas at 1M
+/// symbols, eight segments made a word search 2.1 times as slow at the median.
 pub(super) fn merge_delta_segments(conn: &Connection, table: &str) -> Result<()> {
+    // Every segment has a row in `_idx` for its first leaf page; one seek per segment counted.
+    let mut next_segment = conn.prepare_cached(&format!(
+        "SELECT min(segid) FROM {table}_idx WHERE segid > ?1"
+    ))?;
+    let mut segments = 0;
+    let mut after = i64::MIN;
+    while segments < DELTA_MERGE_SEGMENTS {
+        match next_segment.query_row([after], |r| r.get::<_, Option<i64>>(0))? {
+            Some(segid) => (segments, after) = (segments + 1, segid),
+            None => return Ok(()),
+        }
+    }
     let usermerge: Option<i64> = conn
         .query_row(
             &format!("SELECT v FROM {table}_config WHERE k = 'usermerge'"),

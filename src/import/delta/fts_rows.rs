@@ -49,11 +49,10 @@ impl<'c> FtsRows<'c> {
              CREATE INDEX IF NOT EXISTS temp.fts_changes_order ON fts_changes(tab, id, seq);",
             stage_columns(MAX_COLUMNS)
         ))?;
-        let placeholders: Vec<String> = (3..n + 3).map(|i| format!("?{i}")).collect();
         let stage = conn.prepare(&format!(
             "INSERT INTO temp.fts_changes(tab, id, command, {}) VALUES ('{table}', ?1, ?2, {})",
             stage_columns(n),
-            placeholders.join(", ")
+            value_placeholders(n)
         ))?;
         Ok(FtsRows {
             table,
@@ -86,19 +85,30 @@ impl<'c> FtsRows<'c> {
     }
 
     /// Writes the staged changes into the table, in row id order, forgets them, and merges the
-    /// table's small segments ([`merge_delta_segments`]).
+    /// table's small segments ([`merge_delta_segments`]). One statement a row, as SQLite's
+    /// statement journal for one `INSERT … SELECT` of them all would spill to a file.
     pub(super) fn apply(&mut self, conn: &Connection) -> Result<()> {
         let table = self.table;
         let n = self.columns.split(',').count();
-        let written = conn
-            .prepare_cached(&format!(
-                "INSERT INTO {table}({table}, rowid, {}) SELECT command, id, {}
-                 FROM temp.fts_changes WHERE tab = ?1 ORDER BY id, seq",
-                self.columns,
-                stage_columns(n)
-            ))?
-            .execute([table])?;
-        if written > 0 {
+        let mut staged = conn.prepare_cached(&format!(
+            "SELECT command, id, {} FROM temp.fts_changes WHERE tab = ?1 ORDER BY id, seq",
+            stage_columns(n)
+        ))?;
+        let mut write = conn.prepare_cached(&format!(
+            "INSERT INTO {table}({table}, rowid, {}) VALUES (?1, ?2, {})",
+            self.columns,
+            value_placeholders(n)
+        ))?;
+        let mut rows = staged.query([table])?;
+        let mut written = false;
+        while let Some(row) = rows.next()? {
+            let values = (0..n + 2)
+                .map(|i| row.get_ref(i))
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            write.execute(sql_params(values))?;
+            written = true;
+        }
+        if written {
             conn.prepare_cached("DELETE FROM temp.fts_changes WHERE tab = ?1")?
                 .execute([table])?;
             merge_delta_segments(conn, table)?;
@@ -111,6 +121,14 @@ impl<'c> FtsRows<'c> {
 fn stage_columns(n: usize) -> String {
     (1..=n)
         .map(|i| format!("c{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The parameters of `n` values after a row id and a command: `?3, ?4, …`.
+fn value_placeholders(n: usize) -> String {
+    (3..n + 3)
+        .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()
         .join(", ")
 }
