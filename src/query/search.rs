@@ -329,10 +329,9 @@ fn qualified_name_sources(
     let (not_in_name, in_name_or) = match matching {
         RunMatch::Glob | RunMatch::GlobSuffix => {
             if matching == RunMatch::Glob {
-                // A `path:name` name ends with an ending that holds no colon only if its simple
-                // name does.
-                let end = end.filter(|end| !end.contains(':'));
-                let query = q.param(":qn", trigram_query_ending([last.as_str()], end));
+                // No ending here: `GLOB` reads a text up to its first NUL, so a path holding one
+                // can end a `path:name` name's text where its simple name does not.
+                let query = q.param(":qn", trigram_query([last.as_str()]));
                 q.sources.push(symbol_source(
                     "symbols_name_trigram",
                     &query,

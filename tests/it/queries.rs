@@ -1184,6 +1184,8 @@ fn mixed_qualified_names() -> &'static TempProject {
             ("src/q.rs", "Run"),
             // A letter the trigram indexes do not fold (`İ`), in a path holding `ist`.
             ("src/list.ts", "\u{130}stanbul"),
+            // A path holding a NUL, where `GLOB` stops reading the qualified name.
+            ("src/init.it\u{0}b", "initial"),
         ] {
             symbols.insert(
                 format!("{file}:{name}"),
@@ -1307,6 +1309,8 @@ fn qualified_names_are_found_whatever_their_shape() {
         "*bung*ich",
         "*\u{e4}rg*ch",
         "*q.rs:run",
+        // An ending the qualified name has before a NUL in its path, not its simple name.
+        "*init*it",
     ] {
         let found = symbol_matches(&conn, glob, |_| true);
         let expected = symbols_where(
