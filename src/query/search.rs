@@ -233,8 +233,9 @@ enum RunMatch {
     /// names holding the last run are read here too.
     Glob,
     /// A glob `*L` whose literal `L` holds no `:`, folded as [`RunMatch::Glob`]: a `path:name`
-    /// qualified name ends with `L` only when its simple name does (the name tier's match), so
-    /// only qualified names of other shapes are read here.
+    /// qualified name ends with `L` only when its simple name does (the name tier's match) or
+    /// its path holds a NUL (where `GLOB` stops reading), so only qualified names of other
+    /// shapes and those paths are read here.
     GlobSuffix,
 }
 
@@ -347,19 +348,23 @@ fn qualified_name_sources(
         }
         RunMatch::Substring => (String::new(), String::new()),
     };
-    if matching != RunMatch::GlobSuffix {
-        let query = q.param(":qp", path_query);
-        q.sources.push(symbol_path_source(
-            &query,
-            score,
-            "4",
-            // The path is checked once per path (`sf.path`), not once per symbol.
-            &format!(
-                "{JOINED_QUALIFIED_NAME} AND {} AND {check}{not_in_name}",
-                in_paths("sf.path")
-            ),
-        ));
-    }
+    // A suffix glob reads here only the paths holding a NUL, where `GLOB` stops reading a
+    // `path:name` name, which may then end with the glob's text where its simple name does not.
+    let nul_path = match matching {
+        RunMatch::GlobSuffix => "instr(sf.path, char(0)) > 0 AND ",
+        RunMatch::Glob | RunMatch::Substring => "",
+    };
+    let query = q.param(":qp", path_query);
+    q.sources.push(symbol_path_source(
+        &query,
+        score,
+        "4",
+        // The path is checked once per path (`sf.path`), not once per symbol.
+        &format!(
+            "{nul_path}{JOINED_QUALIFIED_NAME} AND {} AND {check}{not_in_name}",
+            in_paths("sf.path")
+        ),
+    ));
     let query = q.param(":qt", whole_query);
     q.sources.push(symbol_source(
         "symbols_qname_trigram",

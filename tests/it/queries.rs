@@ -1311,6 +1311,7 @@ fn qualified_names_are_found_whatever_their_shape() {
         "*q.rs:run",
         // An ending the qualified name has before a NUL in its path, not its simple name.
         "*init*it",
+        "*init.it",
     ] {
         let found = symbol_matches(&conn, glob, |_| true);
         let expected = symbols_where(
