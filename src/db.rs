@@ -25,13 +25,18 @@ pub const LOAD_SCHEMA_VERSION: i32 = 13;
 /// of nodes by symbol (which is built after the nodes are resolved).
 pub const RESOLVE_SCHEMA_VERSION: i32 = 14;
 
-/// What the trigram indexes of names hold besides the text, so that an ending is one trigram
-/// (migration V25's views, `substr(text, -2) || char(31)`): the last two characters of `text`,
-/// up to its first NUL as SQLite's `substr` reads it, then U+001F.
-pub fn trigram_text_end(text: &str) -> String {
+/// The last two characters of `text` as SQLite's `substr(text, -2)` reads them: up to its
+/// first NUL.
+pub fn last_two_chars(text: &str) -> &str {
     let text = text.split('\0').next().unwrap_or_default();
     let start = text.char_indices().rev().nth(1).map_or(0, |(i, _)| i);
-    format!("{}\u{1f}", &text[start..])
+    &text[start..]
+}
+
+/// What the trigram indexes of names hold besides the text, so that an ending is one trigram
+/// (migration V25's views, `substr(text, -2) || char(31)`): [`last_two_chars`], then U+001F.
+pub fn trigram_text_end(text: &str) -> String {
+    format!("{}\u{1f}", last_two_chars(text))
 }
 
 /// Applies index migrations up to `target` (all when `None`).

@@ -98,7 +98,7 @@ const MEMORY_IN_FLIGHT: usize = 8 << 20;
 const BATCHES_GIVEN_BACK: usize = 64;
 
 /// The indexed columns of a symbol: `name`, `qualified_name`, `signature`, `purpose`, `summary`,
-/// and the `file_path` its qualified name's terms are computed with ([`qualified_name_terms`]).
+/// and the `file_path` its qualified name's terms are computed with ([`TrigramTexts`]).
 const SYMBOL_COLUMNS: usize = 6;
 
 /// The columns of `symbols_fts`, in the order of [`SYMBOL_FTS_CELLS`].
@@ -114,38 +114,60 @@ pub(super) const SYMBOL_FTS_CELLS: [usize; 5] = [
     SYMBOL_SUMMARY_CELL,
 ];
 
-/// What `symbols_qname_trigram` indexes for a symbol, as the view `symbols_qname_terms` of
-/// migrations V18 and V25 says: when the qualified name is the file path, a colon and the simple
-/// name, the two characters on each side of that colon (the path and the name have indexes of
-/// their own) and no ending; otherwise the qualified name and its ending
-/// ([`crate::db::trigram_text_end`]).
-pub(super) fn qualified_name_terms<'a>(
-    name: Option<&str>,
-    qualified_name: Option<&'a str>,
-    file_path: Option<&str>,
-) -> Option<(Cow<'a, str>, Option<String>)> {
-    let qualified = qualified_name?;
-    if let (Some(name), Some(path)) = (name, file_path) {
-        /// `text` as SQLite's `substr` reads it: up to its first NUL character.
-        fn before_nul(text: &str) -> &str {
-            text.split('\0').next().unwrap_or_default()
-        }
-        let joined = qualified.len() == path.len() + 1 + name.len()
-            && qualified.starts_with(path)
-            && qualified.ends_with(name)
-            && qualified.as_bytes()[path.len()] == b':';
-        if joined {
-            let (path, name) = (before_nul(path), before_nul(name));
-            let tail = path.char_indices().rev().nth(1).map_or(0, |(i, _)| i);
-            let head = name.char_indices().nth(2).map_or(name.len(), |(i, _)| i);
-            let terms = format!("{}:{}", &path[tail..], &name[..head]);
-            return Some((Cow::Owned(terms), None));
+/// What a symbol's rows in the two trigram indexes of names hold, as the views
+/// `symbols_name_terms` and `symbols_qname_terms` of migrations V18 and V25 say: its name and
+/// how it ends ([`crate::db::trigram_text_end`]); when the qualified name is the file path, a
+/// colon and the simple name, the two characters on each side of that colon (the path and the
+/// name have indexes of their own) and no ending, otherwise the qualified name and its ending.
+pub(super) struct TrigramTexts<'a> {
+    name: Option<&'a str>,
+    name_end: Option<String>,
+    terms: Option<Cow<'a, str>>,
+    terms_end: Option<String>,
+}
+
+impl<'a> TrigramTexts<'a> {
+    pub(super) fn new(
+        name: Option<&'a str>,
+        qualified_name: Option<&'a str>,
+        file_path: Option<&str>,
+    ) -> TrigramTexts<'a> {
+        let (terms, terms_end) = match (name, qualified_name, file_path) {
+            (_, None, _) => (None, None),
+            (Some(name), Some(qualified), Some(path))
+                if qualified.len() == path.len() + 1 + name.len()
+                    && qualified.starts_with(path)
+                    && qualified.ends_with(name)
+                    && qualified.as_bytes()[path.len()] == b':' =>
+            {
+                // `name` as SQLite's `substr` reads it: up to its first NUL character.
+                let name = name.split('\0').next().unwrap_or_default();
+                let head = name.char_indices().nth(2).map_or(name.len(), |(i, _)| i);
+                let path = crate::db::last_two_chars(path);
+                (Some(Cow::Owned(format!("{path}:{}", &name[..head]))), None)
+            }
+            (_, Some(qualified), _) => (
+                Some(Cow::Borrowed(qualified)),
+                Some(crate::db::trigram_text_end(qualified)),
+            ),
+        };
+        TrigramTexts {
+            name,
+            name_end: name.map(crate::db::trigram_text_end),
+            terms,
+            terms_end,
         }
     }
-    Some((
-        Cow::Borrowed(qualified),
-        Some(crate::db::trigram_text_end(qualified)),
-    ))
+
+    /// The values of `symbols_name_trigram`'s columns, `name, name_end`.
+    pub(super) fn names(&self) -> [Option<&str>; 2] {
+        [self.name, self.name_end.as_deref()]
+    }
+
+    /// The values of `symbols_qname_trigram`'s columns, `terms, terms_end`.
+    pub(super) fn terms(&self) -> [Option<&str>; 2] {
+        [self.terms.as_deref(), self.terms_end.as_deref()]
+    }
 }
 
 /// The indexed columns of a file, as `files` stores them and `files_fts` indexes them.
@@ -502,12 +524,12 @@ impl Inserts<'_> {
                     purpose,
                     summary
                 ])?;
-                let name_end = name.map(crate::db::trigram_text_end);
+                let texts = TrigramTexts::new(*name, *qualified_name, *file_path);
+                let [name, name_end] = texts.names();
                 self.symbol_names.execute(params![id, name, name_end])?;
-                let (terms, terms_end) =
-                    qualified_name_terms(*name, *qualified_name, *file_path).unzip();
+                let [terms, terms_end] = texts.terms();
                 self.symbol_qualified_names
-                    .execute(params![id, terms, terms_end.flatten()])?;
+                    .execute(params![id, terms, terms_end])?;
             }
             _ => return Err(anyhow!("a full-text row with {} columns", columns.len())),
         }
@@ -801,14 +823,10 @@ mod tests {
                     |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?]),
                 )
                 .unwrap();
-            let (terms, terms_end) = qualified_name_terms(name, qualified, path)
-                .map(|(terms, end)| (terms.into_owned(), end))
-                .unzip();
-            let computed = [
-                terms,
-                terms_end.flatten(),
-                name.map(crate::db::trigram_text_end),
-            ];
+            let texts = TrigramTexts::new(name, qualified, path);
+            let [_, name_end] = texts.names();
+            let [terms, terms_end] = texts.terms();
+            let computed = [terms, terms_end, name_end].map(|t| t.map(str::to_string));
             assert_eq!(computed, view, "{name:?} {qualified:?} {path:?}");
         }
     }

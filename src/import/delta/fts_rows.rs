@@ -22,15 +22,30 @@ const MAX_COLUMNS: usize = 5;
 /// the rest waits in SQLite's temporary file.
 const STAGE_CACHE_KIB: i64 = 16 * 1024;
 
+/// Creates the temporary table every [`FtsRows`] of `conn` stages its changes in.
+pub(super) fn create_stage(conn: &Connection) -> Result<()> {
+    conn.execute_batch(&format!(
+        "PRAGMA temp.cache_size = -{STAGE_CACHE_KIB};
+         CREATE TEMP TABLE fts_changes(
+             seq INTEGER PRIMARY KEY, tab TEXT NOT NULL, id INTEGER NOT NULL, command TEXT, {});
+         CREATE INDEX temp.fts_changes_order ON fts_changes(tab, id, seq);",
+        stage_columns(MAX_COLUMNS)
+    ))?;
+    Ok(())
+}
+
 /// The changes of one external-content FTS5 table, staged.
 pub(super) struct FtsRows<'c> {
     table: &'static str,
     columns: &'static str,
+    /// How many `columns`.
+    n: usize,
     stage: Statement<'c>,
 }
 
 impl<'c> FtsRows<'c> {
-    /// Stages changes of `table`, whose indexed `columns` (comma-separated) the values give.
+    /// Stages changes of `table`, whose indexed `columns` (comma-separated) the values give, in
+    /// the table [`create_stage`] made.
     pub(super) fn new(
         conn: &'c Connection,
         table: &'static str,
@@ -41,14 +56,6 @@ impl<'c> FtsRows<'c> {
             n <= MAX_COLUMNS,
             "{table} has more than {MAX_COLUMNS} columns"
         );
-        conn.execute_batch(&format!(
-            "PRAGMA temp.cache_size = -{STAGE_CACHE_KIB};
-             CREATE TEMP TABLE IF NOT EXISTS fts_changes(
-                 seq INTEGER PRIMARY KEY, tab TEXT NOT NULL, id INTEGER NOT NULL, command TEXT,
-                 {});
-             CREATE INDEX IF NOT EXISTS temp.fts_changes_order ON fts_changes(tab, id, seq);",
-            stage_columns(MAX_COLUMNS)
-        ))?;
         let stage = conn.prepare(&format!(
             "INSERT INTO temp.fts_changes(tab, id, command, {}) VALUES ('{table}', ?1, ?2, {})",
             stage_columns(n),
@@ -57,6 +64,7 @@ impl<'c> FtsRows<'c> {
         Ok(FtsRows {
             table,
             columns,
+            n,
             stage,
         })
     }
@@ -88,8 +96,7 @@ impl<'c> FtsRows<'c> {
     /// table's small segments ([`merge_delta_segments`]). One statement a row, as SQLite's
     /// statement journal for one `INSERT … SELECT` of them all would spill to a file.
     pub(super) fn apply(&mut self, conn: &Connection) -> Result<()> {
-        let table = self.table;
-        let n = self.columns.split(',').count();
+        let (table, n) = (self.table, self.n);
         let mut staged = conn.prepare_cached(&format!(
             "SELECT command, id, {} FROM temp.fts_changes WHERE tab = ?1 ORDER BY id, seq",
             stage_columns(n)

@@ -33,9 +33,9 @@ use crate::cache::event::{Event, Section};
 use crate::cache::fields::{Cell, SYMBOL_NAME_CELL, SYMBOL_QUALIFIED_NAME_CELL};
 use crate::db;
 
-use super::fts::{qualified_name_terms, FILE_FTS_COLUMNS, SYMBOL_FTS_CELLS, SYMBOL_FTS_COLUMNS};
+use super::fts::{TrigramTexts, FILE_FTS_COLUMNS, SYMBOL_FTS_CELLS, SYMBOL_FTS_COLUMNS};
 use super::loader::Entry;
-use super::rows::{cell_value, entry_values, file_columns, symbol_calls, symbol_columns};
+use super::rows::{entry_values, file_columns, symbol_calls, symbol_columns};
 use super::tables::DUPLICATE_KEY;
 use fts_rows::FtsRows;
 use nodes::NodeIds;
@@ -403,40 +403,31 @@ struct NewList<'a> {
     digest: i64,
 }
 
-/// What a symbol puts in its full-text tables: the words of `symbols_fts` (the first is the
-/// name, which `symbols_name_trigram` indexes with its ending) and the terms of
-/// `symbols_qname_trigram` with theirs.
+/// What a symbol puts in its full-text tables: the words of `symbols_fts` and the texts of the
+/// two trigram indexes of names.
 struct SymbolText<'a> {
     words: [ValueRef<'a>; 5],
-    name_end: Option<String>,
-    terms: Option<(std::borrow::Cow<'a, str>, Option<String>)>,
+    trigrams: TrigramTexts<'a>,
 }
 
 impl<'a> SymbolText<'a> {
     fn new(cells: &'a [Cell], file_path: Option<&'a str>) -> SymbolText<'a> {
-        let name = cells[SYMBOL_NAME_CELL].as_str();
+        // The columns as the full import's builder indexes them: text, or nothing.
+        let texts = SYMBOL_FTS_CELLS.map(|i| cells[i].as_str());
         SymbolText {
-            words: SYMBOL_FTS_CELLS.map(|i| cell_value(&cells[i])),
-            name_end: name.map(crate::db::trigram_text_end),
-            terms: qualified_name_terms(
-                name,
-                cells[SYMBOL_QUALIFIED_NAME_CELL].as_str(),
-                file_path,
-            ),
+            words: texts.map(text_value),
+            trigrams: TrigramTexts::new(texts[0], texts[1], file_path),
         }
     }
 
     /// The values of `symbols_name_trigram`'s columns.
     fn names(&self) -> [ValueRef<'_>; 2] {
-        [self.words[0], text_value(self.name_end.as_deref())]
+        self.trigrams.names().map(text_value)
     }
 
     /// The values of `symbols_qname_trigram`'s columns.
     fn terms(&self) -> [ValueRef<'_>; 2] {
-        let (terms, end) = self.terms.as_ref().map_or((None, None), |(terms, end)| {
-            (Some(&**terms), end.as_deref())
-        });
-        [text_value(terms), text_value(end)]
+        self.trigrams.terms().map(text_value)
     }
 }
 
@@ -550,6 +541,7 @@ impl<'c> Delta<'c> {
             [],
             |r| r.get(0),
         )?;
+        fts_rows::create_stage(conn)?;
         Ok(Delta {
             conn,
             column_names: [&files, &symbols]
