@@ -37,50 +37,55 @@ pub fn replace(temp: &Path, path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// How often [`Writeback`] starts writing out what was written since.
+/// How often [`Writeback::start`] starts writing out what was written since.
 pub const WRITEBACK_EVERY: Duration = Duration::from_millis(500);
 
-/// Starts the kernel writing a file being built to disk while it is written, so that the
-/// `fsync` of [`replace`] finds little left to write. Each tick asks for the write-out of the
-/// file's dirty pages without waiting for it (Linux's `sync_file_range`); elsewhere it does
-/// nothing. Stops when dropped, or when the kernel refuses.
+/// Starts the kernel writing files to disk while they are written, so that the `fsync` that
+/// follows ([`replace`]'s, a checkpoint's) finds little left to write. Each tick asks for the
+/// write-out of the files' dirty pages without waiting for it (Linux's `sync_file_range`);
+/// elsewhere it does nothing. Stops when dropped, or when the kernel refuses.
 #[must_use = "the write-out stops when the Writeback is dropped"]
 pub struct Writeback {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    /// The descriptor written out through, open until the Writeback is dropped even when the
+    /// The descriptors written out through, open until the Writeback is dropped even when the
     /// thread stopped early or never started: closing any descriptor of a file drops every
     /// POSIX lock the process holds on it, SQLite's included.
-    file: Option<Arc<File>>,
+    files: Vec<Arc<File>>,
 }
 
 impl Writeback {
-    /// Starts writing out `path` every [`WRITEBACK_EVERY`]; a file that cannot be opened gets no
-    /// early write-out (the final `fsync` writes it all).
+    /// Starts writing out `path`, a file being built, every [`WRITEBACK_EVERY`]; a file that
+    /// cannot be opened gets no early write-out (the final `fsync` writes it all).
     pub fn start(path: &Path) -> Writeback {
+        let files = if cfg!(target_os = "linux") {
+            File::open(path).map(Arc::new).into_iter().collect()
+        } else {
+            Vec::new()
+        };
+        Writeback::of(files, WRITEBACK_EVERY)
+    }
+
+    /// Starts writing out `files` every `every`.
+    pub fn of(files: Vec<Arc<File>>, every: Duration) -> Writeback {
         let mut writeback = Writeback {
             stop: None,
             thread: None,
-            file: None,
+            files,
         };
-        if !cfg!(target_os = "linux") {
+        if !cfg!(target_os = "linux") || writeback.files.is_empty() {
             return writeback;
         }
-        let Ok(file) = File::open(path) else {
-            return writeback;
-        };
-        let file = Arc::new(file);
-        writeback.file = Some(file.clone());
+        let files = writeback.files.clone();
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        let path = path.to_path_buf();
         let thread = std::thread::Builder::new()
             .name("acpdb-writeback".into())
             .spawn(move || {
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                    stopped.recv_timeout(WRITEBACK_EVERY)
+                    stopped.recv_timeout(every)
                 {
-                    if let Err(err) = start_write_out(&file) {
-                        tracing::debug!("no early write-out of {}: {err}", path.display());
+                    if let Err(err) = files.iter().try_for_each(|file| start_write_out(file)) {
+                        tracing::debug!("no early write-out: {err}");
                         return;
                     }
                 }
@@ -323,7 +328,7 @@ mod tests {
             );
             std::thread::sleep(WRITEBACK_EVERY / 10);
         }
-        let fd = writeback.file.as_ref().expect("the descriptor").as_raw_fd();
+        let fd = writeback.files[0].as_raw_fd();
         let target = fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
         assert_eq!(target, Path::new("/dev/null"));
         drop(writeback);

@@ -17,7 +17,7 @@
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The SQLite files that come with a database file, its own name first.
 const COMPANIONS: [&str; 4] = ["", "-wal", "-shm", "-journal"];
@@ -26,7 +26,7 @@ const COMPANIONS: [&str; 4] = ["", "-wal", "-shm", "-journal"];
 static REGISTERED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// Descriptors of registered files, kept open while their files are registered ones.
-static KEPT: Mutex<Vec<File>> = Mutex::new(Vec::new());
+static KEPT: Mutex<Vec<Arc<File>>> = Mutex::new(Vec::new());
 
 /// Registers the SQLite database at `path` as one this process holds locks on.
 pub fn register(path: &Path) {
@@ -92,7 +92,7 @@ impl Drop for GuardedFile {
             if file.metadata().map_or(true, |meta| is_registered(&meta)) {
                 KEPT.lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .push(file);
+                    .push(Arc::new(file));
             }
         }
     }
@@ -104,6 +104,38 @@ pub fn release_replaced() {
     KEPT.lock()
         .unwrap_or_else(PoisonError::into_inner)
         .retain(|file| file.metadata().map_or(true, |meta| is_registered(&meta)));
+}
+
+/// A descriptor of the registered database or companion file at `path`, open while it is one
+/// (as a dropped [`GuardedFile`] is): the same descriptor on every call for the same file, so a
+/// process that asks at each delta holds one, not one per delta. `None` when the file is not
+/// there, cannot be opened or is not a registered one.
+pub fn kept_descriptor(path: &Path) -> Option<Arc<File>> {
+    #[cfg(unix)]
+    {
+        let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
+        let wanted = file_id(&fs::metadata(path).ok()?);
+        if let Some(file) = kept
+            .iter()
+            .find(|file| file.metadata().is_ok_and(|meta| file_id(&meta) == wanted))
+        {
+            return Some(file.clone());
+        }
+        // The file at `path` may have been replaced since: what was opened is what is checked.
+        let file = File::open(path).ok()?;
+        let meta = file.metadata().ok()?;
+        if !is_registered(&meta) {
+            return None;
+        }
+        let file = Arc::new(file);
+        kept.push(file.clone());
+        Some(file)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
 }
 
 /// A file's device and inode.
@@ -164,6 +196,25 @@ mod tests {
         kept.iter()
             .filter(|file| file_id(&file.metadata().unwrap()) == file_id(meta))
             .count()
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_registered_file_has_one_kept_descriptor_and_another_file_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let [db, other] = files_in(dir.path(), ["kept.db", "not-registered.db"]);
+        register(&db);
+        let first = kept_descriptor(&db).expect("a descriptor of a registered file");
+        let again = kept_descriptor(&db).expect("a descriptor of a registered file");
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(kept(&fs::metadata(&db).unwrap()), 1);
+        assert!(kept_descriptor(&other).is_none());
+        assert_eq!(kept(&fs::metadata(&other).unwrap()), 0);
+        assert!(kept_descriptor(&dir.path().join("absent.db")).is_none());
+        // Replaced by another file: that file gets a descriptor of its own.
+        fs::rename(&other, &db).unwrap();
+        let replaced = kept_descriptor(&db).expect("a descriptor of the file now there");
+        assert!(!Arc::ptr_eq(&first, &replaced));
     }
 
     #[cfg(unix)]

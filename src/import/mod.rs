@@ -630,9 +630,10 @@ impl Source<'_> {
         );
         conn.execute_batch("COMMIT")?;
         tracing::debug!(
-            "applied the changes at {:.2} s",
+            "committed the changes at {:.2} s",
             started.elapsed().as_secs_f64()
         );
+        let writeback = write_out_in_place(&project.db);
         drop(reporter);
         let totals =
             |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0).map(|n| n.max(0) as u64));
@@ -652,6 +653,8 @@ impl Source<'_> {
             full_because: None,
         };
         checkpoint(&conn);
+        tracing::debug!("checkpointed at {:.2} s", started.elapsed().as_secs_f64());
+        drop(writeback);
         drop(conn);
         Ok(ImportSummary {
             db_bytes: file_size(&project.db)?,
@@ -823,6 +826,24 @@ fn open_in_place(path: &Path) -> Result<Connection> {
 /// begin writing.
 const IN_PLACE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How often a checkpoint in place has the database's dirty pages written out
+/// ([`write_out_in_place`]): at 100K symbols a delta's checkpoint takes about a tenth of a second.
+const IN_PLACE_WRITEBACK_EVERY: Duration = Duration::from_millis(5);
+
+/// Starts writing out the database at `db` while a checkpoint copies pages into it, until
+/// dropped: the checkpoint ends with an `fsync` of the database (at 1M symbols and a 1 % edit,
+/// of 400 MB), and the device writes beside the copying instead of after it. Started after the
+/// commit: the WAL is not written out early, since a commit may rewrite every frame's header
+/// (the checksums of a transaction that wrote some pages twice), and what the device had
+/// written would be written again. The descriptor is kept open by [`crate::sqlite_locks`], one
+/// whatever the number of deltas.
+fn write_out_in_place(db: &Path) -> crate::replace::Writeback {
+    let files = crate::sqlite_locks::kept_descriptor(db)
+        .into_iter()
+        .collect();
+    crate::replace::Writeback::of(files, IN_PLACE_WRITEBACK_EVERY)
+}
+
 /// After a delta committed: copies its pages into the database file as far as readers allow
 /// (the rest goes at the next checkpoint, at the latest when the last connection closes). Not
 /// needed for the committed state to hold, so a failure is only logged.
@@ -879,7 +900,9 @@ fn copy_into_place(tmp: &Path, db: &Path) -> Result<()> {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+    let writeback = write_out_in_place(db);
     checkpoint(&target);
+    drop(writeback);
     drop(target);
     drop(source);
     fs::remove_file(tmp).with_context(|| format!("cannot remove {}", tmp.display()))
@@ -899,4 +922,47 @@ fn register_functions(conn: &Connection) -> Result<()> {
         },
     )?;
     Ok(())
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delta_keeps_the_locks_of_the_process_on_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join(".acp/acp.cache.json");
+        fs::create_dir(dir.path().join(".acp")).unwrap();
+        let demo = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/demo/.acp/acp.cache.json"
+        );
+        fs::copy(demo, &cache).unwrap();
+        let project = Project::from_args(&crate::project::ProjectArgs {
+            project: dir.path().to_path_buf(),
+            cache: None,
+            db: None,
+        })
+        .unwrap();
+        import(&project, &ImportArgs::default()).unwrap();
+        // A reader of this process, as the server's pools are: in WAL mode it keeps a shared
+        // lock on the database file while it is open.
+        let reader = Connection::open(&project.db).unwrap();
+        reader
+            .query_row("SELECT count(*) FROM symbols", [], |r| r.get::<_, i64>(0))
+            .unwrap();
+        crate::sqlite_locks::register(&project.db);
+        let probe = fs::File::open(&project.db).unwrap();
+        assert!(crate::sqlite_locks::shared_lock_held(&probe));
+        let text = fs::read_to_string(&cache).unwrap();
+        fs::write(
+            &cache,
+            text.replacen("\"summary\": \"", "\"summary\": \"Edited. ", 1),
+        )
+        .unwrap();
+        let summary = import(&project, &ImportArgs::default()).unwrap();
+        assert!(summary.delta.is_some(), "{}", summary.line());
+        assert!(crate::sqlite_locks::shared_lock_held(&probe));
+        drop(reader);
+    }
 }
