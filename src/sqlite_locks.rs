@@ -121,10 +121,10 @@ pub fn kept_descriptor(path: &Path) -> Option<Arc<File>> {
         {
             return Some(file.clone());
         }
-        // The file at `path` may have been replaced since: what was opened is what is checked.
+        // The file at `path` may have been replaced since: what was opened is what is checked,
+        // and kept when it cannot be told, as a dropped `GuardedFile` is.
         let file = File::open(path).ok()?;
-        let meta = file.metadata().ok()?;
-        if !is_registered(&meta) {
+        if !file.metadata().map_or(true, |meta| is_registered(&meta)) {
             return None;
         }
         let file = Arc::new(file);

@@ -639,41 +639,44 @@ pub(super) fn index_symbol_files(conn: &Connection) -> Result<()> {
 
 /// Brings the `symbol_files` rows of `paths` (file paths whose symbols changed) up to date with
 /// `symbols`: a path some symbol has is kept or added, any other removed, with their index rows
-/// (in a delta, then [`merge_delta_segments`]).
+/// (in a delta, then [`merge_delta_segments`]). The index rows go in row id order, removals
+/// first, so that FTS5 writes them as one segment whatever the order of `paths`.
 pub(super) fn update_symbol_files(
     conn: &Connection,
     paths: impl Iterator<Item = String>,
 ) -> Result<()> {
     let mut used = conn.prepare("SELECT 1 FROM symbols WHERE file_path = ?1 LIMIT 1")?;
     let mut stored = conn.prepare("SELECT id FROM symbol_files WHERE path = ?1")?;
-    let mut add = conn.prepare("INSERT INTO symbol_files(path) VALUES (?1)")?;
-    let mut index =
-        conn.prepare("INSERT INTO symbol_files_trigram(rowid, path) VALUES (?1, ?2)")?;
+    let (mut removed, mut added) = (Vec::new(), Vec::new());
+    for path in paths {
+        let id: Option<i64> = stored.query_row([&path], |r| r.get(0)).optional()?;
+        match (used.exists([&path])?, id) {
+            (true, None) => added.push(path),
+            (false, Some(id)) => removed.push((id, path)),
+            _ => {}
+        }
+    }
+    if removed.is_empty() && added.is_empty() {
+        return Ok(());
+    }
+    removed.sort_unstable();
+    added.sort_unstable();
     let mut unindex = conn.prepare(
         "INSERT INTO symbol_files_trigram(symbol_files_trigram, rowid, path) VALUES ('delete', ?1, ?2)",
     )?;
     let mut remove = conn.prepare("DELETE FROM symbol_files WHERE id = ?1")?;
-    let mut changed = false;
-    for path in paths {
-        let id: Option<i64> = stored.query_row([&path], |r| r.get(0)).optional()?;
-        match (used.exists([&path])?, id) {
-            (true, None) => {
-                add.execute([&path])?;
-                index.execute(params![conn.last_insert_rowid(), path])?;
-                changed = true;
-            }
-            (false, Some(id)) => {
-                unindex.execute(params![id, path])?;
-                remove.execute([id])?;
-                changed = true;
-            }
-            _ => {}
-        }
+    for (id, path) in &removed {
+        unindex.execute(params![id, path])?;
+        remove.execute([id])?;
     }
-    if changed {
-        merge_delta_segments(conn, "symbol_files_trigram")?;
+    let mut add = conn.prepare("INSERT INTO symbol_files(path) VALUES (?1)")?;
+    let mut index =
+        conn.prepare("INSERT INTO symbol_files_trigram(rowid, path) VALUES (?1, ?2)")?;
+    for path in &added {
+        add.execute([path])?;
+        index.execute(params![conn.last_insert_rowid(), path])?;
     }
-    Ok(())
+    merge_delta_segments(conn, "symbol_files_trigram")
 }
 
 /// How many segments at one level FTS5 merges into one when a delta asks it to (`usermerge`):

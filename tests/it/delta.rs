@@ -1032,3 +1032,54 @@ fn deltas_merge_the_full_text_segments_they_add() {
         assert!(n <= 3, "{table} has {n} segments after 8 deltas");
     }
 }
+
+#[test]
+fn paths_a_delta_adds_to_the_symbol_files_are_numbered_in_path_order() {
+    let project = TempProject::generated(300);
+    let cache = project.cache_path();
+    let mut doc: Value = serde_json::from_slice(&fs::read(&cache).unwrap()).unwrap();
+    let symbols = object(&mut doc, &["symbols"]);
+    let mut files: Vec<Value> = symbols.values().map(|s| s["file"].clone()).collect();
+    files.sort_by_key(|file| file.to_string());
+    files.dedup();
+    // Five files' symbols move, each to a new path; the new paths come in reverse order.
+    let moved: Vec<(Value, String)> = files
+        .into_iter()
+        .take(5)
+        .enumerate()
+        .map(|(i, file)| (file, format!("moved/{}.rs", 9 - i)))
+        .collect();
+    for symbol in symbols.values_mut() {
+        if let Some((_, to)) = moved.iter().find(|(from, _)| *from == symbol["file"]) {
+            symbol["file"] = json!(to);
+        }
+    }
+    write_json(&cache, &doc);
+    let conn = Connection::open(project.db()).unwrap();
+    let last_id: i64 = conn
+        .query_row("SELECT max(id) FROM symbol_files", [], |r| r.get(0))
+        .unwrap();
+    let out = project.run(&["import", "--no-progress"]);
+    assert!(stderr(&out).starts_with("delta: "), "{}", stderr(&out));
+    let added: Vec<String> = conn
+        .prepare("SELECT path FROM symbol_files WHERE id > ?1 ORDER BY id")
+        .unwrap()
+        .query_map([last_id], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut sorted: Vec<String> = moved.iter().map(|(_, to)| to.clone()).collect();
+    sorted.sort();
+    assert_eq!(added, sorted);
+    for (from, _) in &moved {
+        let kept: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM symbol_files WHERE path = ?1",
+                [from.as_str().unwrap()],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(kept, 0, "{from}");
+    }
+    crate::common::check_full_text_indexes(&conn).unwrap();
+}
