@@ -25,10 +25,15 @@ pub const LOAD_SCHEMA_VERSION: i32 = 13;
 /// of nodes by symbol (which is built after the nodes are resolved).
 pub const RESOLVE_SCHEMA_VERSION: i32 = 14;
 
-/// The last two characters of `text` as SQLite's `substr(text, -2)` reads them: up to its
-/// first NUL.
+/// `text` as SQLite's text functions (`substr`, `GLOB`) read it: up to its first NUL.
+pub fn before_nul(text: &str) -> &str {
+    text.split('\0').next().unwrap_or_default()
+}
+
+/// The last two characters of `text` as SQLite's `substr(text, -2)` reads them
+/// ([`before_nul`]).
 pub fn last_two_chars(text: &str) -> &str {
-    let text = text.split('\0').next().unwrap_or_default();
+    let text = before_nul(text);
     let start = text.char_indices().rev().nth(1).map_or(0, |(i, _)| i);
     &text[start..]
 }

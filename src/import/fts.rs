@@ -140,8 +140,7 @@ impl<'a> TrigramTexts<'a> {
                     && qualified.ends_with(name)
                     && qualified.as_bytes()[path.len()] == b':' =>
             {
-                // `name` as SQLite's `substr` reads it: up to its first NUL character.
-                let name = name.split('\0').next().unwrap_or_default();
+                let name = crate::db::before_nul(name);
                 let head = name.char_indices().nth(2).map_or(name.len(), |(i, _)| i);
                 let path = crate::db::last_two_chars(path);
                 (Some(Cow::Owned(format!("{path}:{}", &name[..head]))), None)

@@ -633,7 +633,6 @@ impl Source<'_> {
             "committed the changes at {:.2} s",
             started.elapsed().as_secs_f64()
         );
-        let writeback = write_out_in_place(&project.db);
         drop(reporter);
         let totals =
             |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0).map(|n| n.max(0) as u64));
@@ -652,9 +651,8 @@ impl Source<'_> {
             delta: Some(counts),
             full_because: None,
         };
-        checkpoint(&conn);
+        checkpoint(&conn, &project.db);
         tracing::debug!("checkpointed at {:.2} s", started.elapsed().as_secs_f64());
-        drop(writeback);
         drop(conn);
         Ok(ImportSummary {
             db_bytes: file_size(&project.db)?,
@@ -826,36 +824,34 @@ fn open_in_place(path: &Path) -> Result<Connection> {
 /// begin writing.
 const IN_PLACE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How often a checkpoint in place has the database's dirty pages written out
-/// ([`write_out_in_place`]): at 100K symbols a delta's checkpoint takes about a tenth of a second.
+/// How often a checkpoint in place has the database's dirty pages written out: at 100K symbols
+/// a delta's checkpoint takes about a tenth of a second.
 const IN_PLACE_WRITEBACK_EVERY: Duration = Duration::from_millis(5);
-
-/// Starts writing out the database at `db` while a checkpoint copies pages into it, until
-/// dropped: the checkpoint ends with an `fsync` of the database (at 1M symbols and a 1 % edit,
-/// of 400 MB), and the device writes beside the copying instead of after it. Started after the
-/// commit: the WAL is not written out early, since a commit may rewrite every frame's header
-/// (the checksums of a transaction that wrote some pages twice), and what the device had
-/// written would be written again. The descriptor is kept open by [`crate::sqlite_locks`], one
-/// whatever the number of deltas.
-fn write_out_in_place(db: &Path) -> crate::replace::Writeback {
-    let files = crate::sqlite_locks::kept_descriptor(db)
-        .into_iter()
-        .collect();
-    crate::replace::Writeback::of(files, IN_PLACE_WRITEBACK_EVERY)
-}
 
 /// How long a checkpoint in place waits for the readers that started before its commit.
 const CHECKPOINT_WAIT: Duration = Duration::from_secs(2);
 
-/// After a delta committed: copies its pages into the database file, waiting up to
-/// [`CHECKPOINT_WAIT`] for readers of older states to finish (SQLite's `RESTART` mode: new
-/// readers go on; the next delta then writes its WAL from the start). A checkpoint that did not
-/// wait would copy nothing a reader of the state before the commit still sees, and under a
-/// server's steady reads the WAL would grow by a delta each time (at 1M symbols, to 4 GB after
-/// twelve), every read slowed by it. What a reader keeps longer is copied by the next
-/// checkpoint, at the latest when the last connection closes. Not needed for the committed
-/// state to hold, so a failure is only logged.
-fn checkpoint(conn: &Connection) {
+/// After a commit in place on `conn`, the database at `db`: copies its pages into the database
+/// file, waiting up to [`CHECKPOINT_WAIT`] for readers of older states to finish (SQLite's
+/// `RESTART` mode: new readers go on; the next delta then writes its WAL from the start). A
+/// checkpoint that did not wait would copy nothing a reader of the state before the commit
+/// still sees, and under a server's steady reads the WAL would grow by a delta each time (at 1M
+/// symbols, to 4 GB after twelve), every read slowed by it. What a reader keeps longer is
+/// copied by the next checkpoint, at the latest when the last connection closes.
+///
+/// Meanwhile the kernel is asked every [`IN_PLACE_WRITEBACK_EVERY`] to start writing the
+/// database out, so that the device writes beside the copying and the checkpoint's last
+/// `fsync` (at 1M symbols and a 1 % edit, of 400 MB) finds little left. The WAL is not written
+/// out early: a commit may rewrite every frame's header (the checksums of a transaction that
+/// wrote some pages twice), and what the device had written would be written again. The
+/// descriptor is kept open by [`crate::sqlite_locks`], one whatever the number of deltas.
+///
+/// Not needed for the committed state to hold, so a failure is only logged.
+fn checkpoint(conn: &Connection, db: &Path) {
+    let files = crate::sqlite_locks::kept_descriptor(db)
+        .into_iter()
+        .collect();
+    let _writeback = crate::replace::Writeback::of(files, IN_PLACE_WRITEBACK_EVERY);
     let checkpoint = conn.busy_timeout(CHECKPOINT_WAIT).and_then(|()| {
         conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| {
             Ok((
@@ -918,9 +914,7 @@ fn copy_into_place(tmp: &Path, db: &Path) -> Result<()> {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    let writeback = write_out_in_place(db);
-    checkpoint(&target);
-    drop(writeback);
+    checkpoint(&target, db);
     drop(target);
     drop(source);
     fs::remove_file(tmp).with_context(|| format!("cannot remove {}", tmp.display()))
