@@ -6,8 +6,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::similar::{
-    closest, containing, similar_names, TrigramCounts, TrigramSql, FILE_PATHS, PIECE_CAP,
-    PROBE_CAP, SYMBOL_NAMES, SYMBOL_NAME_TRIGRAMS, VARIABLE_NAMES,
+    closest, containing, similar_names, trigram_sql, TrigramCounts, TrigramSql, FILE_PATHS,
+    PIECE_CAP, PROBE_CAP, SYMBOL_NAMES, VARIABLE_NAMES,
 };
 use super::{QueryError, QueryResult};
 use crate::cache::paths::{canonical_path, split_qualified_name};
@@ -20,12 +20,12 @@ const FILE_SYMBOLS_READ: usize = 256;
 
 /// The qualified names of the symbols whose simple name contains a text, through the name
 /// trigram index ([`containing`]).
-const SYMBOL_QUALIFIED_NAMES: TrigramSql = TrigramSql {
-    read: "SELECT coalesce(s.qualified_name, s.key)
-           FROM (SELECT rowid AS id FROM symbols_name_trigram WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
-           CROSS JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
-    ..SYMBOL_NAME_TRIGRAMS
-};
+const SYMBOL_QUALIFIED_NAMES: TrigramSql = trigram_sql!(
+    "symbols_name_trigram",
+    "symbols",
+    "coalesce(t.qualified_name, t.key)",
+    "name"
+);
 
 /// A symbol row, enough to locate it.
 /// A `WHERE` condition: the symbol's qualified name is `?1` (exactly), read through the

@@ -9,9 +9,10 @@
 //! * **trigram pieces**, where the names have a trigram index, while no candidate is one edit
 //!   away: the last two thirds, the middle third and the last third of the name (one typo in
 //!   the first third leaves the last two thirds intact; two typos leave a third intact), each
-//!   read through the rarest of up to [`MAX_PROBES`] of its trigrams ([`containing`]). How many
-//!   names hold a trigram is counted once per import and kept for the process
-//!   ([`TrigramCounts`]), since unknown names share their common trigrams.
+//!   read through the lists of up to [`MAX_PROBES`] of its trigrams, intersected before any
+//!   name is read ([`containing`]). How many names hold a trigram is counted once per import
+//!   and kept for the process ([`TrigramCounts`]), since unknown names share their common
+//!   trigrams.
 //!
 //! Candidates within [`max_edits`] edits (optimal string alignment distance: insertions,
 //! deletions, substitutions and transpositions of adjacent characters, ignoring ASCII case) are
@@ -34,6 +35,13 @@ pub const PIECE_CAP: usize = 128;
 /// Rows of a trigram's list counted to tell a rare trigram from a common one.
 pub const PROBE_CAP: usize = 64;
 
+/// Most rows of a trigram's list read to narrow the rows whose names [`containing`] reads.
+pub const PARTNER_ROWS: usize = 256;
+
+/// Rows few enough to read their names without narrowing them further ([`containing`]):
+/// reading a name costs about as much as reading another list.
+const FEW_ROWS: usize = 4;
+
 /// Most trigrams of one text probed (by [`containing`]).
 pub const MAX_PROBES: usize = 8;
 
@@ -53,12 +61,16 @@ pub struct NameIndex {
 /// The statements of a trigram index (see [`NameIndex::trigram_sql`]).
 #[derive(Debug, Clone, Copy)]
 pub struct TrigramSql {
-    /// Names containing a piece among the first `limit` rows matching a query. The trigram rows
-    /// come first (`CROSS JOIN`): plans do not depend on the values bound
-    /// ([`crate::db::configure_query_connection`]), so the planner cannot know how few rows
-    /// `LIMIT ?` leaves and would otherwise read the whole table and probe the trigram rows.
-    pub read: &'static str,
-    /// The number of rows matching a query, counted up to a limit.
+    /// Row ids matching a query (an FTS5 query), in order, from one row id to another, up to a
+    /// limit (parameters: query, first, last, limit).
+    pub rows: &'static str,
+    /// The names of rows (a JSON array of row ids) that contain a piece (parameters: ids,
+    /// piece). The row ids come first (`CROSS JOIN`): plans do not depend on the values bound
+    /// ([`crate::db::configure_query_connection`]), so the planner cannot know how few they
+    /// are and could otherwise read the whole table.
+    pub names: &'static str,
+    /// The number of rows matching a query counted up to a limit, and the row id of the last
+    /// of them (parameters: query, limit).
     pub count: &'static str,
 }
 
@@ -71,14 +83,42 @@ pub const SYMBOL_NAMES: NameIndex = NameIndex {
     trigram_sql: Some(SYMBOL_NAME_TRIGRAMS),
 };
 
+/// The statements of the trigram index `$fts` over `$table` (rows `t`): `$listed` of the rows
+/// whose `$column` contains the piece.
+macro_rules! trigram_sql {
+    ($fts:literal, $table:literal, $listed:literal, $column:literal) => {
+        TrigramSql {
+            rows: concat!(
+                "SELECT rowid FROM ",
+                $fts,
+                " WHERE ",
+                $fts,
+                " MATCH ?1 AND rowid BETWEEN ?2 AND ?3 ORDER BY rowid LIMIT ?4"
+            ),
+            names: concat!(
+                "SELECT ",
+                $listed,
+                " FROM json_each(?1) j CROSS JOIN ",
+                $table,
+                " t ON t.id = j.value WHERE instr(acpdb_fold(t.",
+                $column,
+                "), acpdb_fold(?2)) > 0"
+            ),
+            count: concat!(
+                "SELECT count(*), max(id) FROM (SELECT rowid AS id FROM ",
+                $fts,
+                " WHERE ",
+                $fts,
+                " MATCH ?1 LIMIT ?2)"
+            ),
+        }
+    };
+}
+pub(crate) use trigram_sql;
+
 /// The name trigram index of symbols: simple names containing a text.
-pub const SYMBOL_NAME_TRIGRAMS: TrigramSql = TrigramSql {
-    read: "SELECT s.name FROM (SELECT rowid AS id FROM symbols_name_trigram
-                               WHERE symbols_name_trigram MATCH ?1 LIMIT ?3) t
-           CROSS JOIN symbols s ON s.id = t.id WHERE instr(acpdb_fold(s.name), acpdb_fold(?2)) > 0",
-    count: "SELECT count(*) FROM (SELECT 1 FROM symbols_name_trigram
-                                  WHERE symbols_name_trigram MATCH ?1 LIMIT ?2)",
-};
+pub const SYMBOL_NAME_TRIGRAMS: TrigramSql =
+    trigram_sql!("symbols_name_trigram", "symbols", "t.name", "name");
 
 /// Canonical file paths: the path index and the path trigram index.
 pub const FILE_PATHS: NameIndex = NameIndex {
@@ -86,11 +126,7 @@ pub const FILE_PATHS: NameIndex = NameIndex {
         "SELECT path FROM files WHERE path >= ?1 ORDER BY path LIMIT ?2",
         "SELECT path FROM files WHERE path < ?1 ORDER BY path DESC LIMIT ?2",
     ],
-    trigram_sql: Some(TrigramSql {
-        read: "SELECT f.path FROM (SELECT rowid AS id FROM files_trigram WHERE files_trigram MATCH ?1 LIMIT ?3) t
-               CROSS JOIN files f ON f.id = t.id WHERE instr(acpdb_fold(f.path), acpdb_fold(?2)) > 0",
-        count: "SELECT count(*) FROM (SELECT 1 FROM files_trigram WHERE files_trigram MATCH ?1 LIMIT ?2)",
-    }),
+    trigram_sql: Some(trigram_sql!("files_trigram", "files", "t.path", "path")),
 };
 
 /// Variable names: the primary key.
@@ -180,7 +216,7 @@ fn bounded_distance(a: &[char], b: &[char], bound: usize) -> usize {
 /// through the counts kept for the process, those earlier answers read from the same import.
 #[derive(Debug, Default)]
 pub struct TrigramCounts {
-    read: HashMap<(&'static str, String), usize>,
+    read: HashMap<(&'static str, String), Probe>,
     /// The import this answer reads ([`crate::db::import_identity`]), once asked; `None`
     /// inside when the database has none (nothing is kept then).
     import: Option<Option<String>>,
@@ -192,7 +228,34 @@ pub struct TrigramCounts {
 static KEPT_COUNTS: Mutex<Option<KeptCounts>> = Mutex::new(None);
 
 /// Trigram counts of one import.
-type KeptCounts = (String, HashMap<(&'static str, String), usize>);
+type KeptCounts = (String, HashMap<(&'static str, String), Probe>);
+
+/// What counting the rows that hold a trigram found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Probe {
+    /// Rows counted, up to [`PROBE_CAP`].
+    rows: usize,
+    /// The row id of the last row counted (rows come in row id order).
+    last: i64,
+}
+
+impl Probe {
+    /// Whether every row holding the trigram was counted.
+    fn is_whole(self) -> bool {
+        self.rows < PROBE_CAP
+    }
+
+    /// About how many rows from row id `first` to `last` hold the trigram: all of them for a
+    /// list counted whole, else as many as its first [`PROBE_CAP`] rows' spread gives.
+    fn expected_between(self, first: i64, last: i64) -> usize {
+        if self.is_whole() {
+            return self.rows;
+        }
+        let span = (i128::from(last) - i128::from(first) + 1).max(1);
+        let expected = span * PROBE_CAP as i128 / i128::from(self.last).max(1);
+        usize::try_from(expected).unwrap_or(usize::MAX)
+    }
+}
 
 /// Trigram counts kept at most (about 100 bytes each).
 const COUNTS_KEPT: usize = 65_536;
@@ -201,10 +264,10 @@ impl TrigramCounts {
     /// The rows of `sql`'s index holding `trigram` (an FTS5 query), counted up to
     /// [`PROBE_CAP`]: from this answer, else from [`KEPT_COUNTS`] for the same import, else
     /// counted (and kept).
-    fn rows(&mut self, conn: &Connection, sql: TrigramSql, trigram: &str) -> QueryResult<usize> {
+    fn probe(&mut self, conn: &Connection, sql: TrigramSql, trigram: &str) -> QueryResult<Probe> {
         let key = (sql.count, trigram.to_string());
-        if let Some(&rows) = self.read.get(&key) {
-            return Ok(rows);
+        if let Some(&probe) = self.read.get(&key) {
+            return Ok(probe);
         }
         if self.import.is_none() {
             self.import = Some(crate::db::import_identity(conn).optional()?);
@@ -216,26 +279,31 @@ impl TrigramCounts {
                 .filter(|(of, _)| of == import)
                 .and_then(|(_, counts)| counts.get(&key).copied())
         });
-        let rows = match kept {
-            Some(rows) => rows,
+        let probe = match kept {
+            Some(probe) => probe,
             None => {
                 let mut count = conn.prepare_cached(sql.count)?;
-                let rows: i64 =
-                    count.query_row(params![trigram, PROBE_CAP as i64], |r| r.get(0))?;
-                let rows = usize::try_from(rows).unwrap_or(0);
+                let (rows, last): (i64, Option<i64>) = count
+                    .query_row(params![trigram, PROBE_CAP as i64], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })?;
+                let probe = Probe {
+                    rows: usize::try_from(rows).unwrap_or(0),
+                    last: last.unwrap_or(0),
+                };
                 if let Some(import) = import {
                     let mut kept = KEPT_COUNTS.lock().unwrap_or_else(PoisonError::into_inner);
                     let kept = kept.get_or_insert_with(|| (import.to_string(), HashMap::new()));
                     if kept.0 != import || kept.1.len() >= COUNTS_KEPT {
                         *kept = (import.to_string(), HashMap::new());
                     }
-                    kept.1.insert(key.clone(), rows);
+                    kept.1.insert(key.clone(), probe);
                 }
-                rows
+                probe
             }
         };
-        self.read.insert(key, rows);
-        Ok(rows)
+        self.read.insert(key, probe);
+        Ok(probe)
     }
 }
 
@@ -356,7 +424,18 @@ fn pieces(chars: &[char]) -> Vec<String> {
 
 /// Names of the trigram index `sql` that contain `text` (3 characters or more): all of them
 /// when one of its trigrams is rare, else those among the first `cap` rows of its rarest
-/// trigram. At most `MAX_PROBES * PROBE_CAP + cap` rows read, whatever the index's size.
+/// trigram (the one whose first rows spread over the most row ids).
+///
+/// Before any name is read, those rows are narrowed by the lists of the other trigrams
+/// probed, over the same row ids, rarest first: every text containing `text` holds each of
+/// its trigrams, and a list of row ids costs much less to read than names spread over as many
+/// pages of their table. At most [`PARTNER_ROWS`] of a list are read; when that is not the
+/// whole list over those row ids, only the rows up to the last one read are narrowed by it.
+/// A list expected to hold four times as many is not read. (An FTS5 query joining the
+/// trigrams with AND steps through the whole lists of common ones when nothing matches,
+/// whatever row ids it is limited to.) At most `MAX_PROBES * PROBE_CAP + cap` rows of the
+/// index, `(MAX_PROBES - 1) * PARTNER_ROWS` more, and `cap` names are read, whatever its
+/// size.
 pub fn containing(
     conn: &Connection,
     sql: TrigramSql,
@@ -364,11 +443,43 @@ pub fn containing(
     cap: usize,
     counts: &mut TrigramCounts,
 ) -> QueryResult<Vec<String>> {
-    let Some((trigram, rows)) = rarest_trigram(conn, sql, text, counts)? else {
+    let Some(probes) = probe_trigrams(conn, sql, text, counts)? else {
         return Ok(Vec::new());
     };
-    let mut read = conn.prepare_cached(sql.read)?;
-    let names = read.query_map(params![trigram, text, rows.min(cap) as i64], |r| {
+    let Some(((base, _), others)) = probes.split_first() else {
+        return Ok(Vec::new());
+    };
+    let mut ids = row_ids(conn, sql, base, (i64::MIN, i64::MAX), cap)?;
+    for (trigram, probe) in others {
+        let (Some(&first), Some(&last)) = (ids.first(), ids.last()) else {
+            break;
+        };
+        if ids.len() <= FEW_ROWS {
+            break;
+        }
+        if probe.expected_between(first, last) > PARTNER_ROWS * 4 {
+            continue;
+        }
+        // The rows after the last one read, if the list goes on, are kept as they are.
+        let held = row_ids(conn, sql, trigram, (first, last), PARTNER_ROWS)?;
+        let read_up_to = if held.len() < PARTNER_ROWS {
+            last
+        } else {
+            held.last().copied().unwrap_or(last)
+        };
+        let covered = ids.partition_point(|id| *id <= read_up_to);
+        ids.retain(|id| *id > read_up_to || held.binary_search(id).is_ok());
+        // A list holding most of the rows it covers holds them with the text, most likely
+        // (the text's own pieces are common): the others would not narrow them either.
+        if ids.partition_point(|id| *id <= read_up_to) * 2 > covered {
+            break;
+        }
+    }
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut read = conn.prepare_cached(sql.names)?;
+    let names = read.query_map(params![serde_json::to_string(&ids)?, text], |r| {
         r.get::<_, Option<String>>(0)
     })?;
     Ok(names
@@ -376,40 +487,51 @@ pub fn containing(
         .collect::<rusqlite::Result<_>>()?)
 }
 
-/// The rarest of up to [`MAX_PROBES`] trigrams of `text` (quoted for FTS5) and how many rows
-/// hold it, counted up to [`PROBE_CAP`] (`usize::MAX` when every probed trigram reaches it);
-/// `None` when `text` has no trigram or one that no row holds. The trigrams probed are those
-/// of the rarest letters (`letter_rarity`).
-///
-/// Every text containing `text` holds each of its trigrams, so reading the whole list of a
-/// rare one finds them all; an FTS5 query joining every trigram with AND would instead step
-/// through the lists of common ones (tens of thousands of rows each at a million names) to
-/// find that nothing matches.
-fn rarest_trigram(
+/// Up to `limit` row ids of `sql`'s index holding `trigram` (an FTS5 query), in order, within
+/// `bounds` (first and last row id).
+fn row_ids(
+    conn: &Connection,
+    sql: TrigramSql,
+    trigram: &str,
+    (first, last): (i64, i64),
+    limit: usize,
+) -> QueryResult<Vec<i64>> {
+    let mut read = conn.prepare_cached(sql.rows)?;
+    let ids = read.query_map(params![trigram, first, last, limit as i64], |r| r.get(0))?;
+    Ok(ids.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Up to [`MAX_PROBES`] trigrams of `text` (quoted for FTS5) with what counting their rows
+/// found, the rarest first: fewest rows counted, then the first rows spread over the most row
+/// ids. `None` when `text` has no trigram or one that no row holds. The trigrams probed are
+/// those of the rarest letters (`letter_rarity`).
+fn probe_trigrams(
     conn: &Connection,
     sql: TrigramSql,
     text: &str,
     counts: &mut TrigramCounts,
-) -> QueryResult<Option<(String, usize)>> {
+) -> QueryResult<Option<Vec<(String, Probe)>>> {
     let chars: Vec<char> = text.chars().flat_map(char::to_lowercase).collect();
     let mut windows: Vec<&[char]> = chars.windows(3).collect();
     let rarity = |window: &[char]| window.iter().map(|&c| letter_rarity(c)).sum::<u32>();
     // Rarest first; equal trigrams side by side, so that each is probed once.
     windows.sort_by_cached_key(|window| (std::cmp::Reverse(rarity(window)), *window));
     windows.dedup();
-    let mut rarest: Option<(String, usize)> = None;
+    let mut probes = Vec::new();
     for window in windows.into_iter().take(MAX_PROBES) {
         let trigram = fts_quote(&window.iter().collect::<String>());
-        let rows = counts.rows(conn, sql, &trigram)?;
-        if rows == 0 {
+        let probe = counts.probe(conn, sql, &trigram)?;
+        if probe.rows == 0 {
             return Ok(None);
         }
-        let rows = if rows < PROBE_CAP { rows } else { usize::MAX };
-        if rarest.as_ref().is_none_or(|(_, fewest)| rows < *fewest) {
-            rarest = Some((trigram, rows));
-        }
+        probes.push((trigram, probe));
     }
-    Ok(rarest)
+    if probes.is_empty() {
+        return Ok(None);
+    }
+    // A stable sort: trigrams alike in both keep the order of their letters' rarity.
+    probes.sort_by_key(|(_, probe)| (probe.rows, std::cmp::Reverse(probe.last)));
+    Ok(Some(probes))
 }
 
 /// How rare a (lower-case) character is in identifiers and paths, higher for rarer: letters by

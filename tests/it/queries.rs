@@ -789,8 +789,11 @@ fn suggestion_reads_are_bounded() {
             assert!(p.iter().all(|l| !l.contains("TEMP B-TREE")), "{p:?}");
         }
         if let Some(sql) = index.trigram_sql {
-            let read = positional_plan(&conn, sql.read, ("\"abc\"", "abc", 50));
-            assert_indexed(sql.read, &read);
+            let rows = positional_plan(&conn, sql.rows, ("\"abc\"", 1, 99, 50));
+            assert_indexed(sql.rows, &rows);
+            assert!(rows.iter().all(|l| !l.contains("TEMP B-TREE")), "{rows:?}");
+            let names = positional_plan(&conn, sql.names, ("[1, 2]", "abc"));
+            assert_indexed(sql.names, &names);
             assert_indexed(
                 sql.count,
                 &positional_plan(&conn, sql.count, ("\"abc\"", 50)),
@@ -816,6 +819,71 @@ fn suggestion_reads_are_bounded() {
             "{typo}: {found:?}"
         );
     }
+}
+
+/// `containing` lists only names that hold the text, and every one of them when one of the
+/// text's trigrams is held by fewer than `PROBE_CAP` names (its list is read whole); the lists
+/// of the other trigrams only narrow which names are read.
+#[test]
+fn names_containing_a_text_are_those_holding_it() {
+    use acpdb::query::similar::{
+        containing, TrigramCounts, PIECE_CAP, PROBE_CAP, SYMBOL_NAME_TRIGRAMS,
+    };
+    let conn = open(generated());
+    let names: Vec<String> = conn
+        .prepare("SELECT DISTINCT name FROM symbols WHERE name IS NOT NULL")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let folded: Vec<String> = names.iter().map(|n| n.to_lowercase()).collect();
+    let holding = |text: &str| -> HashSet<String> {
+        let text = text.to_lowercase();
+        names
+            .iter()
+            .zip(&folded)
+            .filter(|(_, f)| f.contains(&text))
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
+    let mut whole = 0;
+    // Pieces of names: their middles and ends, of 3 to 7 characters.
+    for name in names.iter().step_by(97).take(40) {
+        let chars: Vec<char> = name.chars().collect();
+        for (from, len) in [(1, 3), (2, 5), (chars.len().saturating_sub(7), 7)] {
+            if from + len > chars.len() {
+                continue;
+            }
+            let text: String = chars[from..from + len].iter().collect();
+            let found: HashSet<String> = containing(
+                &conn,
+                SYMBOL_NAME_TRIGRAMS,
+                &text,
+                PIECE_CAP,
+                &mut TrigramCounts::default(),
+            )
+            .unwrap()
+            .into_iter()
+            .collect();
+            let expected = holding(&text);
+            assert!(found.is_subset(&expected), "{text}: {found:?}");
+            assert!(!found.is_empty(), "{text}: the name it was taken from");
+            let lowered = text.to_lowercase();
+            let rarest = lowered
+                .chars()
+                .collect::<Vec<_>>()
+                .windows(3)
+                .map(|w| holding(&w.iter().collect::<String>()).len())
+                .min()
+                .unwrap();
+            if rarest < PROBE_CAP {
+                whole += 1;
+                assert_eq!(found, expected, "{text}");
+            }
+        }
+    }
+    assert!(whole >= 10, "only {whole} pieces had a rare trigram");
 }
 
 /// The first page of a walk is a point lookup while the walk reads at most `SMALL_WALK` edges,

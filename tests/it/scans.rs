@@ -250,6 +250,60 @@ fn a_typo_of_a_name_many_symbols_share_reads_a_few_of_them() {
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
+/// A miss whose every trigram many names hold, but never together, reads no name: the lists of
+/// its trigrams are intersected first.
+#[test]
+fn a_miss_of_common_trigrams_never_together_reads_no_name() {
+    let _one = AUDIT.lock().unwrap_or_else(|e| e.into_inner());
+    // `efg` and `fgh` each in 100 names, `efgh` in five; the unknown name's middle third is
+    // `efgh`, and its other pieces hold trigrams no name holds (`hww`, `www`).
+    let names = (0..100)
+        .flat_map(|i| [format!("efgTask{i}"), format!("Yfgh{i}")])
+        .chain((0..5).map(|i| format!("xefghx{i}")));
+    let dir = one_file_project(names, json!({"forward": {}, "reverse": {}}));
+    let root = dir.path();
+    let db = project_at(root).db;
+    let ((miss, within), runs) = audit(root, || {
+        let conn = acpdb::db::open_read_only(&db).unwrap();
+        let miss = acpdb::tools::call(
+            &conn,
+            "acp_get_symbol_context",
+            &json!({"name": "QQQQefghWWWW"}),
+        )
+        .expect_err("no such symbol")
+        .to_string();
+        let within = acpdb::query::similar::containing(
+            &conn,
+            acpdb::query::similar::SYMBOL_NAME_TRIGRAMS,
+            "efgh",
+            acpdb::query::similar::PIECE_CAP,
+            &mut acpdb::query::similar::TrigramCounts::default(),
+        )
+        .unwrap();
+        (miss, within)
+    });
+    assert!(miss.contains("not found"), "{miss}");
+    let mut within = within;
+    within.sort();
+    let expected: Vec<String> = (0..5).map(|i| format!("xefghx{i}")).collect();
+    assert_eq!(within, expected);
+    // The names read: those of the five rows holding both trigrams, for `containing`; none
+    // for the miss.
+    let names_read: Vec<&Run> = runs
+        .iter()
+        .filter(|run| run.sql.contains("JOIN symbols"))
+        .collect();
+    let instructions: u64 = names_read.iter().map(|run| run.vm_steps).sum();
+    assert!(
+        instructions < 300,
+        "{instructions} instructions reading names: {:?}",
+        names_read
+            .iter()
+            .map(|r| (&r.sql, r.vm_steps))
+            .collect::<Vec<_>>()
+    );
+}
+
 /// A trace to a symbol with thousands of callers reaches it from the other side: each level
 /// extends the side whose next one reads fewer edges (the start's two callees, not the end's
 /// 3,000 callers), so no statement reads the callers.
