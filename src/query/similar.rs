@@ -38,6 +38,10 @@ pub const PROBE_CAP: usize = 64;
 /// Most rows of a trigram's list read to narrow the rows whose names [`containing`] reads.
 pub const PARTNER_ROWS: usize = 256;
 
+/// A list expected to hold more than this many times [`PARTNER_ROWS`] of the rows to narrow
+/// is not read: what it would narrow is too small a part of them.
+pub const PARTNER_READ_SHARE: usize = 4;
+
 /// Rows few enough to read their names without narrowing them further ([`containing`]):
 /// reading a name costs about as much as reading another list.
 const FEW_ROWS: usize = 4;
@@ -431,7 +435,7 @@ fn pieces(chars: &[char]) -> Vec<String> {
 /// its trigrams, and a list of row ids costs much less to read than names spread over as many
 /// pages of their table. At most [`PARTNER_ROWS`] of a list are read; when that is not the
 /// whole list over those row ids, only the rows up to the last one read are narrowed by it.
-/// A list expected to hold four times as many is not read. (An FTS5 query joining the
+/// A list expected to hold [`PARTNER_READ_SHARE`] times as many is not read. (An FTS5 query joining the
 /// trigrams with AND steps through the whole lists of common ones when nothing matches,
 /// whatever row ids it is limited to.) At most `MAX_PROBES * PROBE_CAP + cap` rows of the
 /// index, `(MAX_PROBES - 1) * PARTNER_ROWS` more, and `cap` names are read, whatever its
@@ -457,7 +461,7 @@ pub fn containing(
         if ids.len() <= FEW_ROWS {
             break;
         }
-        if probe.expected_between(first, last) > PARTNER_ROWS * 4 {
+        if probe.expected_between(first, last) > PARTNER_ROWS * PARTNER_READ_SHARE {
             continue;
         }
         // The rows after the last one read, if the list goes on, are kept as they are.
@@ -503,8 +507,8 @@ fn row_ids(
 
 /// Up to [`MAX_PROBES`] trigrams of `text` (quoted for FTS5) with what counting their rows
 /// found, the rarest first: fewest rows counted, then the first rows spread over the most row
-/// ids. `None` when `text` has no trigram or one that no row holds. The trigrams probed are
-/// those of the rarest letters (`letter_rarity`).
+/// ids (none for a `text` without trigrams). `None` when one of them no row holds. The
+/// trigrams probed are those of the rarest letters (`letter_rarity`).
 fn probe_trigrams(
     conn: &Connection,
     sql: TrigramSql,
@@ -525,9 +529,6 @@ fn probe_trigrams(
             return Ok(None);
         }
         probes.push((trigram, probe));
-    }
-    if probes.is_empty() {
-        return Ok(None);
     }
     // A stable sort: trigrams alike in both keep the order of their letters' rarity.
     probes.sort_by_key(|(_, probe)| (probe.rows, std::cmp::Reverse(probe.last)));
