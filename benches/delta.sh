@@ -23,7 +23,10 @@
 #      revision, the base cache, the revision...), each waited for before the next, and once
 #      more idle on the database the deltas left, replaying the first run's calls (what stays
 #      after the deltas): p50/p99 of each group in the three runs, and how long each of the
-#      server's deltas took.
+#      server's deltas took; then, for each group over 1.5x of idle during the deltas, how many
+#      of its calls were slower than 1.5x its idle p99 while a delta ran and between deltas
+#      (from the run's `--calls-log`, DIR/during.calls.jsonl, and the deltas' spans,
+#      DIR/deltas.jsonl).
 # --serving-only skips steps 1 to 3 when DIR holds the base database from an earlier run.
 # --binary runs another build instead of the release build of this checkout (to compare two
 # builds on the same caches). Needs jq. Writes everything below DIR (default: a new temporary
@@ -164,8 +167,12 @@ imported() {
 # Read before the run; during it the server's import is polled once a second, each poll a short
 # process of its own, so as to take little from the calls measured.
 last=$(imported imported_at)
-"$acpdb" bench -C "$project" --stdio --duration "$duration" --json > "$dir/during.json" 2>/dev/null &
+"$acpdb" bench -C "$project" --stdio --duration "$duration" --json \
+    --calls-log "$dir/during.calls.jsonl" > "$dir/during.json" 2>/dev/null &
 bench=$!
+# Each delta's span, microseconds since the Unix epoch: from its start (its commit less
+# `import_ms`) to the poll that saw it committed (its checkpoint and the new pool done by then).
+: > "$dir/deltas.jsonl"
 started=$(date +%s.%N)
 for ((k = 1; k <= deltas; k++)); do
     # At k / (K + 1) of the run, or as soon as the previous delta ends.
@@ -183,6 +190,9 @@ for ((k = 1; k <= deltas; k++)); do
         { echo "delta.sh: the server did not apply delta $k during the run" >&2; exit 1; }
     last="$now"
     ms=$(imported import_ms)
+    seen=$(date +%s%6N)
+    committed=$(date -d "$now" +%s%6N)
+    echo "{\"from_us\": $((committed - ms * 1000)), \"to_us\": $seen}" >> "$dir/deltas.jsonl"
     echo "the server's delta $k: $((ms / 1000)).$(printf %03d $((ms % 1000))) s to its commit (meta import_ms)"
 done
 wait "$bench"
@@ -200,4 +210,21 @@ jq -r --slurpfile d "$dir/during.json" --slurpfile a "$dir/after.json" '
   | ($a[0].tools[] | select(.label == $i.label)) as $y
   | "| \(.label) | \(.p50_ms) / \(.p99_ms) | \($x.p50_ms) / \($x.p99_ms) | \(ratio($x.p99_ms; .p99_ms)) | \($y.p50_ms) / \($y.p99_ms) | \(ratio($y.p99_ms; .p99_ms)) |"' \
   "$dir/idle.json"
+echo
+echo "Calls slower than 1.5x their group's idle p99 in the run with deltas, by when they started"
+echo "(groups over 1.5x; a delta from its start to its commit, checkpoint and new pool):"
+echo
+echo "| tool | during a delta: slower / calls | between deltas: slower / calls |"
+echo "|---|---:|---:|"
+jq -rn --slurpfile i "$dir/idle.json" --slurpfile d "$dir/during.json" \
+    --slurpfile spans "$dir/deltas.jsonl" --slurpfile calls "$dir/during.calls.jsonl" '
+  ($i[0].tools | map({key: .label, value: .p99_ms}) | from_entries) as $idle
+  | [$d[0].tools[] | select($idle[.label] != null and .p99_ms > 1.5 * $idle[.label]) | .label]
+    as $over
+  | $calls | map(select(.group as $g | any($over[]; . == $g)))
+  | group_by(.group)[]
+  | .[0].group as $g | ($idle[$g] * 1500) as $limit
+  | map(. as $c | {slow: ($c.latency_us > $limit),
+                   during: any($spans[]; $c.start_us >= .from_us and $c.start_us <= .to_us)})
+  | "| \($g) | \(map(select(.during and .slow)) | length) / \(map(select(.during)) | length) | \(map(select((.during | not) and .slow)) | length) / \(map(select(.during | not)) | length) |"'
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

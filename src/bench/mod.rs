@@ -83,6 +83,10 @@ pub struct BenchArgs {
     /// Write the workload used (the default mix or the file read) to FILE.
     #[arg(long, value_name = "FILE")]
     pub save_workload: Option<PathBuf>,
+    /// Write each measured call to FILE, a JSON object a line in the order they started:
+    /// `start_us` (since the Unix epoch), `group`, `latency_us`, `failed`.
+    #[arg(long, value_name = "FILE", conflicts_with = "compare")]
+    pub calls_log: Option<PathBuf>,
     /// Draw the per-group p50/p90/p99 latencies as an SVG chart to FILE (log scale; the title
     /// names the machine, the date, the data size and the acpdb commit).
     #[arg(long, value_name = "FILE.svg")]
@@ -288,6 +292,9 @@ fn measure(
     report.calls = replayed.calls;
     report.elapsed_s = replayed.elapsed.as_secs_f64();
     report.calls_per_s = replayed.calls as f64 / report.elapsed_s.max(f64::MIN_POSITIVE);
+    if let Some(path) = &args.calls_log {
+        recorder.write_calls(path)?;
+    }
     report.tools = recorder.finish();
     for tool in &report.tools {
         if let Some(error) = &tool.first_error {

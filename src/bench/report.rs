@@ -5,9 +5,26 @@
 //! smallest latency such that at least N % of the calls were at least as fast.
 
 use std::fmt::Write as _;
-use std::time::Duration;
+use std::io::Write as _;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
 
 use serde::Serialize;
+
+/// One measured call, as `acpdb bench --calls-log` writes it.
+#[derive(Debug, Serialize)]
+struct CallLine<'a> {
+    /// When the call was sent, in microseconds since the Unix epoch.
+    start_us: u64,
+    /// Its report group.
+    group: &'a str,
+    /// Its latency in microseconds.
+    latency_us: u64,
+    /// Whether it failed (a tool error).
+    failed: bool,
+}
 
 /// What happened to one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +49,9 @@ struct Group {
     label: String,
     tool: String,
     latencies: Vec<Duration>,
+    /// Each measured call's start, in microseconds since the Unix epoch, and whether it failed,
+    /// in the order of `latencies`.
+    starts: Vec<(u64, bool)>,
     errors: u64,
     first_error: Option<String>,
 }
@@ -54,6 +74,7 @@ impl Recorder {
                     label: label.to_string(),
                     tool: tool.to_string(),
                     latencies: Vec::new(),
+                    starts: Vec::new(),
                     errors: 0,
                     first_error: None,
                 });
@@ -86,8 +107,15 @@ impl Recorder {
         if !measured {
             return;
         }
+        let started = SystemTime::now()
+            .checked_sub(latency)
+            .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |at| at.as_micros() as u64);
         let group = self.group(label, tool);
         group.latencies.push(latency);
+        group
+            .starts
+            .push((started, matches!(outcome, Outcome::Error(_))));
         if let Outcome::Error(message) = outcome {
             group.errors += 1;
             group.first_error.get_or_insert(message);
@@ -104,11 +132,42 @@ impl Recorder {
         for theirs in other.groups {
             let group = self.group(&theirs.label, &theirs.tool);
             group.latencies.extend(theirs.latencies);
+            group.starts.extend(theirs.starts);
             group.errors += theirs.errors;
             if group.first_error.is_none() {
                 group.first_error = theirs.first_error;
             }
         }
+    }
+
+    /// Writes every measured call to `path` in the order they started, a JSON object a line
+    /// ([`CallLine`]), so that slow calls can be lined up with what the server or the machine was
+    /// doing then.
+    pub fn write_calls(&self, path: &Path) -> Result<()> {
+        let mut calls: Vec<CallLine> =
+            self.groups
+                .iter()
+                .flat_map(|group| {
+                    group.starts.iter().zip(&group.latencies).map(
+                        |(&(start_us, failed), latency)| CallLine {
+                            start_us,
+                            group: &group.label,
+                            latency_us: latency.as_micros() as u64,
+                            failed,
+                        },
+                    )
+                })
+                .collect();
+        calls.sort_by_key(|call| call.start_us);
+        let write = || -> std::io::Result<()> {
+            let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+            for call in calls {
+                serde_json::to_writer(&mut out, &call)?;
+                out.write_all(b"\n")?;
+            }
+            out.flush()
+        };
+        write().with_context(|| format!("writing the calls to {}", path.display()))
     }
 
     /// Per-group statistics.

@@ -413,3 +413,67 @@ fn compare_measures_two_servers_and_draws_both() {
         }
     }
 }
+
+#[test]
+fn the_calls_log_holds_every_measured_call_in_the_order_they_started() {
+    let project = imported_demo();
+    let log = project.root().join("calls.jsonl");
+    let modes: [&[&str]; 3] = [&[], &["--stdio"], &["--http", "--clients", "2"]];
+    for mode in modes {
+        let since_epoch = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_micros() as u64
+        };
+        let before = since_epoch();
+        let mut args = vec!["--calls-log", log.to_str().unwrap(), "--json"];
+        args.extend_from_slice(mode);
+        let report: Value = serde_json::from_str(&bench(&project, &args)).unwrap();
+        let after = since_epoch();
+        let calls: Vec<Value> = fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON object a line"))
+            .collect();
+        assert_eq!(
+            calls.len() as u64,
+            report["calls"].as_u64().unwrap(),
+            "{mode:?}"
+        );
+        let starts: Vec<u64> = calls
+            .iter()
+            .map(|c| c["start_us"].as_u64().unwrap())
+            .collect();
+        assert!(starts.windows(2).all(|w| w[0] <= w[1]), "in start order");
+        assert!(
+            starts.iter().all(|&s| (before..=after).contains(&s)),
+            "{mode:?}"
+        );
+        let mut per_group: HashMap<&str, (u64, u64)> = HashMap::new();
+        for call in &calls {
+            let counts = per_group
+                .entry(call["group"].as_str().unwrap())
+                .or_default();
+            counts.0 += 1;
+            counts.1 += u64::from(call["failed"].as_bool().unwrap());
+            assert!(call["latency_us"].as_u64().is_some(), "{call}");
+        }
+        for tool in report["tools"].as_array().unwrap() {
+            let label = tool["label"].as_str().unwrap();
+            let expected = (
+                tool["count"].as_u64().unwrap(),
+                tool["errors"].as_u64().unwrap(),
+            );
+            assert_eq!(
+                per_group.remove(label).unwrap_or_default(),
+                expected,
+                "{label}"
+            );
+        }
+        assert!(
+            per_group.is_empty(),
+            "groups the report lacks: {per_group:?}"
+        );
+    }
+}
