@@ -141,8 +141,8 @@ impl Recorder {
     }
 
     /// Writes every measured call to `path` in the order they started, a JSON object a line
-    /// ([`CallLine`]), so that slow calls can be lined up with what the server or the machine was
-    /// doing then.
+    /// (`start_us` since the Unix epoch, `group`, `latency_us`, `failed`), so that slow calls can
+    /// be lined up with what the server or the machine was doing then.
     pub fn write_calls(&self, path: &Path) -> Result<()> {
         let mut calls: Vec<CallLine> =
             self.groups
