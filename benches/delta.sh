@@ -19,14 +19,14 @@
 #   3. the same for each real cache of fixtures/real/, its revision made with
 #      `gen-fixture --edit-of` (PERCENT of its files edited; --moved does not apply to them);
 #   4. `acpdb serve` under the default benchmark mix for S seconds (default 60; 0 skips this
-#      step) while idle, again while it applies K deltas itself (default 3, evenly spaced: the
-#      revision, the base cache, the revision...), each waited for before the next, and once
-#      more idle on the database the deltas left, replaying the first run's calls (what stays
-#      after the deltas): p50/p99 of each group in the three runs, and how long each of the
-#      server's deltas took; then, for each group over 1.5x of idle during the deltas, how many
-#      of its calls were slower than 1.5x its idle p99 while a delta ran and between deltas
-#      (from the run's `--calls-log`, DIR/during.calls.jsonl, and the deltas' spans,
-#      DIR/deltas.jsonl).
+#      step), in one run, while it applies K deltas itself (default 3, evenly spaced from
+#      S / (K + 1) on: the revision, the base cache, the revision...), each waited for before
+#      the next: how long each of the server's deltas took, then each group's p50/p99 over the
+#      calls started during a delta (from its start to 3 s after the poll that saw it committed)
+#      against its p50/p99 over the other calls of the same run (idle), and the p99 of the idle
+#      calls of odd-numbered gaps between deltas against the even ones: what two idle samples of
+#      one run differ by. From the run's `--calls-log` (DIR/during.calls.jsonl) and the deltas'
+#      spans (DIR/deltas.jsonl).
 # --serving-only skips steps 1 to 3 when DIR holds the base database from an earlier run.
 # --binary runs another build instead of the release build of this checkout (to compare two
 # builds on the same caches). Needs jq. Writes everything below DIR (default: a new temporary
@@ -56,7 +56,7 @@ while [[ $# -gt 0 ]]; do
         --deltas) deltas="$2"; shift 2 ;;
         --serving-only) serving_only=1; shift ;;
         --binary) binary="$2"; shift 2 ;;
-        *) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
+        *) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
     esac
 done
 command -v jq >/dev/null || { echo "delta.sh: jq is required" >&2; exit 1; }
@@ -153,13 +153,13 @@ if [[ "$duration" == 0 ]]; then
     exit 0
 fi
 
-# Serving: idle, then while the server applies the revision and the base cache in turn, itself.
+# Serving: one run of the mix while the server applies the revision and the base cache in turn,
+# itself; its calls split by when they started, so that idle and deltas share whatever else loads
+# the machine.
 cp "$dir/base.db" "$project/.acp/acp.db"
 rm -f "$project/.acp/acp.db-wal" "$project/.acp/acp.db-shm"
 cp "$dir/base.cache.json" "$project/.acp/acp.cache.json"
 touch -r "$dir/base.db" "$project/.acp/acp.cache.json"
-"$acpdb" bench -C "$project" --stdio --duration "$duration" --json \
-    --save-workload "$dir/workload.json" > "$dir/idle.json" 2>/dev/null
 imported() {
     "$acpdb" sql -C "$project" --csv "SELECT value FROM meta WHERE key = '$1'" 2>/dev/null |
         tail -n 1 | tr -d '\r'
@@ -168,6 +168,7 @@ imported() {
 # process of its own, so as to take little from the calls measured.
 last=$(imported imported_at)
 "$acpdb" bench -C "$project" --stdio --duration "$duration" --json \
+    --save-workload "$dir/workload.json" \
     --calls-log "$dir/during.calls.jsonl" > "$dir/during.json" 2>/dev/null &
 bench=$!
 # Each delta's span, microseconds since the Unix epoch: from its start (its commit less
@@ -196,35 +197,33 @@ for ((k = 1; k <= deltas; k++)); do
     echo "the server's delta $k: $((ms / 1000)).$(printf %03d $((ms % 1000))) s to its commit (meta import_ms)"
 done
 wait "$bench"
-# The same calls on the database the deltas left, nothing else running.
-"$acpdb" bench -C "$project" --stdio --duration "$duration" --json \
-    --workload "$dir/workload.json" > "$dir/after.json" 2>/dev/null
 
+# A call belongs to a delta when it started from the delta's start to $settle seconds after the
+# poll that saw it committed (the first calls on the new pool's connections count as the
+# delta's); the others are idle, numbered by the deltas before them, and idle windows of odd
+# and even number are compared with each other as well: what two idle samples of the same run
+# differ by, the noise any ratio of this run is to be read against.
+settle=3
 echo
-echo "| tool | idle p50 / p99 (ms) | with $deltas deltas p50 / p99 (ms) | p99 ratio | idle after them p50 / p99 (ms) | p99 ratio |"
-echo "|---|---:|---:|---:|---:|---:|"
-jq -r --slurpfile d "$dir/during.json" --slurpfile a "$dir/after.json" '
-  def ratio(x; y): (x / y * 100 | round) / 100;
-  .tools[] | select(.label | test("^acp_query:(callers|callees|search)|primer|depth") | not)
-  | . as $i | ($d[0].tools[] | select(.label == $i.label)) as $x
-  | ($a[0].tools[] | select(.label == $i.label)) as $y
-  | "| \(.label) | \(.p50_ms) / \(.p99_ms) | \($x.p50_ms) / \($x.p99_ms) | \(ratio($x.p99_ms; .p99_ms)) | \($y.p50_ms) / \($y.p99_ms) | \(ratio($y.p99_ms; .p99_ms)) |"' \
-  "$dir/idle.json"
-echo
-echo "Calls slower than 1.5x their group's idle p99 in the run with deltas, by when they started"
-echo "(groups over 1.5x; a delta from its start to its commit, checkpoint and new pool):"
-echo
-echo "| tool | during a delta: slower / calls | between deltas: slower / calls |"
-echo "|---|---:|---:|"
-jq -rn --slurpfile i "$dir/idle.json" --slurpfile d "$dir/during.json" \
-    --slurpfile spans "$dir/deltas.jsonl" --slurpfile calls "$dir/during.calls.jsonl" '
-  ($i[0].tools | map({key: .label, value: .p99_ms}) | from_entries) as $idle
-  | [$d[0].tools[] | select($idle[.label] != null and .p99_ms > 1.5 * $idle[.label]) | .label]
-    as $over
-  | $calls | map(select(.group as $g | any($over[]; . == $g)))
+echo "| tool | idle calls | idle p50 / p99 (ms) | calls during deltas | during p50 / p99 (ms) | p99 ratio | idle odd / even windows' p99 |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+jq -rn --slurpfile spans "$dir/deltas.jsonl" --slurpfile calls "$dir/during.calls.jsonl" \
+    --argjson settle "$settle" '
+  def pct(q): sort | .[([(q / 100 * length | ceil), 1] | max) - 1];
+  def ms: . / 1000;
+  def ratio(x; y): if x != null and y != null and y > 0 then (x / y * 100 | round) / 100 else "-" end;
+  ($settle * 1000000) as $after
+  | $calls
+  | map(.start_us as $t
+        | . + {window: (if any($spans[]; $t >= .from_us and $t <= .to_us + $after) then -1
+                         else [$spans[] | select(.to_us + $after < $t)] | length end)})
   | group_by(.group)[]
-  | .[0].group as $g | ($idle[$g] * 1500) as $limit
-  | map(. as $c | {slow: ($c.latency_us > $limit),
-                   during: any($spans[]; $c.start_us >= .from_us and $c.start_us <= .to_us)})
-  | "| \($g) | \(map(select(.during and .slow)) | length) / \(map(select(.during)) | length) | \(map(select((.during | not) and .slow)) | length) / \(map(select(.during | not)) | length) |"'
+  | select(.[0].group | test("^acp_query:(callers|callees|search)|primer|depth") | not)
+  | .[0].group as $g
+  | (map(select(.window >= 0) | .latency_us)) as $idle
+  | (map(select(.window < 0) | .latency_us)) as $during
+  | (map(select(.window >= 0 and .window % 2 == 1) | .latency_us) | pct(99)) as $odd
+  | (map(select(.window >= 0 and .window % 2 == 0) | .latency_us) | pct(99)) as $even
+  | select(($idle | length) > 0 and ($during | length) > 0)
+  | "| \($g) | \($idle | length) | \($idle | pct(50) | ms) / \($idle | pct(99) | ms) | \($during | length) | \($during | pct(50) | ms) / \($during | pct(99) | ms) | \(ratio($during | pct(99); $idle | pct(99))) | \(ratio($odd; $even)) |"'
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
