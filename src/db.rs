@@ -2,7 +2,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -151,6 +151,25 @@ const STATEMENT_CACHE: usize = 128;
 /// A pool of read-only connections for concurrent tool calls.
 pub type ReadPool = r2d2::Pool<r2d2_sqlite::SqliteConnectionManager>;
 
+/// The import (its identity, `import_identity`) every connection of a set of read pools must be on,
+/// shared by their connection managers.
+#[derive(Clone)]
+pub struct PoolImport(Arc<RwLock<String>>);
+
+impl PoolImport {
+    /// Moves the pools to `import`, the identity their file holds now: after a delta written
+    /// into that file, their connections read the new import from their next transaction on,
+    /// and a connection opened later must be on it too.
+    pub fn follow(&self, import: String) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = import;
+    }
+
+    /// Whether `import` is the identity the pools' connections must have.
+    pub fn is(&self, import: &str) -> bool {
+        *self.0.read().unwrap_or_else(PoisonError::into_inner) == import
+    }
+}
+
 /// Builds a read-only connection pool over the index database.
 ///
 /// The index database is in WAL mode: a read transaction takes a read mark in the `-shm` file
@@ -162,12 +181,16 @@ pub type ReadPool = r2d2::Pool<r2d2_sqlite::SqliteConnectionManager>;
 /// connection opened by path after the file was replaced would otherwise answer from another
 /// database than its pool's.
 pub fn read_pool(path: &Path, size: u32) -> Result<ReadPool> {
-    let [pool] = read_pools(path, [size])?;
+    let ([pool], _) = read_pools(path, [size])?;
     Ok(pool)
 }
 
-/// Like [`read_pool`], one pool per size, every connection of every pool on the same import.
-pub fn read_pools<const N: usize>(path: &Path, sizes: [u32; N]) -> Result<[ReadPool; N]> {
+/// Like [`read_pool`], one pool per size, every connection of every pool on the same import,
+/// which the returned handle moves on after a delta written into the file.
+pub fn read_pools<const N: usize>(
+    path: &Path,
+    sizes: [u32; N],
+) -> Result<([ReadPool; N], PoolImport)> {
     if !path.is_file() {
         anyhow::bail!(
             "no acpdb database at {}; run `acpdb import` in the project first",
@@ -180,12 +203,13 @@ pub fn read_pools<const N: usize>(path: &Path, sizes: [u32; N]) -> Result<[ReadP
     let expected = Connection::open_with_flags(path, flags)
         .and_then(|c| import_identity(&c))
         .with_context(|| format!("{} is not an acpdb index", path.display()))?;
+    let expected = PoolImport(Arc::new(RwLock::new(expected)));
     let manager = || {
         let expected = expected.clone();
         r2d2_sqlite::SqliteConnectionManager::file(path)
             .with_flags(flags)
             .with_init(move |c| {
-                if import_identity(c)? != expected {
+                if !expected.is(&import_identity(c)?) {
                     return Err(rusqlite::Error::SqliteFailure(
                         rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
                         Some("the database file was replaced while its pool was opened".into()),
@@ -211,9 +235,10 @@ pub fn read_pools<const N: usize>(path: &Path, sizes: [u32; N]) -> Result<[ReadP
                 .with_context(|| format!("opening {}", path.display()))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(pools
+    let pools = pools
         .try_into()
-        .unwrap_or_else(|_| unreachable!("one pool per size")))
+        .unwrap_or_else(|_| unreachable!("one pool per size"));
+    Ok((pools, expected))
 }
 
 /// Runs `read` in one read transaction of `conn`, so that every statement of one answer reads

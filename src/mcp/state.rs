@@ -2,7 +2,8 @@
 //!
 //! Invariants: a tool call always gets an answer or a clear error at once, never a wait for an
 //! import. While a re-import runs, the previous database keeps answering and answers carry a
-//! staleness note; the new database is swapped in only when complete.
+//! staleness note; the new database is swapped in only when complete. A delta written into the
+//! served file is seen whole by the same pools from their first transaction after its commit.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -108,6 +109,11 @@ pub struct ReadPools {
     pub light: ReadPool,
     /// For heavy calls.
     pub heavy: ReadPool,
+    /// The import both pools' connections are on.
+    import: db::PoolImport,
+    /// The device and inode of the file the pools read, taken before they were opened (so
+    /// that a file renamed over the path meanwhile is seen as another one).
+    file: Option<(u64, u64)>,
 }
 
 /// How a pool of `size` connections (`--pool-size`) is split: (light, heavy), half of them
@@ -286,23 +292,29 @@ impl IndexState {
     /// Opens the database file as it is now and answers from it, with no staleness note; false
     /// (logged) when it cannot be opened, and the previous database, if any, keeps answering.
     fn open_current(&self) -> bool {
+        if self.follow_in_place() {
+            return true;
+        }
         let path = self.db_path();
         // Whether or not the new file can be opened, descriptors kept of a file no longer at
         // the path are done with.
         crate::sqlite_locks::release_replaced();
-        *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) = file_id(&path);
+        let opened = file_id(&path);
+        *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) = opened;
         let (light, heavy) = split_pool(self.options.pool_size);
-        match db::read_pools(&path, [light, heavy]).map(|[light, heavy]| ReadPools { light, heavy })
-        {
+        match db::read_pools(&path, [light, heavy]).map(|([light, heavy], import)| ReadPools {
+            light,
+            heavy,
+            import,
+            file: opened.map(|id| (id.0, id.1)),
+        }) {
             Ok(pool) => {
                 let previous = {
                     let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
                     // The note goes before the new pool can be taken: no answer from it carries a
                     // note that it comes from the previous import. The generation moves on
                     // before it too, so no answer kept from the previous pool is given again.
-                    self.set_stale(None);
-                    crate::query::staleness::forget_checks();
-                    self.generation.fetch_add(1, Ordering::SeqCst);
+                    self.new_generation();
                     current.replace(Arc::new(DroppedApart::new(pool)))
                 };
                 drop(previous);
@@ -316,6 +328,60 @@ impl IndexState {
                 false
             }
         }
+    }
+
+    /// When the file at the path is the one the served pools read (the same device and inode: a
+    /// delta, or a full import of a database in use, was written into its pages, by this
+    /// server's import or another process's), moves them to
+    /// the import it holds now instead of opening new pools: their connections read it from
+    /// their next transaction on and keep their prepared statements, whose preparing (about a
+    /// millisecond for a search statement) made the first calls after each delta slower. False
+    /// when there is no pool to keep or the file is another one.
+    fn follow_in_place(&self) -> bool {
+        let path = self.db_path();
+        let Some(pool) = self
+            .current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        else {
+            return false;
+        };
+        // The file the pools read, not the one last seen at the path (a read-only server
+        // records the new file's identity before it opens it).
+        let same_file = |now: &Option<FileId>| {
+            matches!((pool.file, now), (Some(read), Some(now))
+                if cfg!(unix) && read == (now.0, now.1))
+        };
+        if !same_file(&file_id(&path)) {
+            return false;
+        }
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+        let Ok(import) = rusqlite::Connection::open_with_flags(&path, flags)
+            .and_then(|conn| db::import_identity(&conn))
+        else {
+            return false;
+        };
+        // Checked again after the read: an import renaming a new file over the path meanwhile
+        // may have given the identity of another file than the pools'.
+        let now = file_id(&path);
+        if !same_file(&now) {
+            return false;
+        }
+        let _current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        pool.import.follow(import);
+        *self.db_file.lock().unwrap_or_else(PoisonError::into_inner) = now;
+        self.new_generation();
+        *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Serving;
+        true
+    }
+
+    /// Answers from now on are of a new index: no staleness note, no staleness check or
+    /// answer kept from before.
+    fn new_generation(&self) {
+        self.set_stale(None);
+        crate::query::staleness::forget_checks();
+        self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Whether the database is another one than the one last opened: an import by another
@@ -660,20 +726,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn answers_keep_the_staleness_note_of_the_pool_they_were_read_from() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join(".acp")).unwrap();
+    /// The demo project in `dir`, imported, served read-only.
+    fn serve_demo(dir: &std::path::Path) -> (Project, Arc<IndexState>) {
+        std::fs::create_dir(dir.join(".acp")).unwrap();
         std::fs::copy(
             concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/fixtures/demo/.acp/acp.cache.json"
             ),
-            dir.path().join(".acp/acp.cache.json"),
+            dir.join(".acp/acp.cache.json"),
         )
         .unwrap();
         let project = Project::from_args(&crate::project::ProjectArgs {
-            project: dir.path().to_path_buf(),
+            project: dir.to_path_buf(),
             cache: None,
             db: None,
         })
@@ -683,20 +748,109 @@ mod tests {
             pool_size: 2,
             read_only: true,
         };
-        let state = IndexState::start(project, options);
+        (project.clone(), IndexState::start(project, options))
+    }
+
+    fn imported_at(pool: &ServedPool) -> String {
+        let conn = pool.light.get().unwrap();
+        conn.query_row(
+            "SELECT value FROM meta WHERE key = 'imported_at'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn answers_keep_the_staleness_note_of_the_pool_they_were_read_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let (project, state) = serve_demo(dir.path());
         assert_eq!(state.pool_and_note().unwrap().1, None);
 
         let note = "answers come from the previous import";
         state.set_stale(Some(note.into()));
         let (previous, previous_note) = state.pool_and_note().unwrap();
-        // The new import is served: a call that took the previous pool before the swap still
-        // sends the note with its answer, and one that takes the new pool sends none.
+        // Another database renamed over the served one is served from new pools. A call that
+        // took the previous pool before the swap still sends the note with its answer, and one
+        // that takes the new pool sends none.
+        rename_another_import_over(&project);
         assert!(state.open_current());
         let (current, current_note) = state.pool_and_note().unwrap();
         assert!(!Arc::ptr_eq(&previous, &current));
         assert_eq!(previous_note.as_deref(), Some(note));
         assert_eq!(current_note, None);
         assert_eq!(state.stale_note(), None);
+        assert_ne!(imported_at(&previous), imported_at(&current));
+    }
+
+    #[test]
+    fn a_delta_written_in_place_is_served_from_the_same_pools() {
+        let dir = tempfile::tempdir().unwrap();
+        let (project, state) = serve_demo(dir.path());
+        let (served, _) = state.pool_and_note().unwrap();
+        let before = imported_at(&served);
+        let generation = state.answer_generation();
+
+        let cache_path = project.cache.clone().unwrap();
+        let mut cache: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&cache_path).unwrap()).unwrap();
+        let symbols = cache["symbols"].as_object_mut().unwrap();
+        let symbol = symbols.values_mut().next().unwrap();
+        symbol["summary"] = "Edited since the last import.".into();
+        std::fs::write(&cache_path, serde_json::to_vec(&cache).unwrap()).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let summary = import::import(&project, &ImportArgs::default()).unwrap();
+        assert!(summary.delta.is_some(), "a delta: {}", summary.line());
+
+        state.poll_database();
+        let (current, note) = state.pool_and_note().unwrap();
+        assert!(Arc::ptr_eq(&served, &current), "the served pools are kept");
+        assert_eq!(note, None);
+        assert_ne!(imported_at(&current), before, "and read the new import");
+        assert_ne!(state.answer_generation(), generation);
+        // The pools now expect connections on the new import.
+        let import = db::import_identity(&current.light.get().unwrap()).unwrap();
+        assert!(current.import.is(&import));
+
+        // A full import of a served database is copied into its pages: the same file, read by
+        // the same pools.
+        let full = ImportArgs {
+            full: true,
+            ..ImportArgs::default()
+        };
+        std::thread::sleep(Duration::from_millis(5));
+        let delta_import = imported_at(&current);
+        import::import(&project, &full).unwrap();
+        state.poll_database();
+        let (current, _) = state.pool_and_note().unwrap();
+        assert!(Arc::ptr_eq(&served, &current));
+        assert_ne!(imported_at(&current), delta_import);
+
+        // Another file renamed over it: new pools.
+        rename_another_import_over(&project);
+        state.poll_database();
+        assert!(!Arc::ptr_eq(&served, &state.pool().unwrap()));
+    }
+
+    /// Imports the project's cache fully into a database of another directory and renames it
+    /// over the project's database, as a read-only server's database is published.
+    fn rename_another_import_over(project: &Project) {
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::create_dir(elsewhere.path().join(".acp")).unwrap();
+        std::fs::copy(
+            project.cache.as_ref().unwrap(),
+            elsewhere.path().join(".acp/acp.cache.json"),
+        )
+        .unwrap();
+        let other = Project::from_args(&crate::project::ProjectArgs {
+            project: elsewhere.path().to_path_buf(),
+            cache: None,
+            db: None,
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        import::import(&other, &ImportArgs::default()).unwrap();
+        std::fs::rename(&other.db, &project.db).unwrap();
     }
 
     #[test]
