@@ -46,6 +46,82 @@ pub fn lower_this_thread(steps: i32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The calling thread confined to half the cores it may run on (the last ones, at least one),
+/// and so are the threads it starts meanwhile, until this value is dropped on that thread, which
+/// gives it back the cores it had. Nothing is confined on one core, or outside Linux.
+///
+/// Niceness decides who runs when threads wait for a core, not what a running thread costs the
+/// others: a re-import scanning a cache on every core fills the caches and memory that the tool
+/// calls read. Confined, it leaves the other cores' to them.
+#[must_use]
+pub struct Confined {
+    /// The cores the thread had, to give back.
+    #[cfg(target_os = "linux")]
+    before: Option<libc::cpu_set_t>,
+}
+
+impl Confined {
+    /// Confines the calling thread to half the cores it may run on.
+    pub fn to_half_the_cores() -> std::io::Result<Confined> {
+        #[cfg(target_os = "linux")]
+        {
+            let before = allowed_cores()?;
+            let cores: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+                // SAFETY: the index is below the set's size.
+                .filter(|&core| unsafe { libc::CPU_ISSET(core, &before) })
+                .collect();
+            if cores.len() < 2 {
+                return Ok(Confined { before: None });
+            }
+            // SAFETY: a zeroed set is an empty one, and the indexes are below its size.
+            let mut half: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            for &core in &cores[cores.len() - cores.len() / 2..] {
+                unsafe { libc::CPU_SET(core, &mut half) };
+            }
+            set_allowed_cores(&half)?;
+            Ok(Confined {
+                before: Some(before),
+            })
+        }
+        #[cfg(not(target_os = "linux"))]
+        Ok(Confined {})
+    }
+}
+
+impl Drop for Confined {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Some(before) = self.before {
+            if let Err(err) = set_allowed_cores(&before) {
+                tracing::debug!("cannot give a thread back its cores: {err}");
+            }
+        }
+    }
+}
+
+/// The cores the calling thread may run on.
+#[cfg(target_os = "linux")]
+fn allowed_cores() -> std::io::Result<libc::cpu_set_t> {
+    // SAFETY: a zeroed set is an empty one; the call writes at most its size into it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(set)
+    }
+}
+
+/// Lets the calling thread run on `set` only.
+#[cfg(target_os = "linux")]
+fn set_allowed_cores(set: &libc::cpu_set_t) -> std::io::Result<()> {
+    // SAFETY: the call reads at most the set's size from it; `pid = 0` is the calling thread.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
@@ -78,5 +154,40 @@ mod tests {
         assert_eq!(lowered_child, lowered);
         assert_eq!(capped, LOWEST, "capped at the lowest priority");
         assert_eq!(nice(), before, "the calling thread only");
+    }
+
+    #[test]
+    fn a_confined_thread_and_those_it_starts_run_on_half_its_cores_until_it_gives_them_back() {
+        std::thread::spawn(|| {
+            // SAFETY: the sets are valid ones read from the kernel.
+            let count = |set: &libc::cpu_set_t| unsafe { libc::CPU_COUNT(set) } as usize;
+            let before = allowed_cores().unwrap();
+            let confined = Confined::to_half_the_cores().unwrap();
+            let during = allowed_cores().unwrap();
+            let started = std::thread::spawn(|| allowed_cores().unwrap())
+                .join()
+                .unwrap();
+            drop(confined);
+            let after = allowed_cores().unwrap();
+
+            let cores = count(&before);
+            assert_eq!(count(&during), if cores < 2 { cores } else { cores / 2 });
+            for core in 0..libc::CPU_SETSIZE as usize {
+                // SAFETY: the index is below the sets' size.
+                unsafe {
+                    assert!(!libc::CPU_ISSET(core, &during) || libc::CPU_ISSET(core, &before));
+                    assert_eq!(
+                        libc::CPU_ISSET(core, &started),
+                        libc::CPU_ISSET(core, &during)
+                    );
+                    assert_eq!(
+                        libc::CPU_ISSET(core, &after),
+                        libc::CPU_ISSET(core, &before)
+                    );
+                }
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

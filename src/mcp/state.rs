@@ -606,10 +606,10 @@ impl IndexState {
         );
         let started = Instant::now();
         let spawned = std::thread::Builder::new().name("acpdb-import".into()).spawn(move || {
-            if serving {
-                yield_to_tool_calls();
-            }
+            let confined = if serving { yield_to_tool_calls() } else { None };
             let result = import::import_with_progress(&project, &ImportArgs::default(), progress);
+            // The pools opened next, and their threads, get every core.
+            drop(confined);
             match result {
                 Ok(summary) => {
                     tracing::info!("background import finished: {}", summary.line());
@@ -696,13 +696,18 @@ fn signature(project: &Project) -> Signature {
 
 /// Lowers the calling thread's scheduling priority to [`crate::priority::REIMPORT`] nice levels
 /// below the server's, so that a re-import running while the previous database answers leaves
-/// the cores to tool calls first, heavy ones included. The threads an import starts (the reader,
-/// the file's hasher, the full-text builder) inherit it; the full-text builder's own lowering,
-/// measured from the process too, leaves it there.
-fn yield_to_tool_calls() {
+/// the cores to tool calls first, heavy ones included, and confines it to half the cores
+/// ([`crate::priority::Confined`]) until the returned value is dropped, so that the others'
+/// caches and memory stay the tool calls'. The threads an import starts (the reader, the file's
+/// hasher, the digests' reader, the full-text builder) inherit both; the full-text builder's own
+/// lowering, measured from the process too, leaves it there.
+fn yield_to_tool_calls() -> Option<crate::priority::Confined> {
     if let Err(err) = crate::priority::lower_this_thread(crate::priority::REIMPORT) {
         tracing::debug!("cannot lower the import's priority: {err}");
     }
+    crate::priority::Confined::to_half_the_cores()
+        .map_err(|err| tracing::debug!("cannot confine the import to half the cores: {err}"))
+        .ok()
 }
 
 #[cfg(test)]
