@@ -306,7 +306,7 @@ impl IndexState {
             light,
             heavy,
             import,
-            file: opened.map(|id| (id.0, id.1)),
+            file: opened.as_ref().map(inode),
         }) {
             Ok(pool) => {
                 let previous = {
@@ -332,11 +332,11 @@ impl IndexState {
 
     /// When the file at the path is the one the served pools read (the same device and inode: a
     /// delta, or a full import of a database in use, was written into its pages, by this
-    /// server's import or another process's), moves them to
-    /// the import it holds now instead of opening new pools: their connections read it from
-    /// their next transaction on and keep their prepared statements, whose preparing (about a
-    /// millisecond for a search statement) made the first calls after each delta slower. False
-    /// when there is no pool to keep or the file is another one.
+    /// server's import or another process's), moves them to the import it holds now instead of
+    /// opening new pools: their connections read it from their next transaction on and keep
+    /// their prepared statements, whose preparing (about a millisecond for a search statement)
+    /// made the first calls after each delta slower. False when there is no pool to keep or the
+    /// file is another one.
     fn follow_in_place(&self) -> bool {
         let path = self.db_path();
         let Some(pool) = self
@@ -350,8 +350,7 @@ impl IndexState {
         // The file the pools read, not the one last seen at the path (a read-only server
         // records the new file's identity before it opens it).
         let same_file = |now: &Option<FileId>| {
-            matches!((pool.file, now), (Some(read), Some(now))
-                if cfg!(unix) && read == (now.0, now.1))
+            cfg!(unix) && pool.file.is_some() && pool.file == now.as_ref().map(inode)
         };
         if !same_file(&file_id(&path)) {
             return false;
@@ -662,6 +661,11 @@ impl IndexState {
 /// size and modification time of its `-wal` file, which a delta written in place changes
 /// before the database file itself (at the checkpoint).
 type FileId = (u64, u64, u64, Option<std::time::SystemTime>, Option<WalId>);
+
+/// The device and inode of a file: the same file whatever was written into it.
+fn inode(id: &FileId) -> (u64, u64) {
+    (id.0, id.1)
+}
 
 /// The size and modification time of a `-wal` file.
 type WalId = (u64, Option<std::time::SystemTime>);
