@@ -749,10 +749,11 @@ fn a_delta_writes_in_place_and_only_what_changed() {
 /// The bytes a delta reports are the ones SQLite wrote for it: its WAL frames (a 32-byte header,
 /// then each page with a 24-byte frame header) and the checkpoint's copy of each page into the
 /// database. Counted from the page cache instead, each page would weigh as much as the large
-/// folio it lands in (a database just copied or read through has them).
+/// folio it lands in (a database just copied or read through has them). Once every page is
+/// copied, the WAL is cut to nothing, although another connection keeps the database open.
 #[cfg(target_os = "linux")]
 #[test]
-fn a_delta_reports_the_bytes_sqlite_wrote() {
+fn a_delta_reports_the_bytes_sqlite_wrote_and_empties_its_wal() {
     const PAGE: u64 = 4096;
     let project = TempProject::generated(300);
     // The first delta switches the database to WAL mode.
@@ -768,35 +769,46 @@ fn a_delta_reports_the_bytes_sqlite_wrote() {
         .query_row("SELECT count(*) FROM meta", [], |r| r.get::<_, i64>(0))
         .unwrap();
     set_summaries(&project, 5, "another edit");
-    let out = project.run(&["import", "--no-progress"]);
-    let line = stderr(&out);
+    let out = acpdb()
+        .env("ACPDB_LOG", "warn,acpdb=debug")
+        .arg("-C")
+        .arg(project.root())
+        .args(["import", "--no-progress"])
+        .output()
+        .unwrap();
+    let log = stderr(&out);
+    let line = log
+        .lines()
+        .find(|line| line.starts_with("delta: "))
+        .unwrap_or_else(|| panic!("no summary line in {log}"));
     assert!(line.starts_with("delta: ~5 symbols in "), "{line}");
+    // The checkpoint's own count of the WAL's pages, and of those it copied.
+    let (copied, frames): (u64, u64) = log
+        .lines()
+        .find_map(|line| {
+            let counts = line.split("checkpoint: ").nth(1)?;
+            let (copied, rest) = counts.split_once(" of ")?;
+            let frames = rest.strip_suffix(" WAL pages copied")?;
+            Some((copied.parse().ok()?, frames.parse().ok()?))
+        })
+        .unwrap_or_else(|| panic!("no checkpoint logged in {log}"));
+    assert!(
+        frames > 0 && copied == frames,
+        "{copied} of {frames} pages copied"
+    );
     let wal = fs::metadata(project.db().with_extension("db-wal"))
         .unwrap()
         .len();
-    let frames = (wal - 32) / (PAGE + 24);
-    assert!(
-        frames > 0 && (wal - 32).is_multiple_of(PAGE + 24),
-        "WAL of {wal} bytes"
-    );
-    let (log, copied): (i64, i64) = keeper
-        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-            Ok((r.get(1)?, r.get(2)?))
-        })
-        .unwrap();
-    assert_eq!(
-        (log as u64, copied as u64),
-        (frames, frames),
-        "the delta's checkpoint was not whole"
-    );
-    let sqlite_wrote = wal + frames * PAGE;
-    let reported = written(&line);
+    assert_eq!(wal, 0, "the WAL was kept after a whole checkpoint");
+    let sqlite_wrote = 32 + frames * (PAGE + 24) + frames * PAGE;
+    let reported = written(line);
     // The summary rounds to 0.1 kB; the lock file's pid and the WAL index's first bytes are
     // written too.
     assert!(
         reported.abs_diff(sqlite_wrote) <= 1000,
         "reported {reported} bytes written, SQLite wrote {sqlite_wrote} ({frames} pages): {line}"
     );
+    drop(keeper);
 }
 
 /// A cache as text, with duplicate keys, lists of unknown names and lists that are not lists.
