@@ -740,6 +740,11 @@ fn a_delta_writes_in_place_and_only_what_changed() {
         inode,
         "the database file was replaced"
     );
+    // The copy went through the WAL, every page of the database; its checkpoint cut it.
+    let wal = fs::metadata(project.db().with_extension("db-wal"))
+        .unwrap()
+        .len();
+    assert_eq!(wal, 0, "the full import's WAL was kept");
     let integrity: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
