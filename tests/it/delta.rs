@@ -661,10 +661,23 @@ fn a_reader_keeps_its_snapshot_until_the_delta_commits() {
     assert_eq!(summary.delta.map(|d| d.symbols_changed), Some(5));
     // The open reader still sees the old state, whole; a new one sees the new state.
     assert_eq!(count(&reader), 0);
+    let wal = || {
+        fs::metadata(project.db().with_extension("db-wal"))
+            .unwrap()
+            .len()
+    };
+    // The new state is in the WAL, which its checkpoint could not copy under the reader's
+    // snapshot and did not cut.
+    assert!(wal() > 0, "the WAL was cut under a reader");
     reader.execute_batch("COMMIT").unwrap();
     assert_eq!(count(&reader), 5);
     let fresh = acpdb::db::open_read_only(&project.db()).unwrap();
     assert_eq!(count(&fresh), 5);
+    // With no reader left on it, the next delta's checkpoint copies both and cuts the WAL.
+    set_summaries(&project, 5, "after the delta");
+    assert!(import_in_process(project.root(), false).delta.is_some());
+    assert_eq!(wal(), 0, "the WAL was kept after a whole checkpoint");
+    assert_eq!(count(&fresh), 0);
 }
 
 /// The bytes a summary line says were written (`…; 786.4 kB written)`).
