@@ -865,8 +865,14 @@ fn checkpoint(conn: &Connection, db: &Path) {
     match checkpoint {
         Ok((false, wal_pages, copied)) => {
             tracing::debug!("checkpoint: {copied} of {wal_pages} WAL pages copied");
-            if let Err(err) = wal_checkpoint(conn, "TRUNCATE") {
-                tracing::warn!("the delta's checkpoint is done, but its WAL was kept: {err}");
+            match wal_checkpoint(conn, "TRUNCATE") {
+                Ok((false, _, _)) => {}
+                Ok((true, _, _)) => {
+                    tracing::debug!("the WAL was kept: a reader began on it meanwhile")
+                }
+                Err(err) => {
+                    tracing::warn!("the delta's checkpoint is done, but its WAL was kept: {err}")
+                }
             }
         }
         Ok((true, wal_pages, copied)) => tracing::info!(
