@@ -865,21 +865,24 @@ fn checkpoint(conn: &Connection, db: &Path) {
     match checkpoint {
         Ok((false, wal_pages, copied)) => {
             tracing::debug!("checkpoint: {copied} of {wal_pages} WAL pages copied");
-            match wal_checkpoint(conn, "TRUNCATE") {
-                Ok((false, _, _)) => {}
-                Ok((true, _, _)) => {
-                    tracing::debug!("the WAL was kept: a reader began on it meanwhile")
-                }
-                Err(err) => {
-                    tracing::warn!("the delta's checkpoint is done, but its WAL was kept: {err}")
-                }
-            }
+            cut_wal(conn);
         }
         Ok((true, wal_pages, copied)) => tracing::info!(
             "checkpoint: {copied} of {wal_pages} WAL pages copied; readers kept the rest after {} s",
             CHECKPOINT_WAIT.as_secs()
         ),
         Err(err) => tracing::warn!("the delta committed, but its checkpoint failed: {err}"),
+    }
+}
+
+/// After a checkpoint that copied every page, cuts the WAL file to nothing (`TRUNCATE` mode;
+/// its counts are then all zero, which is why the copy itself runs in `RESTART` mode first). A
+/// reader that began on the WAL meanwhile keeps it, until the next checkpoint.
+fn cut_wal(conn: &Connection) {
+    match wal_checkpoint(conn, "TRUNCATE") {
+        Ok((false, _, _)) => {}
+        Ok((true, _, _)) => tracing::debug!("the WAL was kept: a reader began on it meanwhile"),
+        Err(err) => tracing::warn!("the delta's checkpoint is done, but its WAL was kept: {err}"),
     }
 }
 

@@ -661,14 +661,9 @@ fn a_reader_keeps_its_snapshot_until_the_delta_commits() {
     assert_eq!(summary.delta.map(|d| d.symbols_changed), Some(5));
     // The open reader still sees the old state, whole; a new one sees the new state.
     assert_eq!(count(&reader), 0);
-    let wal = || {
-        fs::metadata(project.db().with_extension("db-wal"))
-            .unwrap()
-            .len()
-    };
     // The new state is in the WAL, which its checkpoint could not copy under the reader's
     // snapshot and did not cut.
-    assert!(wal() > 0, "the WAL was cut under a reader");
+    assert!(wal_size(&project) > 0, "the WAL was cut under a reader");
     reader.execute_batch("COMMIT").unwrap();
     assert_eq!(count(&reader), 5);
     let fresh = acpdb::db::open_read_only(&project.db()).unwrap();
@@ -676,8 +671,19 @@ fn a_reader_keeps_its_snapshot_until_the_delta_commits() {
     // With no reader left on it, the next delta's checkpoint copies both and cuts the WAL.
     set_summaries(&project, 5, "after the delta");
     assert!(import_in_process(project.root(), false).delta.is_some());
-    assert_eq!(wal(), 0, "the WAL was kept after a whole checkpoint");
+    assert_eq!(
+        wal_size(&project),
+        0,
+        "the WAL was kept after a whole checkpoint"
+    );
     assert_eq!(count(&fresh), 0);
+}
+
+/// The size of the project's WAL file (which an open connection keeps, empty or not).
+fn wal_size(project: &TempProject) -> u64 {
+    fs::metadata(project.db().with_extension("db-wal"))
+        .unwrap()
+        .len()
 }
 
 /// The bytes a summary line says were written (`…; 786.4 kB written)`).
@@ -754,10 +760,7 @@ fn a_delta_writes_in_place_and_only_what_changed() {
         "the database file was replaced"
     );
     // The copy went through the WAL, every page of the database; its checkpoint cut it.
-    let wal = fs::metadata(project.db().with_extension("db-wal"))
-        .unwrap()
-        .len();
-    assert_eq!(wal, 0, "the full import's WAL was kept");
+    assert_eq!(wal_size(&project), 0, "the full import's WAL was kept");
     let integrity: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
@@ -814,10 +817,11 @@ fn a_delta_reports_the_bytes_sqlite_wrote_and_empties_its_wal() {
         frames > 0 && copied == frames,
         "{copied} of {frames} pages copied"
     );
-    let wal = fs::metadata(project.db().with_extension("db-wal"))
-        .unwrap()
-        .len();
-    assert_eq!(wal, 0, "the WAL was kept after a whole checkpoint");
+    assert_eq!(
+        wal_size(&project),
+        0,
+        "the WAL was kept after a whole checkpoint"
+    );
     let sqlite_wrote = 32 + frames * (PAGE + 24) + frames * PAGE;
     let reported = written(line);
     // The summary rounds to 0.1 kB; the lock file's pid and the WAL index's first bytes are
