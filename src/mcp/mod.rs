@@ -14,6 +14,7 @@ mod resources;
 mod server;
 pub mod state;
 mod stdio;
+mod warm;
 
 pub use messages::answer_for_line;
 

@@ -16,6 +16,8 @@ use crate::freshness::{self, Freshness};
 use crate::import::{self, ImportArgs};
 use crate::project::{find_cache, Project};
 
+use super::warm::CacheWarmer;
+
 /// Read connections per core by default: a query that waits on I/O leaves its core to another.
 const CONNECTIONS_PER_CORE: u32 = 2;
 
@@ -605,8 +607,16 @@ impl IndexState {
         );
         let started = Instant::now();
         let spawned = std::thread::Builder::new().name("acpdb-import".into()).spawn(move || {
+            // A delta written into the served database empties the pools' page caches as soon
+            // as it changes it, not at the next calls: from a thread started before this one
+            // yields, so that it keeps the priority and the cores of the calls.
+            let served = state.current.read().unwrap_or_else(PoisonError::into_inner).clone();
+            let warmer = served.and_then(|pool| {
+                CacheWarmer::start(&state.db_path(), [pool.light.clone(), pool.heavy.clone()])
+            });
             let confined = if serving { yield_to_tool_calls() } else { None };
             let result = import::import_with_progress(&project, &ImportArgs::default(), progress);
+            drop(warmer);
             // The pools opened next, and their threads, get every core.
             drop(confined);
             match result {
@@ -800,16 +810,7 @@ mod tests {
         let before = imported_at(&served);
         let generation = state.answer_generation();
 
-        let cache_path = project.cache.clone().unwrap();
-        let mut cache: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&cache_path).unwrap()).unwrap();
-        let symbols = cache["symbols"].as_object_mut().unwrap();
-        let symbol = symbols.values_mut().next().unwrap();
-        symbol["summary"] = "Edited since the last import.".into();
-        std::fs::write(&cache_path, serde_json::to_vec(&cache).unwrap()).unwrap();
-        std::thread::sleep(Duration::from_millis(5));
-        let summary = import::import(&project, &ImportArgs::default()).unwrap();
-        assert!(summary.delta.is_some(), "a delta: {}", summary.line());
+        edit_and_import(&project, "Edited since the last import.");
 
         state.poll_database();
         let (current, note) = state.pool_and_note().unwrap();
@@ -839,6 +840,81 @@ mod tests {
         rename_another_import_over(&project);
         state.poll_database();
         assert!(!Arc::ptr_eq(&served, &state.pool().unwrap()));
+    }
+
+    /// Bytes of page cache `conn` holds, as SQLite counts them: reading the count starts no
+    /// transaction, so it never empties the cache itself.
+    fn cached_bytes(conn: &rusqlite::Connection) -> i32 {
+        let (mut current, mut highest) = (0, 0);
+        // SAFETY: the handle stays open while `conn` is borrowed; the outputs are ours.
+        let status = unsafe {
+            rusqlite::ffi::sqlite3_db_status(
+                conn.handle(),
+                rusqlite::ffi::SQLITE_DBSTATUS_CACHE_USED,
+                &mut current,
+                &mut highest,
+                0,
+            )
+        };
+        assert_eq!(status, rusqlite::ffi::SQLITE_OK);
+        current
+    }
+
+    /// The bytes cached by the connection `pool` hands out next, after it read every table.
+    fn fill_next_cache(pool: &ReadPool) -> i32 {
+        let conn = pool.get().unwrap();
+        let tables: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_schema WHERE type = 'table'")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        for table in tables {
+            let read = format!("SELECT count(*) FROM (SELECT * FROM \"{table}\")");
+            conn.query_row(&read, [], |r| r.get::<_, i64>(0)).unwrap();
+        }
+        cached_bytes(&conn)
+    }
+
+    /// Gives the cache's first symbol another summary and imports it (a delta).
+    fn edit_and_import(project: &Project, summary: &str) {
+        let cache_path = project.cache.clone().unwrap();
+        let mut cache: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&cache_path).unwrap()).unwrap();
+        let symbols = cache["symbols"].as_object_mut().unwrap();
+        symbols.values_mut().next().unwrap()["summary"] = summary.into();
+        std::fs::write(&cache_path, serde_json::to_vec(&cache).unwrap()).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let imported = import::import(project, &ImportArgs::default()).unwrap();
+        assert!(imported.delta.is_some(), "a delta: {}", imported.line());
+    }
+
+    #[test]
+    fn a_delta_watched_by_a_warmer_empties_the_next_connections_page_caches() {
+        let dir = tempfile::tempdir().unwrap();
+        let (project, state) = serve_demo(dir.path());
+        let served = state.pool().unwrap();
+        let next_cached = |pool: &ReadPool| cached_bytes(&pool.get().unwrap());
+
+        // Unwatched, a connection keeps its pages until its next read, which empties them.
+        let full = fill_next_cache(&served.light);
+        edit_and_import(&project, "Edited unwatched.");
+        assert_eq!(next_cached(&served.light), full);
+
+        let filled = [
+            fill_next_cache(&served.light),
+            fill_next_cache(&served.heavy),
+        ];
+        let pools = [served.light.clone(), served.heavy.clone()];
+        let warmer = CacheWarmer::start(&project.db, pools).unwrap();
+        edit_and_import(&project, "Edited while watched.");
+        // Stopping takes a last look: every change is handled by then.
+        drop(warmer);
+        for (pool, filled) in [&served.light, &served.heavy].into_iter().zip(filled) {
+            let now = next_cached(pool);
+            assert!(now < filled / 2, "{now} of {filled} bytes still cached");
+        }
     }
 
     /// Imports the project's cache fully into a database of another directory and renames it
