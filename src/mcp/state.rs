@@ -610,8 +610,7 @@ impl IndexState {
             // A delta written into the served database empties the pools' page caches as soon
             // as it changes it, not at the next calls: from a thread started before this one
             // yields, so that it keeps the priority and the cores of the calls.
-            let served = state.current.read().unwrap_or_else(PoisonError::into_inner).clone();
-            let warmer = served.and_then(|pool| {
+            let warmer = state.pool().ok().and_then(|pool| {
                 CacheWarmer::start(&state.db_path(), [pool.light.clone(), pool.heavy.clone()])
             });
             let confined = if serving { yield_to_tool_calls() } else { None };
