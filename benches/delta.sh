@@ -74,6 +74,9 @@ gen=(gen-fixture --files "$files" --symbols-per-file 10 --edges-per-symbol 4.5
 
 measure() { # label, then the command; prints "label: seconds s, peak RSS MB"
     local label="$1"; shift
+    # Each run starts with the device quiet: what the run before wrote is on disk first (a
+    # delta right after a full import otherwise competes with the write-out of 1.2 GB at 1M).
+    sync
     /usr/bin/time -f "%e %M" -o "$dir/time.txt" "$@" 2> "$dir/$label.log" || {
         cat "$dir/$label.log" >&2; exit 1; }
     read -r secs rss < "$dir/time.txt"
