@@ -160,6 +160,15 @@ impl StoredDigests {
 }
 
 impl SectionEntries {
+    fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.digests.capacity() * size_of::<i64>()
+            + self.ids.capacity() * size_of::<u32>()
+            + self.by_bucket.capacity() * size_of::<u64>()
+            + self.places.capacity() * size_of::<u32>()
+            + self.buckets.capacity() * size_of::<u32>()
+    }
+
     /// Indexes a section's stored entries (fastest when they come in row id order, as a
     /// database reads them).
     fn new(
@@ -288,6 +297,15 @@ impl KnownEntries {
             return Ok(None);
         };
         Ok(entries.find(digest, &mut hints.0[usize::from(code)]))
+    }
+
+    /// Bytes of memory the published sections' entries take.
+    pub fn heap_bytes(&self) -> usize {
+        self.sections
+            .iter()
+            .filter_map(|slot| slot.get()?.as_ref())
+            .map(SectionEntries::heap_bytes)
+            .sum()
     }
 
     /// Every known entry: its section and row id (waiting until every section is published).
@@ -451,6 +469,21 @@ mod tests {
                 (Section::Files, 9)
             ]
         );
+    }
+
+    #[test]
+    fn the_memory_entries_take_grows_with_the_sections_published() {
+        let known = KnownEntries::pending();
+        assert_eq!(known.heap_bytes(), 0);
+        let many = |n: u32| -> StoredDigests { (0..n).map(|i| (i64::from(i) * 7919, i)).collect() };
+        known.publish(Section::Files, many(1_000));
+        let files = known.heap_bytes();
+        // A digest, a row id, the digest again by bucket and its place: 24 bytes an entry.
+        assert!(files >= 1_000 * 24, "{files} bytes for 1,000 entries");
+        known.abandon(Section::Symbols);
+        assert_eq!(known.heap_bytes(), files);
+        known.publish(Section::GraphForward, many(10_000));
+        assert!(known.heap_bytes() >= files + 10_000 * 24);
     }
 
     #[test]

@@ -57,7 +57,9 @@ use pipeline::{Reading, READ_AHEAD};
 use progress::{bytes_written, size_text, thread_bytes_written, written_since};
 pub use progress::{percent_read, progress_text};
 use progress::{Phase, Reporter};
-use scratch::{open_temp_database, DELTA_PRAGMAS, INDEXING_PRAGMAS, WRITE_PRAGMAS};
+use scratch::{
+    open_temp_database, DELTA_CACHE_KIB, DELTA_PRAGMAS, INDEXING_PRAGMAS, WRITE_PRAGMAS,
+};
 use tables::Tables;
 
 /// Options of `acpdb import`.
@@ -817,6 +819,7 @@ fn open_in_place(path: &Path) -> Result<Connection> {
         path.display()
     );
     conn.execute_batch(DELTA_PRAGMAS)?;
+    conn.pragma_update(None, "cache_size", -DELTA_CACHE_KIB)?;
     register_functions(&conn)?;
     Ok(conn)
 }

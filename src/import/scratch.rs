@@ -97,12 +97,17 @@ pub(super) const WRITE_PRAGMAS: &str =
 /// Connection settings of a delta import, written in place on the served database in WAL mode:
 /// `synchronous = NORMAL` keeps every commit whole after a crash (the last one may be lost, the
 /// database is never a mix); foreign keys are not enforced, as in a full import (a delta removes
-/// rows before the rows that referred to them are brought up to date); it updates rows anywhere
-/// in the database, so it keeps a larger page cache than a full import's load (32 MiB: at 1M
-/// symbols and a 1 % edit, twice that was no faster); its commit does not checkpoint, so that it
-/// returns once the new state is visible, and the checkpoint follows.
+/// rows before the rows that referred to them are brought up to date); its commit does not
+/// checkpoint, so that it returns once the new state is visible, and the checkpoint follows.
+/// Its page cache is [`DELTA_CACHE_KIB`].
 pub(super) const DELTA_PRAGMAS: &str = "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;
-     PRAGMA cache_size = -32768; PRAGMA wal_autocheckpoint = 0;";
+     PRAGMA wal_autocheckpoint = 0;";
+
+/// KiB of a delta's page cache while it compares entries. A delta updates rows anywhere in the
+/// database, so it keeps a larger cache than a full import's load (32 MiB: at 1M symbols and a
+/// 1 % edit, twice that was no faster); once the stored digests are freed, the cache grows by
+/// the memory they took.
+pub(super) const DELTA_CACHE_KIB: i64 = 32 * 1024;
 
 /// Connection settings while an import builds its indexes: with a 4 MiB page cache, SQLite's
 /// sorter cuts each index into many small runs, sorted on its two threads and merged, which

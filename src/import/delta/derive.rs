@@ -15,6 +15,7 @@ use rusqlite::{params, OptionalExtension};
 use crate::cache::event::Section;
 use crate::import::fts;
 use crate::import::graph::resolve_graph_nodes_named;
+use crate::import::scratch::DELTA_CACHE_KIB;
 use crate::import::tables::Tables;
 
 use super::{project_root, Delta, DeltaCounts, StoredRow};
@@ -32,6 +33,15 @@ impl Delta<'_> {
             bail!("the project root changed, so every stored path must be computed again");
         }
         self.remove_unseen()?;
+        // The stored digests are done with once the rows not seen are removed, and the page
+        // cache takes their memory (about 75 MB at 1M symbols): the changes below then spill
+        // fewer pages to the WAL before the commit. A 1 % delta at 1M wrote 865.8 MB instead of
+        // 987.9 MB and took 3.22–3.32 s instead of 3.35–3.49 s, peak RSS 268–271 MB against
+        // 265–266 MB (three alternating pairs).
+        let known = std::mem::take(&mut self.known);
+        let freed = std::sync::Arc::into_inner(known).map_or(0, |known| known.heap_bytes());
+        let cache_kib = DELTA_CACHE_KIB + i64::try_from(freed / 1024).unwrap_or(0);
+        self.conn.pragma_update(None, "cache_size", -cache_kib)?;
         tables.finish_domains()?;
         tables.finish_source_files()?;
         let conn = self.conn;
