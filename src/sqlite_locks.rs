@@ -37,6 +37,14 @@ pub fn register(path: &Path) {
     }
 }
 
+/// The path of the file SQLite keeps with the database at `db` under `suffix` (`-wal`, `-shm`,
+/// `-journal`; `""` names the database itself).
+pub fn companion(db: &Path, suffix: &str) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
 /// Whether the file `meta` describes is a registered database or one of its companion files
 /// (`-wal`, `-shm`, `-journal`), as they are now.
 pub fn is_registered(meta: &fs::Metadata) -> bool {
@@ -46,9 +54,7 @@ pub fn is_registered(meta: &fs::Metadata) -> bool {
         let registered = REGISTERED.lock().unwrap_or_else(PoisonError::into_inner);
         registered.iter().any(|db| {
             COMPANIONS.iter().any(|suffix| {
-                let mut name = db.clone().into_os_string();
-                name.push(suffix);
-                fs::metadata(PathBuf::from(name)).is_ok_and(|meta| file_id(&meta) == wanted)
+                fs::metadata(companion(db, suffix)).is_ok_and(|meta| file_id(&meta) == wanted)
             })
         })
     }

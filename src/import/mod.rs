@@ -842,9 +842,8 @@ const IN_PLACE_WRITEBACK_EVERY: Duration = Duration::from_millis(5);
 /// device would write it twice. The descriptors are kept open by [`crate::sqlite_locks`], one
 /// a file whatever the number of deltas.
 fn write_out_in_place(db: &Path) -> crate::replace::Writeback {
-    let mut wal = db.as_os_str().to_owned();
-    wal.push("-wal");
-    let files = [Path::new(&wal), db]
+    let wal = crate::sqlite_locks::companion(db, "-wal");
+    let files = [wal.as_path(), db]
         .into_iter()
         .filter_map(crate::sqlite_locks::kept_descriptor)
         .collect();
@@ -869,13 +868,12 @@ const CHECKPOINT_WAIT: Duration = Duration::from_secs(2);
 /// first alone (`acpdb sql`, a server starting) would read it through to rebuild its index,
 /// 0.18 s of each `acpdb sql` call at 1M. Cutting it takes 0.1 s there, after the commit.
 ///
-/// Meanwhile `write_out`, started before the commit ([`write_out_in_place`]), has the device
-/// write beside the copying, so that the checkpoint's last `fsync` (at 1M symbols and a 1 %
-/// edit, of 400 MB) finds little left; it stops when the checkpoint ends.
+/// Meanwhile the write-out it is given, started before the commit ([`write_out_in_place`]),
+/// has the device write beside the copying, so that the checkpoint's last `fsync` (at 1M
+/// symbols and a 1 % edit, of 400 MB) finds little left; it stops when the checkpoint ends.
 ///
 /// Not needed for the committed state to hold, so a failure is only logged.
-fn checkpoint(conn: &Connection, write_out: crate::replace::Writeback) {
-    let _write_out = write_out;
+fn checkpoint(conn: &Connection, _write_out: crate::replace::Writeback) {
     let checkpoint = conn
         .busy_timeout(CHECKPOINT_WAIT)
         .and_then(|()| wal_checkpoint(conn, "RESTART"));
@@ -917,11 +915,9 @@ fn wal_checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<(bool, i64,
 /// until that next clean close).
 fn in_use(path: &Path) -> bool {
     let companions = || {
-        ["-wal", "-shm"].iter().any(|suffix| {
-            let mut name = path.as_os_str().to_owned();
-            name.push(suffix);
-            Path::new(&name).exists()
-        })
+        ["-wal", "-shm"]
+            .iter()
+            .any(|suffix| crate::sqlite_locks::companion(path, suffix).exists())
     };
     if !path.is_file() || !companions() {
         return false;

@@ -45,9 +45,9 @@ fn delta(project: &Project) {
 
 /// The size of the project's WAL file.
 fn wal_size(project: &Project) -> u64 {
-    let mut wal = project.db.as_os_str().to_owned();
-    wal.push("-wal");
-    fs::metadata(PathBuf::from(wal)).unwrap().len()
+    fs::metadata(crate::sqlite_locks::companion(&project.db, "-wal"))
+        .unwrap()
+        .len()
 }
 
 #[test]

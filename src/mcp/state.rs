@@ -688,9 +688,7 @@ fn file_id(path: &std::path::Path) -> Option<FileId> {
     };
     #[cfg(not(unix))]
     let (dev, ino) = (0, 0);
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    let wal = std::fs::metadata(std::path::PathBuf::from(wal))
+    let wal = std::fs::metadata(crate::sqlite_locks::companion(path, "-wal"))
         .ok()
         .map(|wal| (wal.len(), wal.modified().ok()));
     Some((dev, ino, meta.len(), meta.modified().ok(), wal))
