@@ -322,6 +322,14 @@ fn special_kind_name(_kind: &fs::FileType) -> &'static str {
     "special file"
 }
 
+/// Makes a FIFO at `path`, for tests that nothing may block on.
+#[cfg(all(test, unix))]
+pub(crate) fn make_fifo(path: &Path) {
+    let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: `name` is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,8 +362,7 @@ mod tests {
         {
             std::os::unix::fs::symlink(outside.path(), root.join("linked")).unwrap();
             std::os::unix::fs::symlink(root.join("src/a.ts"), root.join("src/link.ts")).unwrap();
-            let fifo = std::ffi::CString::new(root.join("src/pipe").to_str().unwrap()).unwrap();
-            assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+            make_fifo(&root.join("src/pipe"));
         }
         let project = Beneath::new(root);
         // What each path gives: its size, "gone", or refused.
@@ -419,9 +426,7 @@ mod tests {
     fn a_fifo_without_a_writer_is_refused_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pipe");
-        let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-        // SAFETY: `name` is a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        make_fifo(&path);
         // Nobody writes to it: a blocking open would never return.
         let err = open(&path).unwrap_err();
         assert_eq!(err.to_string(), "is a FIFO, not a regular file");

@@ -23,8 +23,7 @@ pub fn temp_path(path: &Path) -> PathBuf {
 /// [`create_temp`]): its content is synced first and the directory after, so the new file is on
 /// disk when this returns.
 pub fn replace(temp: &Path, path: &Path) -> std::io::Result<()> {
-    let file = File::open(temp)?;
-    file.sync_all()?;
+    let file = sync(temp)?;
     if let Ok(meta) = fs::metadata(path) {
         file.set_permissions(meta.permissions())?;
     }
@@ -35,6 +34,15 @@ pub fn replace(temp: &Path, path: &Path) -> std::io::Result<()> {
         let _ = dir.sync_all();
     }
     Ok(())
+}
+
+/// Makes the temporary file `temp` durable (the slow part of [`replace`], which finds little
+/// left to write after it) and returns it open. Anything but a regular file there, such as a
+/// FIFO that would hang the open, is refused.
+pub fn sync(temp: &Path) -> std::io::Result<File> {
+    let file = crate::regular_file::open_own(temp, fs::OpenOptions::new().read(true))?;
+    file.sync_all()?;
+    Ok(file)
 }
 
 /// How often [`Writeback::start`] starts writing out what was written since.
@@ -56,10 +64,14 @@ pub struct Writeback {
 
 impl Writeback {
     /// Starts writing out `path`, a file being built, every [`WRITEBACK_EVERY`]; a file that
-    /// cannot be opened gets no early write-out (the final `fsync` writes it all).
+    /// cannot be opened, or is not a regular file, gets no early write-out (the final `fsync`
+    /// writes it all).
     pub fn start(path: &Path) -> Writeback {
         let files = if cfg!(target_os = "linux") {
-            File::open(path).map(Arc::new).into_iter().collect()
+            crate::regular_file::open_own(path, fs::OpenOptions::new().read(true))
+                .map(Arc::new)
+                .into_iter()
+                .collect()
         } else {
             Vec::new()
         };
@@ -318,7 +330,8 @@ mod tests {
         use std::os::fd::AsRawFd;
         // The kernel refuses to write a character device out: the thread stops at its first
         // tick, and the descriptor must stay open until the Writeback is dropped.
-        let writeback = Writeback::start(Path::new("/dev/null"));
+        let null = Arc::new(File::open("/dev/null").unwrap());
+        let writeback = Writeback::of(vec![null], WRITEBACK_EVERY);
         let thread = writeback.thread.as_ref().expect("a write-out thread");
         let started = std::time::Instant::now();
         while !thread.is_finished() {
@@ -332,6 +345,34 @@ mod tests {
         let target = fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
         assert_eq!(target, Path::new("/dev/null"));
         drop(writeback);
+    }
+
+    /// A FIFO put where a database, its WAL or a temporary file is expected (by anyone who can
+    /// write to `.acp/`) is refused at once: opened as a file, it would wait for a writer
+    /// forever, holding the import's lock and its write transaction.
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_in_place_of_a_file_written_out_or_renamed_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join(".acp.db.1.tmp");
+        crate::regular_file::make_fifo(&fifo);
+        let target = dir.path().join("acp.db");
+        fs::write(&target, b"old").unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        let opened = target.clone();
+        std::thread::spawn(move || {
+            let written_out = Writeback::start(&fifo).files.len();
+            let replaced = replace(&fifo, &opened).map_err(|err| err.to_string());
+            let kept = crate::sqlite_locks::kept_descriptor(&fifo).is_some();
+            let _ = done.send((written_out, replaced, kept));
+        });
+        let (written_out, replaced, kept) = finished
+            .recv_timeout(Duration::from_secs(20))
+            .expect("an open waited for a writer of the FIFO");
+        assert_eq!(written_out, 0);
+        assert_eq!(replaced.unwrap_err(), "is a FIFO, not a regular file");
+        assert!(!kept);
+        assert_eq!(fs::read(&target).unwrap(), b"old");
     }
 
     #[test]

@@ -128,8 +128,9 @@ pub fn kept_descriptor(path: &Path) -> Option<Arc<File>> {
             return Some(file.clone());
         }
         // The file at `path` may have been replaced since: what was opened is what is checked,
-        // and kept when it cannot be told, as a dropped `GuardedFile` is.
-        let file = File::open(path).ok()?;
+        // and kept when it cannot be told, as a dropped `GuardedFile` is. Anything but a
+        // regular file is refused without blocking (a FIFO put in its place would hang `open`).
+        let file = crate::regular_file::open_own(path, fs::OpenOptions::new().read(true)).ok()?;
         if !file.metadata().map_or(true, |meta| is_registered(&meta)) {
             return None;
         }
