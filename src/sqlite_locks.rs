@@ -45,6 +45,19 @@ pub fn companion(db: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Removes the database at `db` with its companion files, those that are there: one this
+/// process built and no longer opens (an import's temporary database, which a read-only
+/// connection leaves with a `-wal` and a `-shm` file).
+pub fn remove_database(db: &Path) -> std::io::Result<()> {
+    for suffix in COMPANIONS {
+        match fs::remove_file(companion(db, suffix)) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Whether the file `meta` describes is a registered database or one of its companion files
 /// (`-wal`, `-shm`, `-journal`), as they are now.
 pub fn is_registered(meta: &fs::Metadata) -> bool {

@@ -301,24 +301,20 @@ pub fn import_with_progress(
             // pages on this thread.
             let built = written_since(written_before, bytes_written());
             let placing = thread_bytes_written();
-            let placed = if in_use(&project.db) {
-                copy_into_place(&tmp, &project.db)
-            } else {
-                crate::replace::replace(&tmp, &project.db).map_err(Into::into)
-            };
-            placed.with_context(|| {
-                format!(
+            if let Err(err) = place(&tmp, &project.db) {
+                let _ = crate::sqlite_locks::remove_database(&tmp);
+                return Err(err.context(format!(
                     "cannot move the new database into place at {}",
                     project.db.display()
-                )
-            })?;
+                )));
+            }
             summary.elapsed = started.elapsed();
             let copied = written_since(placing, thread_bytes_written());
             summary.written = built.map(|built| built + copied.unwrap_or(0));
             Ok(summary)
         }
         Err(err) => {
-            let _ = fs::remove_file(&tmp);
+            let _ = crate::sqlite_locks::remove_database(&tmp);
             Err(err)
         }
     }
@@ -931,6 +927,21 @@ fn in_use(path: &Path) -> bool {
     companions()
 }
 
+/// Puts a full import's database `tmp` at `db`: renamed over it when nobody has it open
+/// ([`in_use`]), copied into its pages otherwise ([`copy_into_place`]). The new file is made
+/// durable before the last look, so that the look and the rename are a moment apart, not the
+/// seconds of an `fsync`: a reader that opened the old file between them would stay on it and
+/// read it through the new file's WAL.
+fn place(tmp: &Path, db: &Path) -> Result<()> {
+    if !in_use(db) {
+        crate::replace::sync(tmp)?;
+        if !in_use(db) {
+            return Ok(crate::replace::replace(tmp, db)?);
+        }
+    }
+    copy_into_place(tmp, db)
+}
+
 /// Puts a full import's database `tmp` in place of the database at `db`, which someone has open
 /// ([`in_use`]): its pages are copied in one transaction, which readers see whole once
 /// it commits (renaming a new file over it would leave the old database's `-wal` and `-shm`
@@ -952,7 +963,8 @@ fn copy_into_place(tmp: &Path, db: &Path) -> Result<()> {
     checkpoint(&target, write_out);
     drop(target);
     drop(source);
-    fs::remove_file(tmp).with_context(|| format!("cannot remove {}", tmp.display()))
+    crate::sqlite_locks::remove_database(tmp)
+        .with_context(|| format!("cannot remove {}", tmp.display()))
 }
 
 /// Registers SQL helper functions used during import.

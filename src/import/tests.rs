@@ -112,3 +112,36 @@ fn a_delta_checkpoints_past_a_reader_of_the_state_before_it() {
     assert_eq!(edited(), 0);
     assert_eq!(wal_size(&project), 0, "the second delta's WAL was kept");
 }
+
+/// A full import into a database a reader holds copies its new database into place, then
+/// removes it whole: the temporary file and the `-wal` and `-shm` files its read-only
+/// connection made.
+#[test]
+fn a_full_import_copied_into_place_leaves_nothing_of_its_new_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = demo_project(dir.path());
+    let files_in_acp = || -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir.path().join(".acp"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            // The served database's own, which come and go with its readers.
+            .filter(|name| name != "acp.db-wal" && name != "acp.db-shm")
+            .collect();
+        names.sort();
+        names
+    };
+    let before = files_in_acp();
+    let reader = Connection::open(&project.db).unwrap();
+    reader
+        .query_row("SELECT count(*) FROM symbols", [], |r| r.get::<_, i64>(0))
+        .unwrap();
+    let full = ImportArgs {
+        full: true,
+        ..ImportArgs::default()
+    };
+    let summary = import(&project, &full).unwrap();
+    assert!(summary.delta.is_none(), "{}", summary.line());
+    assert!(in_use(&project.db), "the reader's database was replaced");
+    assert_eq!(files_in_acp(), before);
+    drop(reader);
+}

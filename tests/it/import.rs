@@ -412,6 +412,30 @@ fn a_lock_file_planted_as_a_link_is_refused_and_its_target_kept() {
     assert_eq!(fs::read_to_string(&victim).unwrap(), "important");
 }
 
+/// A new database that cannot be put in place (here the database's path is a directory) fails
+/// the import with the reason, and its temporary file goes with it: at 1M symbols it is as large
+/// as the database.
+#[test]
+fn a_database_that_cannot_be_put_in_place_leaves_no_temporary_file() {
+    let project = TempProject::with_cache(&read("samples/cache-cli-shaped.json"), None);
+    fs::create_dir_all(project.db().join("kept")).unwrap();
+    let out = project.run(&["import"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot move the new database into place") && err.contains("directory"),
+        "{err}"
+    );
+    let mut left: Vec<String> = fs::read_dir(project.root().join(".acp"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(".tmp"))
+        .collect();
+    left.sort();
+    assert_eq!(left, Vec::<String>::new());
+    assert!(project.db().join("kept").is_dir());
+}
+
 #[test]
 fn not_json_is_an_error() {
     assert_bad_input(b"this is not json", &[], &["line 1"]);
