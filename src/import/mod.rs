@@ -426,9 +426,8 @@ fn is_repeated_key(err: &anyhow::Error) -> bool {
 /// What reading the cache and the vars gave.
 struct Read {
     cache: ReadOutcome,
-    vars: Option<(PathBuf, ReadOutcome)>,
-    /// The vars file's metadata when the database kept its rows (taken when it was hashed).
-    kept_vars_metadata: Option<fs::Metadata>,
+    /// The vars file, what reading it gave, and its metadata taken before it was read.
+    vars: Option<(PathBuf, ReadOutcome, fs::Metadata)>,
 }
 
 /// A vars file the database holds already ([`unchanged_vars`]).
@@ -709,10 +708,14 @@ impl Source<'_> {
             if let Some(kept) = kept_vars {
                 return Ok(Read {
                     cache,
-                    vars: Some((vars_path.clone(), kept.outcome)),
-                    kept_vars_metadata: Some(kept.metadata),
+                    vars: Some((vars_path.clone(), kept.outcome, kept.metadata)),
                 });
             }
+            // Taken before the reading, as the cache's is: were the file rewritten during it,
+            // its recorded size or time differs and freshness compares its hash again (taken
+            // after, they would match a file whose new content was never imported).
+            let metadata = fs::metadata(vars_path)
+                .with_context(|| format!("cannot read {}", vars_path.display()))?;
             let reading = Reading::start(
                 vars_path,
                 DocumentKind::Vars,
@@ -721,13 +724,9 @@ impl Source<'_> {
                 Arc::new(Progress::default()),
                 READ_AHEAD,
             )?;
-            vars = Some((vars_path.clone(), reading.finish(loader, None)?));
+            vars = Some((vars_path.clone(), reading.finish(loader, None)?, metadata));
         }
-        Ok(Read {
-            cache,
-            vars,
-            kept_vars_metadata: None,
-        })
+        Ok(Read { cache, vars })
     }
 
     /// Records where the import came from (see `freshness`) and returns the bytes read.
@@ -752,14 +751,10 @@ impl Source<'_> {
             "DELETE FROM meta WHERE key IN ('vars_path', 'vars_size', 'vars_mtime', 'vars_sha256')",
             [],
         )?;
-        if let Some((vars_path, outcome)) = &read.vars {
-            let vars_meta = match &read.kept_vars_metadata {
-                Some(metadata) => metadata.clone(),
-                None => fs::metadata(vars_path)?,
-            };
+        if let Some((vars_path, outcome, vars_meta)) = &read.vars {
             meta.push(("vars_path", vars_path.display().to_string()));
             meta.push(("vars_size", vars_meta.len().to_string()));
-            meta.push(("vars_mtime", mtime_text(&vars_meta)));
+            meta.push(("vars_mtime", mtime_text(vars_meta)));
             meta.push(("vars_sha256", outcome.sha256.clone()));
             bytes += outcome.bytes;
         }
