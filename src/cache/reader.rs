@@ -156,6 +156,7 @@ pub fn read_document_with(
             _ => format!("cannot open: {e}"),
         },
     })?;
+    let opened = file.metadata().ok();
     let mut reader = Reader {
         scan: Scanner {
             file,
@@ -190,6 +191,13 @@ pub fn read_document_with(
     match reader.document() {
         Ok(()) => {
             reader.flush().map_err(|f| f.into_error(path))?;
+            if let Some(message) = opened.and_then(|opened| rewritten(&reader.scan.file, &opened)) {
+                return Err(ReadError {
+                    file: path.to_path_buf(),
+                    json_path: None,
+                    message,
+                });
+            }
             let read = reader.scan.base + reader.scan.buf.len() as u64;
             let sha256 = reader.scan.hasher.finish().ok_or_else(|| ReadError {
                 file: path.to_path_buf(),
@@ -203,6 +211,19 @@ pub fn read_document_with(
         }
         Err(failure) => Err(failure.into_error(path)),
     }
+}
+
+/// Why what was read of `file` may mix two versions of it: its size or modification time
+/// differ from `opened`'s, taken when it was opened, so a writer rewrote it in place while it
+/// was read. A file replaced by a rename is not: the one opened stays whole.
+fn rewritten(file: &std::fs::File, opened: &std::fs::Metadata) -> Option<String> {
+    let now = file.metadata().ok()?;
+    let changed = now.len() != opened.len() || now.modified().ok() != opened.modified().ok();
+    changed.then(|| {
+        "changed while it was read (rewritten in place, not replaced): import it again once \
+         its writer is done"
+            .to_string()
+    })
 }
 
 /// An empty list with room for the names in `rest` (the buffer from a list's next name) up to

@@ -548,3 +548,42 @@ mod fuzz {
         }
     }
 }
+
+/// A file rewritten in place while it is read is told apart (its size or its time moved), a
+/// file replaced by a rename is not: the one open stays whole.
+#[test]
+fn a_file_rewritten_in_place_is_told_from_one_replaced_by_a_rename() {
+    use std::fs::{self, File};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    fs::write(&path, b"{\"a\": 1}").unwrap();
+    let open = || {
+        let file = File::open(&path).unwrap();
+        let opened = file.metadata().unwrap();
+        (file, opened)
+    };
+    let (file, opened) = open();
+    assert_eq!(rewritten(&file, &opened), None);
+    let next = dir.path().join("next.json");
+    fs::write(&next, b"{\"a\": 22}").unwrap();
+    fs::rename(&next, &path).unwrap();
+    assert_eq!(rewritten(&file, &opened), None);
+    // Truncated and written again, longer.
+    let (file, opened) = open();
+    fs::write(&path, b"{\"a\": 333}").unwrap();
+    assert!(rewritten(&file, &opened).is_some());
+    // The same size, a later time.
+    let (file, opened) = open();
+    let later = opened.modified().unwrap() + std::time::Duration::from_secs(2);
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let message = rewritten(&file, &opened).expect("a time that moved");
+    assert!(
+        message.starts_with("changed while it was read"),
+        "{message}"
+    );
+}
