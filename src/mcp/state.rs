@@ -575,11 +575,16 @@ impl IndexState {
 
     /// Starts an import on a background thread; when one is running, another follows it.
     pub fn spawn_import(self: &Arc<Self>, reason: String) {
+        // The request is recorded before the running import is looked for: an import ending
+        // between the two then still sees it (it clears `importing`, then takes `rerun`).
+        // Recorded after, it could land once that import has looked, and be lost.
+        self.rerun.store(true, Ordering::SeqCst);
         if self.importing.swap(true, Ordering::SeqCst) {
             tracing::info!("{reason}; importing again when the running import ends");
-            self.rerun.store(true, Ordering::SeqCst);
             return;
         }
+        // This import reads the cache as it is now: the request is its own.
+        self.rerun.store(false, Ordering::SeqCst);
         let project = self.project();
         let Some(cache) = project.cache.clone() else {
             self.importing.store(false, Ordering::SeqCst);
