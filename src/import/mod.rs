@@ -625,13 +625,8 @@ impl Source<'_> {
             "wrote the import's metadata at {:.2} s",
             started.elapsed().as_secs_f64()
         );
-        let write_out = write_out_in_place(&project.db);
-        conn.execute_batch("COMMIT")?;
-        tracing::debug!(
-            "committed the changes at {:.2} s",
-            started.elapsed().as_secs_f64()
-        );
-        drop(reporter);
+        // The totals are read before the commit: once it is done, nothing may fail the delta
+        // (a failure would import fully what is already committed).
         let totals =
             |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0).map(|n| n.max(0) as u64));
         let summary = ImportSummary {
@@ -649,11 +644,22 @@ impl Source<'_> {
             delta: Some(counts),
             full_because: None,
         };
+        let write_out = write_out_in_place(&project.db);
+        conn.execute_batch("COMMIT")?;
+        tracing::debug!(
+            "committed the changes at {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+        drop(reporter);
         checkpoint(&conn, write_out);
         tracing::debug!("checkpointed at {:.2} s", started.elapsed().as_secs_f64());
         drop(conn);
+        let db_bytes = file_size(&project.db).unwrap_or_else(|err| {
+            tracing::warn!("the delta is committed, but its database's size is unknown: {err:#}");
+            0
+        });
         Ok(ImportSummary {
-            db_bytes: file_size(&project.db)?,
+            db_bytes,
             ..summary
         })
     }
