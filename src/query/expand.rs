@@ -197,18 +197,32 @@ fn is_variable_shaped(name: &str) -> bool {
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_')
 }
 
-fn push_unique(list: &mut Vec<String>, item: &str) {
-    if !list.iter().any(|x| x == item) {
-        list.push(item.to_string());
+/// Names in the order first met, each once: a text may name hundreds of thousands of them, so
+/// whether one was met is a set lookup, not a scan of the list.
+#[derive(Default)]
+struct FirstMet {
+    names: Vec<String>,
+    met: HashSet<String>,
+}
+
+impl FirstMet {
+    /// Adds `name` unless it was met before; whether it was new.
+    fn insert(&mut self, name: &str) -> bool {
+        let new = !self.met.contains(name);
+        if new {
+            self.met.insert(name.to_string());
+            self.names.push(name.to_string());
+        }
+        new
     }
 }
 
 /// Names and details collected from the top-level text.
 #[derive(Default)]
 struct Tracking {
-    found: Vec<String>,
-    resolved: Vec<String>,
-    unresolved: Vec<String>,
+    found: FirstMet,
+    resolved: FirstMet,
+    unresolved: FirstMet,
     expansions: Expansions,
 }
 
@@ -414,9 +428,8 @@ impl<'c> Expander<'c> {
                     }
                     let expansion = self.reference(name, &var, modifier, mode, chain)?;
                     if let Some(tracking) = tracking.as_deref_mut() {
-                        push_unique(&mut tracking.found, name);
-                        if !tracking.resolved.iter().any(|n| n == name) {
-                            tracking.resolved.push(name.to_string());
+                        tracking.found.insert(name);
+                        if tracking.resolved.insert(name) {
                             tracking.expansions.0.push((
                                 name.to_string(),
                                 ExpansionDetail {
@@ -443,8 +456,8 @@ impl<'c> Expander<'c> {
                 }
                 None if is_variable_shaped(name) => {
                     if let Some(tracking) = tracking.as_deref_mut() {
-                        push_unique(&mut tracking.found, name);
-                        push_unique(&mut tracking.unresolved, name);
+                        tracking.found.insert(name);
+                        tracking.unresolved.insert(name);
                     }
                     if self.loaded && !self.undefined.contains(name) {
                         let close = if self.undefined.len() < SUGGESTED_UNDEFINED {
@@ -612,9 +625,9 @@ pub fn acp_expand(conn: &Connection, params: &ExpandParams) -> QueryResult<Expan
     Ok(ExpandResponse {
         original: text.to_string(),
         expanded,
-        variables_found: tracking.found,
-        variables_resolved: tracking.resolved,
-        variables_unresolved: tracking.unresolved,
+        variables_found: tracking.found.names,
+        variables_resolved: tracking.resolved.names,
+        variables_unresolved: tracking.unresolved.names,
         expansions: tracking.expansions,
         warnings: expander.warnings,
     })

@@ -1967,6 +1967,26 @@ fn expand_modes_and_modifiers() {
     );
 }
 
+/// A text naming many variables, most unknown and some twice, lists each once in the order first
+/// met, known or not (a text of 1 MiB names about 175,000: whether a name was met is a set lookup).
+#[test]
+fn expand_lists_each_of_many_names_once_in_order() {
+    let conn = open(cli());
+    let unknown: Vec<String> = (0..20_000).map(|i| format!("UNKNOWN_{i}")).collect();
+    let mut text = String::from("$DOM_ORDERS ");
+    for name in unknown.iter().chain(&unknown[..100]) {
+        text.push_str(&format!("${name} "));
+    }
+    text.push_str("$DOM_ORDERS");
+    let answer = expand(&conn, &text, None);
+    let mut found = vec!["DOM_ORDERS".to_string()];
+    found.extend(unknown.iter().cloned());
+    assert_eq!(answer.variables_found, found);
+    assert_eq!(answer.variables_resolved, vec!["DOM_ORDERS"]);
+    assert_eq!(answer.variables_unresolved, unknown);
+    assert_eq!(answer.expansions.0.len(), 1);
+}
+
 #[test]
 fn expand_nested_values_and_cycles() {
     let conn = open(nested());
