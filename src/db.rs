@@ -392,44 +392,67 @@ pub fn decode_graph_items(blob: &[u8]) -> Option<Vec<u32>> {
     (shift == 0).then_some(ids)
 }
 
-/// The `graph.forward` (or, with `reverse`, `graph.reverse`) list stored under `name`, exactly
-/// as the cache wrote it; `None` when the cache has no such list.
-pub fn graph_list(conn: &Connection, reverse: bool, name: &str) -> rusqlite::Result<Option<Value>> {
+/// Items `skip..skip + take` of the `graph.forward` (or, with `reverse`, `graph.reverse`) list
+/// stored under `name`, as the cache wrote them, and the list's length: only the names of those
+/// items are looked up, so a page of a hub's list costs a page. `None` when the cache has no
+/// such list; one that is not a list has no items.
+pub fn graph_list_page(
+    conn: &Connection,
+    reverse: bool,
+    name: &str,
+    skip: usize,
+    take: usize,
+) -> rusqlite::Result<Option<(Vec<Value>, usize)>> {
     let mut stmt = conn.prepare_cached(
         "SELECT l.items FROM graph_nodes n JOIN graph_lists l ON l.node_id = n.id AND l.reverse = ?1
          WHERE n.name = ?2",
     )?;
     let mut rows = stmt.query(rusqlite::params![reverse, name])?;
-    match rows.next()? {
-        Some(row) => graph_list_value(conn, row.get_ref(0)?).map(Some),
-        None => Ok(None),
+    let Some(row) = rows.next()? else {
+        return Ok(None);
+    };
+    let items = row.get_ref(0)?;
+    if let ValueRef::Blob(blob) = items {
+        let ids = decode_graph_items(blob).ok_or_else(|| malformed_items(items))?;
+        let page = node_names(conn, ids.iter().copied().skip(skip).take(take))?;
+        return Ok(Some((page, ids.len())));
     }
+    Ok(Some(match graph_list_value(conn, items)? {
+        Value::Array(all) => {
+            let len = all.len();
+            (all.into_iter().skip(skip).take(take).collect(), len)
+        }
+        _ => (Vec::new(), 0),
+    }))
+}
+
+/// The error for a `graph_lists.items` cell that cannot be read.
+fn malformed_items(items: ValueRef<'_>) -> rusqlite::Error {
+    let why = match items {
+        ValueRef::Blob(_) => "malformed graph_lists.items blob",
+        _ => "graph_lists.items is neither a blob nor text",
+    };
+    rusqlite::Error::FromSqlConversionFailure(0, items.data_type(), why.into())
+}
+
+/// The names of the call-graph nodes `ids`, in their order.
+fn node_names(conn: &Connection, ids: impl Iterator<Item = u32>) -> rusqlite::Result<Vec<Value>> {
+    let mut name = conn.prepare_cached("SELECT name FROM graph_nodes WHERE id = ?1")?;
+    ids.map(|id| name.query_row([id], |r| r.get::<_, String>(0).map(Value::String)))
+        .collect()
 }
 
 /// The JSON value of a `graph_lists.items` cell: the list of names a blob encodes, or the text
 /// as JSON.
 pub fn graph_list_value(conn: &Connection, items: ValueRef<'_>) -> rusqlite::Result<Value> {
-    let malformed = |e: Box<dyn std::error::Error + Send + Sync>| {
-        rusqlite::Error::FromSqlConversionFailure(0, items.data_type(), e)
-    };
     match items {
         ValueRef::Blob(blob) => {
-            let ids = decode_graph_items(blob)
-                .ok_or_else(|| malformed("malformed graph_lists.items blob".into()))?;
-            let mut name = conn.prepare_cached("SELECT name FROM graph_nodes WHERE id = ?1")?;
-            let names = ids
-                .into_iter()
-                .map(|id| {
-                    name.query_row([id], |r| r.get::<_, String>(0))
-                        .map(Value::String)
-                })
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(Value::Array(names))
+            let ids = decode_graph_items(blob).ok_or_else(|| malformed_items(items))?;
+            Ok(Value::Array(node_names(conn, ids.into_iter())?))
         }
-        ValueRef::Text(text) => serde_json::from_slice(text).map_err(|e| malformed(e.into())),
-        _ => Err(malformed(
-            "graph_lists.items is neither a blob nor text".into(),
-        )),
+        ValueRef::Text(text) => serde_json::from_slice(text)
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, items.data_type(), e.into())),
+        _ => Err(malformed_items(items)),
     }
 }
 

@@ -24,6 +24,9 @@ pub const MAX_DEPTH: u32 = 5;
 /// files) when the caller gives no `limit`.
 pub const DEFAULT_PAGE_SIZE: u32 = 200;
 
+/// Largest page a request may ask for (`limit`) in any paged list.
+pub const MAX_PAGE_SIZE: u32 = 1000;
+
 /// Largest offset a cursor may carry (far beyond any list, well within SQLite's integers).
 const MAX_OFFSET: u64 = 1 << 40;
 
@@ -178,7 +181,7 @@ pub fn page_info(
     })
 }
 
-/// The page `limit` (default [`DEFAULT_PAGE_SIZE`]) and `cursor` select in list `kind` of
+/// The page `limit` (default [`DEFAULT_PAGE_SIZE`], at most [`MAX_PAGE_SIZE`]) and `cursor` select in list `kind` of
 /// `name` (walked to `depth`, for a walk). Cursors come from [`next_cursor`] and must belong to
 /// the same list, name, depth and import.
 pub(crate) fn requested_page(
@@ -189,13 +192,7 @@ pub(crate) fn requested_page(
     limit: Option<u32>,
     cursor: Option<&str>,
 ) -> QueryResult<Page> {
-    let limit = limit.unwrap_or(DEFAULT_PAGE_SIZE);
-    if limit == 0 {
-        return Err(QueryError::invalid_with(
-            "Invalid limit: 0 (must be at least 1)",
-            json!({"field": "limit", "minimum": 1}),
-        ));
-    }
+    let limit = within(limit, "limit", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
     let offset = match cursor.map(str::trim).filter(|c| !c.is_empty()) {
         None => 0,
         Some(token) => {

@@ -25,8 +25,8 @@ const CURSOR_KIND: &str = "domain_files";
 pub struct GetDomainFilesParams {
     /// Name of the domain
     pub name: String,
-    /// Most files to return (default 200). A longer list is cut and the answer carries
-    /// `"truncated": true` and a `next_cursor`.
+    /// Most files to return (default 200, at most 1000). A longer list is cut and the answer
+    /// carries `"truncated": true` and a `next_cursor`.
     #[serde(default)]
     pub limit: Option<u32>,
     /// The `next_cursor` of a previous answer, passed back unchanged with the same name, to get

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::cli_shape::cli_symbol_entry;
-use super::cursor::{continues, next_cursor, page_of, requested_page};
+use super::cursor::{continues, next_cursor, requested_page, Page};
 use super::entries::SYMBOLS;
 use super::names::{not_found, resolve_symbol};
 use super::ordered::Entry;
@@ -27,8 +27,8 @@ const CURSOR_KIND: &str = "symbol_context";
 pub struct GetSymbolContextParams {
     /// Name of the symbol to look up
     pub name: String,
-    /// Most callers and callees to return (default 200). Longer lists are cut and the answer
-    /// carries `"truncated": true` and a `next_cursor`.
+    /// Most callers and callees to return (default 200, at most 1000). Longer lists are cut
+    /// and the answer carries `"truncated": true` and a `next_cursor`.
     #[serde(default)]
     pub limit: Option<u32>,
     /// The `next_cursor` of a previous answer, passed back unchanged with the same name, to get
@@ -76,13 +76,13 @@ pub fn symbol_context(
     if symbol.qualified_name != symbol.key {
         graph_keys.push(symbol.qualified_name.as_str());
     }
-    let callers = graph_list(conn, true, &graph_keys)?;
-    let callees = graph_list(conn, false, &graph_keys)?;
-    let more = continues(page, callers.len()) || continues(page, callees.len());
+    let (callers, all_callers) = graph_list(conn, true, &graph_keys, page)?;
+    let (callees, all_callees) = graph_list(conn, false, &graph_keys, page)?;
+    let more = continues(page, all_callers) || continues(page, all_callees);
     Ok(SymbolContext {
         symbol: cli_symbol_entry(entry),
-        callers: page_of(page, callers),
-        callees: page_of(page, callees),
+        callers,
+        callees,
         truncated: more.then_some(true),
         next_cursor: if more {
             Some(next_cursor(conn, CURSOR_KIND, &params.name, page)?)
@@ -92,16 +92,21 @@ pub fn symbol_context(
     })
 }
 
-/// The stored `graph.forward` (or `graph.reverse`) list under the first of `keys` that has one
-/// (`[]` if none).
-fn graph_list(conn: &Connection, reverse: bool, keys: &[&str]) -> QueryResult<Vec<Value>> {
+/// The items `page` covers of the stored `graph.forward` (or `graph.reverse`) list under the
+/// first of `keys` that has one, and that list's length (`[]` and 0 if none).
+fn graph_list(
+    conn: &Connection,
+    reverse: bool,
+    keys: &[&str],
+    page: Page,
+) -> QueryResult<(Vec<Value>, usize)> {
+    let skip = usize::try_from(page.offset).unwrap_or(usize::MAX);
     for key in keys {
-        if let Some(items) = crate::db::graph_list(conn, reverse, key)? {
-            return Ok(match items {
-                Value::Array(items) => items,
-                _ => Vec::new(),
-            });
+        if let Some(listed) =
+            crate::db::graph_list_page(conn, reverse, key, skip, page.limit as usize)?
+        {
+            return Ok(listed);
         }
     }
-    Ok(Vec::new())
+    Ok((Vec::new(), 0))
 }

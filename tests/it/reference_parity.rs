@@ -794,17 +794,35 @@ fn long_lists_are_paged() {
         domain_files(&conn, &domain_params(None, Some("o:2".into()))),
         Err(QueryError::InvalidParams { .. })
     ));
-    assert!(matches!(
-        domain_files(
+    for limit in [0, 1001, u32::MAX] {
+        let refused = |result: Result<(), QueryError>| match result {
+            Err(QueryError::InvalidParams { message, .. }) => message,
+            other => panic!("limit {limit}: {other:?}"),
+        };
+        let domain = domain_files(&conn, &domain_params(Some(limit), None)).map(|_| ());
+        let symbol = symbol_context(
             &conn,
-            &GetDomainFilesParams {
-                name: "orders".into(),
-                limit: Some(0),
-                cursor: None
-            }
-        ),
-        Err(QueryError::InvalidParams { .. })
-    ));
+            &GetSymbolContextParams {
+                limit: Some(limit),
+                ..params(None)
+            },
+        )
+        .map(|_| ());
+        for message in [refused(domain), refused(symbol)] {
+            assert_eq!(message, format!("Invalid limit: {limit} (must be 1-1000)"));
+        }
+    }
+    // The largest page holds the whole list of 450.
+    let all = symbol_context(
+        &conn,
+        &GetSymbolContextParams {
+            limit: Some(1000),
+            ..params(None)
+        },
+    )
+    .unwrap();
+    assert_eq!((all.callers.len(), all.truncated), (450, None));
+    assert_eq!(all.callers[449], "caller449");
 }
 
 fn schema<T: schemars::JsonSchema>() -> Value {
