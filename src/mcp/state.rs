@@ -575,15 +575,13 @@ impl IndexState {
 
     /// Starts an import on a background thread; when one is running, another follows it.
     pub fn spawn_import(self: &Arc<Self>, reason: String) {
-        // The request is recorded before the running import is looked for: an import ending
-        // between the two then still sees it (it clears `importing`, then takes `rerun`).
-        // Recorded after, it could land once that import has looked, and be lost.
+        // Recorded before the look, so that an import ending between the two still sees it (it
+        // clears `importing`, then takes `rerun`); an import started here answers it itself.
         self.rerun.store(true, Ordering::SeqCst);
         if self.importing.swap(true, Ordering::SeqCst) {
             tracing::info!("{reason}; importing again when the running import ends");
             return;
         }
-        // This import reads the cache as it is now: the request is its own.
         self.rerun.store(false, Ordering::SeqCst);
         let project = self.project();
         let Some(cache) = project.cache.clone() else {
@@ -619,7 +617,11 @@ impl IndexState {
                 CacheWarmer::start(&state.db_path(), [pool.light.clone(), pool.heavy.clone()])
             });
             let confined = if serving { yield_to_tool_calls() } else { None };
-            let result = import::import_with_progress(&project, &ImportArgs::default(), progress);
+            // A panic fails the import like an error: `importing` is cleared whatever happens.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                import::import_with_progress(&project, &ImportArgs::default(), progress)
+            }))
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the import stopped on an internal error")));
             drop(warmer);
             // The pools opened next, and their threads, get every core.
             drop(confined);
