@@ -15,7 +15,7 @@
 //! arrive before the first `initialize` request are dropped (logged), since rmcp would end the
 //! session on them; a UTF-8 byte order mark opening a line is skipped.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -36,6 +36,10 @@ pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
 type Reader = BufReader<Box<dyn AsyncRead + Send + Unpin>>;
 type Writer = Arc<tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
 
+/// Ids of cancelled requests kept refused (see `StdioTransport::cancelled`): clients number
+/// their requests upwards, so only a client reusing ids meets the bound.
+const RETIRED_IDS: usize = 1024;
+
 /// The stdio transport of `acpdb serve`.
 pub(crate) struct StdioTransport {
     reader: Reader,
@@ -45,8 +49,13 @@ pub(crate) struct StdioTransport {
     /// first bytes hold, if they do.
     oversized: Option<Option<String>>,
     writer: Writer,
-    /// Ids of the requests handed to rmcp and not answered yet.
+    /// Ids of the requests handed to rmcp and not answered yet, the cancelled ones included.
     in_flight: Arc<Mutex<HashSet<RequestId>>>,
+    /// Ids of requests cancelled while in flight, oldest first. rmcp writes no answer for them,
+    /// so nothing tells when their calls end, and a request reusing one before would be sent the
+    /// old call's answer (rmcp routes answers by id): they stay refused until [`RETIRED_IDS`]
+    /// later cancellations.
+    cancelled: VecDeque<RequestId>,
     /// Whether an `initialize` request has been handed to rmcp.
     initialize_seen: bool,
 }
@@ -68,6 +77,7 @@ impl StdioTransport {
             oversized: None,
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
             in_flight: Arc::default(),
+            cancelled: VecDeque::new(),
             initialize_seen: false,
         }
     }
@@ -184,8 +194,8 @@ impl Transport<RoleServer> for StdioTransport {
 }
 
 impl StdioTransport {
-    /// Registers a request's id as in flight (refusing an id already in flight) and forgets
-    /// the ids of cancelled requests.
+    /// Registers a request's id as in flight (refusing an id already in flight, or cancelled
+    /// while it was: see `cancelled`).
     fn admit(
         &mut self,
         message: RxJsonRpcMessage<RoleServer>,
@@ -214,8 +224,8 @@ impl StdioTransport {
                     id.clone(),
                     INVALID_REQUEST,
                     format!(
-                        "Invalid request: a request with id {id} is still being answered; \
-                         give every request in flight its own id"
+                        "Invalid request: a request with id {id} is still being answered (or \
+                         was cancelled while it was); give every request its own id"
                     ),
                 ));
                 return None;
@@ -224,8 +234,15 @@ impl StdioTransport {
                 if let ClientNotification::CancelledNotification(cancelled) =
                     &notification.notification
                 {
-                    if let Some(id) = &cancelled.params.request_id {
-                        lock(&self.in_flight).remove(id);
+                    let in_flight = cancelled.params.request_id.as_ref().filter(|id| {
+                        lock(&self.in_flight).contains(id) && !self.cancelled.contains(id)
+                    });
+                    if let Some(id) = in_flight {
+                        self.cancelled.push_back(id.clone());
+                        if self.cancelled.len() > RETIRED_IDS {
+                            let oldest = self.cancelled.pop_front();
+                            oldest.map(|oldest| lock(&self.in_flight).remove(&oldest));
+                        }
                     }
                 }
             }
@@ -315,5 +332,41 @@ mod tests {
         let answer: Value = serde_json::from_str(&answer).unwrap();
         assert_eq!(answer["id"], "p", "{answer}");
         assert_eq!(answer["error"]["code"], INVALID_REQUEST, "{answer}");
+    }
+
+    /// A request cancelled while in flight gets no answer, yet its call may still run: its id
+    /// stays refused, or the new request would be sent the old call's answer. An answered one
+    /// is free again.
+    #[tokio::test]
+    async fn the_id_of_a_request_cancelled_in_flight_stays_refused() {
+        let ping = |id: &str| format!(r#"{{"jsonrpc":"2.0","id":"{id}","method":"ping"}}"#);
+        let cancel =
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"p"}}"#;
+        let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        let (p, q) = (ping("p"), ping("q"));
+        let input = format!("{initialize}\n{p}\n{cancel}\n{p}\n{q}\n");
+        let (writer, mut output) = tokio::io::duplex(4096);
+        let mut transport =
+            StdioTransport::over(Box::new(std::io::Cursor::new(input)), Box::new(writer));
+        let mut handed = Vec::new();
+        while let Some(message) = transport.receive().await {
+            handed.push(serde_json::to_value(&message).unwrap());
+        }
+        let ids: Vec<Value> = handed.iter().map(|m| m["id"].clone()).collect();
+        assert_eq!(Value::from(ids), serde_json::json!([0, "p", null, "q"]));
+        let mut answer = String::new();
+        BufReader::new(&mut output)
+            .read_line(&mut answer)
+            .await
+            .unwrap();
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(answer["id"], "p", "{answer}");
+        assert_eq!(answer["error"]["code"], INVALID_REQUEST, "{answer}");
+        let pong = JsonRpcMessage::response(
+            rmcp::model::ServerResult::empty(()),
+            RequestId::String("q".into()),
+        );
+        transport.send(pong).await.unwrap();
+        assert!(!lock(&transport.in_flight).contains(&RequestId::String("q".into())));
     }
 }
