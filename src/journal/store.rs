@@ -261,8 +261,16 @@ fn try_open_connection(journal_db: &Path) -> Result<Connection, Setup> {
             journal_db.display()
         ))));
     }
+    // SQLite's no-follow flag refuses a link anywhere in the path, not only at its end: the
+    // directory is given to it resolved, so that a project reached through a link (`/tmp` on
+    // macOS, a linked home or work directory) keeps its journal.
+    let resolved = journal_db
+        .parent()
+        .and_then(|dir| fs::canonicalize(dir).ok())
+        .zip(journal_db.file_name())
+        .map_or_else(|| journal_db.to_path_buf(), |(dir, name)| dir.join(name));
     let mut conn = Connection::open_with_flags(
-        journal_db,
+        &resolved,
         OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW,
     )?;
     conn.busy_timeout(BUSY_TIMEOUT)?;

@@ -244,6 +244,39 @@ fn journal_files_planted_as_links_are_never_written_through() {
     assert_eq!(fs::read_to_string(&attempts).unwrap(), "keep");
 }
 
+/// SQLite's no-follow flag refuses a link anywhere in a path, not only at its end: a project
+/// reached through a linked directory (`/tmp` on macOS, a linked home or work directory) still
+/// records its sessions, and the files they touch.
+#[cfg(unix)]
+#[test]
+fn a_project_reached_through_a_linked_directory_keeps_its_journal() {
+    let project = tempfile::tempdir().unwrap();
+    fs::create_dir_all(project.path().join(".acp")).unwrap();
+    fs::create_dir_all(project.path().join("src")).unwrap();
+    fs::write(project.path().join("src/api.ts"), "export const a = 1;\n").unwrap();
+    let links = tempfile::tempdir().unwrap();
+    let root = links.path().join("project");
+    std::os::unix::fs::symlink(project.path(), &root).unwrap();
+    let journal = open(&root).unwrap_or_else(|err| panic!("{}", err.message()));
+    let started = journal
+        .debug(debug_request(json!({"action": "start", "data": {
+            "problem": "Reached through a link", "hypothesis": "The journal opens"}})))
+        .unwrap()
+        .to_value();
+    let session = started["session_id"].as_str().unwrap();
+    journal
+        .debug(debug_request(json!({"action": "attempt", "data": {
+            "session_id": session, "description": "Touch the API", "files": ["src/api.ts"]}})))
+        .unwrap_or_else(|err| panic!("{}", err.message()));
+    let written = read_json(&attempts_path(project.path()));
+    assert_eq!(
+        written["attempts"].as_object().unwrap().len(),
+        1,
+        "{written}"
+    );
+    assert!(journal_db(project.path()).is_file());
+}
+
 fn debug_request(value: Value) -> DebugRequest {
     serde_json::from_value(value).unwrap()
 }
