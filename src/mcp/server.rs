@@ -258,47 +258,53 @@ impl AcpServer {
         Ok((value, note))
     }
 
-    /// The journal, opened on first use.
-    fn journal(&self) -> Result<Arc<Journal>, ErrorData> {
-        let mut slot = self
-            .journal
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(journal) = slot.as_ref() {
-            return Ok(journal.clone());
-        }
-        let project = self.state.project();
-        if self.state.read_only() {
-            return Err(errors::journal_read_only(&project));
-        }
-        let state = self.state.clone();
-        let index = Arc::new(DatabaseIndex::new(move || {
-            let pool = state.pool().ok()?;
-            let conn = pool.light.get().ok()?;
-            Some(Box::new(HeldConnection { conn, _pool: pool }) as IndexConnection)
-        }));
-        let journal = Journal::open(&project.journal_db, &project.root, &project.attempts)
-            .map_err(errors::journal)?
-            .with_index(index);
-        let journal = Arc::new(journal);
-        *slot = Some(journal.clone());
-        Ok(journal)
-    }
-
     async fn journal_call<F>(&self, call: F) -> Result<CallToolResult, ErrorData>
     where
         F: FnOnce(&Journal) -> Result<crate::journal::Response, JournalError> + Send + 'static,
     {
-        let journal = self.journal()?;
-        let response = tokio::task::spawn_blocking(move || call(&journal))
-            .await
-            .map_err(|e| errors::internal(format!("journal task failed: {e}")))?
-            .map_err(errors::journal)?;
+        let (slot, state) = (self.journal.clone(), self.state.clone());
+        // Opening the journal may wait (on another process holding it, up to its busy timeout)
+        // and reads the attempts file: off the runtime's workers, as the call itself.
+        let response = tokio::task::spawn_blocking(move || {
+            let journal = open_journal(&slot, &state)?;
+            call(&journal).map_err(errors::journal)
+        })
+        .await
+        .map_err(|e| errors::internal(format!("journal task failed: {e}")))??;
         let (text, value) = response.into_parts();
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(value);
         Ok(result)
     }
+}
+
+/// The journal in `slot`, opened there on first use.
+fn open_journal(
+    slot: &std::sync::Mutex<Option<Arc<Journal>>>,
+    state: &Arc<IndexState>,
+) -> Result<Arc<Journal>, ErrorData> {
+    let mut slot = slot
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(journal) = slot.as_ref() {
+        return Ok(journal.clone());
+    }
+    let project = state.project();
+    if state.read_only() {
+        return Err(errors::journal_read_only(&project));
+    }
+    let state = state.clone();
+    let index = Arc::new(DatabaseIndex::new(move || {
+        let pool = state.pool().ok()?;
+        let conn = pool.light.get().ok()?;
+        Some(Box::new(HeldConnection { conn, _pool: pool }) as IndexConnection)
+    }));
+    let journal = Journal::open(&project.journal_db, &project.root, &project.attempts)
+        .map_err(errors::journal)?
+        .with_index(index);
+    let journal = Arc::new(journal);
+    *slot = Some(journal.clone());
+    Ok(journal)
 }
 
 impl AcpServer {
