@@ -130,9 +130,14 @@ fn mark(
     let ticket = optional(&data.ticket, "ticket")?.map(str::to_owned);
     let now = journal.now();
     let created_at = stamp(now);
-    let seq: i64 = tx.query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM hacks", [], |row| {
+    let mut seq: i64 = tx.query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM hacks", [], |row| {
         row.get(0)
     })?;
+    // The index's hacks may have ids of the same form (`hack-001`): an id names one hack.
+    let indexed: Vec<String> = cache_hacks(journal)?.into_iter().map(|h| h.id).collect();
+    while indexed.contains(&format!("hack-{seq:03}")) {
+        seq += 1;
+    }
     let id = format!("hack-{seq:03}");
     let expires_text = expires.map(|date| date.format("%Y-%m-%d").to_string());
     tx.execute(

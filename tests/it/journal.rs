@@ -1159,15 +1159,27 @@ fn index_hacks_are_listed_read_only() {
     let f = Fixture::new();
     let index = Index {
         files: HashSet::new(),
-        hacks: vec![CacheHack {
-            id: "./src/legacy/export.ts:12".to_owned(),
-            file: "./src/legacy/export.ts".to_owned(),
-            line: Some(12),
-            reason: "Temporary hack".to_owned(),
-            ticket: None,
-            expires: Some(NaiveDate::from_ymd_opt(2025, 3, 1).unwrap()),
-            created_at: "2025-02-01T00:00:00Z".to_owned(),
-        }],
+        hacks: vec![
+            CacheHack {
+                id: "./src/legacy/export.ts:12".to_owned(),
+                file: "./src/legacy/export.ts".to_owned(),
+                line: Some(12),
+                reason: "Temporary hack".to_owned(),
+                ticket: None,
+                expires: Some(NaiveDate::from_ymd_opt(2025, 3, 1).unwrap()),
+                created_at: "2025-02-01T00:00:00Z".to_owned(),
+            },
+            // An id of the form the journal gives its own.
+            CacheHack {
+                id: "hack-001".to_owned(),
+                file: "./src/other.ts".to_owned(),
+                line: None,
+                reason: "Annotated".to_owned(),
+                ticket: None,
+                expires: None,
+                created_at: "2025-02-01T00:00:00Z".to_owned(),
+            },
+        ],
     };
     let journal = open(f.root())
         .unwrap()
@@ -1175,9 +1187,11 @@ fn index_hacks_are_listed_read_only() {
         .with_clock(Arc::new(|| {
             Utc.with_ymd_and_hms(2025, 12, 27, 0, 0, 0).unwrap()
         }));
-    journal
+    let marked = journal
         .hack(hack_request(json!({"action": "mark", "data": {"file": "src/legacy/export.ts", "line": 30, "reason": "mine"}})))
-        .unwrap();
+        .unwrap()
+        .to_value();
+    assert_eq!(marked["hack"]["id"], "hack-002", "{marked}");
     let listed = journal
         .hack(hack_request(
             json!({"action": "list", "data": {"file": "src/legacy/export.ts"}}),
@@ -1203,6 +1217,14 @@ fn index_hacks_are_listed_read_only() {
         "Hack ./src/legacy/export.ts:12 comes from a source annotation; remove the @acp:hack \
          comment and re-run acp index"
     );
+    let err = journal
+        .hack(hack_request(
+            json!({"action": "revert", "data": {"id": "hack-001"}}),
+        ))
+        .unwrap_err();
+    assert!(err
+        .message()
+        .starts_with("Hack hack-001 comes from a source annotation"));
 }
 
 #[test]
