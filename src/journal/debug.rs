@@ -88,12 +88,12 @@ pub(crate) fn run(journal: &Journal, request: DebugRequest) -> Result<Response, 
             DebugAnswer::Attempt(journal.write_and_export(|tx| attempt(journal, tx, planned))?)
         }
         "result" => {
-            let hashes = current_hashes(journal, &data)?;
-            DebugAnswer::Result(journal.write_and_export(|tx| result(journal, tx, &data, &hashes))?)
+            let files = current_files(journal, &data)?;
+            DebugAnswer::Result(journal.write_and_export(|tx| result(journal, tx, &data, &files))?)
         }
         "revert" => {
-            let hashes = current_hashes(journal, &data)?;
-            DebugAnswer::Revert(journal.write_and_export(|tx| revert(journal, tx, &data, &hashes))?)
+            let files = current_files(journal, &data)?;
+            DebugAnswer::Revert(journal.write_and_export(|tx| revert(journal, tx, &data, &files))?)
         }
         "resolve" => {
             DebugAnswer::Resolve(journal.write_and_export(|tx| resolve(journal, tx, &data))?)
@@ -270,13 +270,17 @@ struct Recorded {
     #[serde(skip_serializing_if = "Option::is_none")]
     notes: Option<String>,
     recorded_at: String,
+    /// Why each of the attempt's files that could not be read now could not be: they keep the
+    /// hash they had, so whether they changed is not known.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unread_files: Vec<String>,
 }
 
 fn result(
     journal: &Journal,
     tx: &Transaction<'_>,
     data: &DebugData,
-    hashes: &HashMap<String, String>,
+    files: &CurrentFiles,
 ) -> Result<Recorded, JournalError> {
     let session_id = required(&data.session_id, "session_id", "result")?;
     let attempt_id = required(&data.attempt_id, "attempt_id", "result")?;
@@ -304,7 +308,7 @@ fn result(
          WHERE session_id = ?1 AND id = ?2",
         params![session_id, attempt_id, status, success, notes, recorded_at],
     )?;
-    let files_modified = rehash_files(tx, session_id, attempt_id, hashes)?;
+    let files_modified = rehash_files(tx, session_id, attempt_id, &files.hashes)?;
     let (history_status, outcome) = if success {
         (
             Status::Verified,
@@ -337,6 +341,7 @@ fn result(
         success,
         notes,
         recorded_at,
+        unread_files: files.unread.clone(),
     })
 }
 
@@ -347,13 +352,17 @@ struct Reverted {
     status: &'static str,
     files: Vec<String>,
     reverted_at: String,
+    /// Why each of the attempt's files that could not be read now could not be: they keep the
+    /// hash they had, so whether they changed is not known.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unread_files: Vec<String>,
 }
 
 fn revert(
     journal: &Journal,
     tx: &Transaction<'_>,
     data: &DebugData,
-    hashes: &HashMap<String, String>,
+    files: &CurrentFiles,
 ) -> Result<Reverted, JournalError> {
     let session_id = required(&data.session_id, "session_id", "revert")?;
     let attempt_id = required(&data.attempt_id, "attempt_id", "revert")?;
@@ -369,7 +378,7 @@ fn revert(
          WHERE session_id = ?1 AND id = ?2",
         params![session_id, attempt_id, reverted_at],
     )?;
-    let files_modified = rehash_files(tx, session_id, attempt_id, hashes)?;
+    let files_modified = rehash_files(tx, session_id, attempt_id, &files.hashes)?;
     attempts::append_history(
         tx,
         &HistoryEntry::new(
@@ -389,6 +398,7 @@ fn revert(
         status: "reverted",
         files: attempt.files,
         reverted_at,
+        unread_files: files.unread.clone(),
     })
 }
 
@@ -695,31 +705,35 @@ fn attempt_files(
     Ok(files)
 }
 
-/// The current content hashes of an attempt's files, read before the write transaction. A file
-/// that cannot be read (gone outside the root, no longer a regular file, too large) is left out
-/// and keeps the hash it had.
-fn current_hashes(
-    journal: &Journal,
-    data: &DebugData,
-) -> Result<HashMap<String, String>, JournalError> {
+/// An attempt's files as they are now, read before the write transaction.
+#[derive(Default)]
+struct CurrentFiles {
+    /// The content hash of each file read.
+    hashes: HashMap<String, String>,
+    /// Why each file that cannot be read cannot be (gone outside the root, no longer a regular
+    /// file, too large; the message names the file): they keep the hash they had, and the
+    /// answer says so.
+    unread: Vec<String>,
+}
+
+fn current_files(journal: &Journal, data: &DebugData) -> Result<CurrentFiles, JournalError> {
     let ids = (
         optional(&data.session_id, "session_id")?,
         optional(&data.attempt_id, "attempt_id")?,
     );
     let (Some(session_id), Some(attempt_id)) = ids else {
-        return Ok(HashMap::new());
+        return Ok(CurrentFiles::default());
     };
-    let files = journal.read(|tx| attempt_files(tx, session_id, attempt_id))?;
-    Ok(files
-        .into_iter()
-        .filter_map(|path| match Snapshot::take(journal, &path, 0) {
-            Ok(snapshot) => Some((path, snapshot.hash)),
-            Err(err) => {
-                tracing::debug!("{path} keeps its recorded hash: {err}");
-                None
+    let mut current = CurrentFiles::default();
+    for path in journal.read(|tx| attempt_files(tx, session_id, attempt_id))? {
+        match Snapshot::take(journal, &path, 0) {
+            Ok(snapshot) => {
+                current.hashes.insert(path, snapshot.hash);
             }
-        })
-        .collect())
+            Err(err) => current.unread.push(err.message().to_owned()),
+        }
+    }
+    Ok(current)
 }
 
 /// Records the `hashes` read for an attempt's files; returns how many files it has.

@@ -389,6 +389,36 @@ fn ids_follow_day_and_session_sequences() {
     assert_eq!(logged["attempt_id"], "attempt-001");
 }
 
+/// A file of an attempt that can no longer be read when its result or revert is recorded keeps
+/// the hash it had, and the answer says which and why rather than pass it for unchanged.
+#[cfg(unix)]
+#[test]
+fn files_that_cannot_be_read_at_a_result_are_named_in_the_answer() {
+    let f = Fixture::new();
+    let session = f.start();
+    for (file, verb) in [("src/api.ts", "result"), ("src/auth/jwt.ts", "revert")] {
+        let logged = f.debug_ok(json!({"action": "attempt", "data": {
+            "session_id": session, "description": "try", "files": [file]}}));
+        let attempt = logged["attempt_id"].as_str().unwrap().to_owned();
+        fs::remove_file(f.root().join(file)).unwrap();
+        mkfifo(&f.root().join(file));
+        let answer = f.debug_ok(json!({"action": verb, "data": {
+            "session_id": session, "attempt_id": attempt, "success": false}}));
+        let unread = answer["unread_files"]
+            .as_array()
+            .expect("unread files named");
+        assert_eq!(unread.len(), 1, "{answer}");
+        let unread = unread[0].as_str().unwrap();
+        assert!(unread.contains(&format!("{file} is a FIFO")), "{unread}");
+    }
+    // Files read as usual leave the field out.
+    let logged = f.debug_ok(json!({"action": "attempt", "data": {
+        "session_id": session, "description": "try"}}));
+    let answer = f.debug_ok(json!({"action": "result", "data": {
+        "session_id": session, "attempt_id": logged["attempt_id"], "success": true}}));
+    assert!(answer.get("unread_files").is_none(), "{answer}");
+}
+
 #[test]
 fn full_session_lifecycle() {
     let f = Fixture::new();
