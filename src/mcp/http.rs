@@ -459,6 +459,32 @@ struct Health {
 struct HealthSources {
     state: Arc<IndexState>,
     answers: Arc<AnswerCache>,
+    /// The `Host` names `/mcp` answers to (rmcp's list; empty: any).
+    hosts: Arc<Vec<String>>,
+}
+
+/// Whether the request names, in its `Host` header, one of `allowed` (any when empty): a host,
+/// with its port when the entry names one, as rmcp judges requests to `/mcp`. A page that
+/// reaches a loopback server by DNS rebinding names its own host, and is refused.
+fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
+    use axum::http::uri::Authority;
+    if allowed.is_empty() {
+        return true;
+    }
+    let named = headers
+        .get(header::HOST)
+        .and_then(|host| host.to_str().ok());
+    let Some(named) = named.and_then(|host| Authority::try_from(host).ok()) else {
+        return false;
+    };
+    let host = |name: &str| name.trim_matches(['[', ']']).to_ascii_lowercase();
+    allowed.iter().any(|entry| {
+        let (entry_host, entry_port) = match Authority::try_from(entry.trim()) {
+            Ok(authority) => (host(authority.host()), authority.port_u16()),
+            Err(_) => (host(entry.trim()), None),
+        };
+        entry_host == host(named.host()) && entry_port.is_none_or(|p| named.port_u16() == Some(p))
+    })
 }
 
 fn health(sources: &HealthSources) -> (StatusCode, Health) {
@@ -504,7 +530,14 @@ fn health(sources: &HealthSources) -> (StatusCode, Health) {
     }
 }
 
-async fn healthz(State(sources): State<HealthSources>) -> Response {
+async fn healthz(State(sources): State<HealthSources>, headers: HeaderMap) -> Response {
+    if !host_allowed(&headers, &sources.hosts) {
+        return (
+            StatusCode::FORBIDDEN,
+            "Forbidden: the Host is not one this server answers to\n",
+        )
+            .into_response();
+    }
     let (status, health) = health(&sources);
     let text = serde_json::to_string(&health).unwrap_or_default();
     (
@@ -523,14 +556,16 @@ pub(super) async fn serve(
 ) -> Result<()> {
     options.check()?;
     let cancel = CancellationToken::new();
+    let config = options.rmcp_config(cancel.child_token());
     let health_sources = HealthSources {
         state: state.clone(),
         answers: server.answer_cache(),
+        hosts: Arc::new(config.allowed_hosts.clone()),
     };
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
-        options.rmcp_config(cancel.child_token()),
+        config,
     );
     let guard_state = Arc::new(Guard {
         token: options.token.clone(),

@@ -163,10 +163,15 @@ fn post_until_refused(
 }
 
 pub(crate) fn get(addr: SocketAddr, path: &str) -> Answer {
+    get_naming_host(addr, &addr.to_string(), path)
+}
+
+/// [`get`], with `host` in the `Host` header instead of the address connected to.
+fn get_naming_host(addr: SocketAddr, host: &str, path: &str) -> Answer {
     let mut stream = TcpStream::connect(addr).unwrap();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     read_answer(stream)
@@ -552,6 +557,18 @@ async fn wrong_origins_oversized_bodies_and_overload_are_refused() {
     // A Host the server does not answer to (DNS rebinding) is refused too.
     let answer = post_naming_host(server.addr, "evil.example", &call, &[version]);
     assert_eq!(answer.status, 403, "{answer:?}");
+    // So is it for the health report, which names the project's path and commits.
+    let port = server.addr.port();
+    for (host, status) in [
+        (format!("evil.example:{port}"), 403),
+        (format!("localhost.evil.example:{port}"), 403),
+        (format!("localhost:{port}"), 200),
+        (format!("127.0.0.1:{port}"), 200),
+        ("[::1]".to_string(), 200),
+    ] {
+        let answer = get_naming_host(server.addr, &host, "/healthz");
+        assert_eq!(answer.status, status, "{host}: {answer:?}");
+    }
 
     let padding = " ".repeat(5000);
     let oversized = format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"{padding}}}");
@@ -832,6 +849,18 @@ fn no_client_sets_the_log_level_of_a_shared_server() {
     let call = tool_call(2, "acp_query", json!({"type": "stats"}));
     let answer = post_naming_host(server.addr, "evil.example", &call, &[version]);
     assert_eq!(answer.status, 403, "{answer:?}");
+    // So is it for the health report, which names the project's path and commits.
+    let port = server.addr.port();
+    for (host, status) in [
+        (format!("evil.example:{port}"), 403),
+        (format!("localhost.evil.example:{port}"), 403),
+        (format!("localhost:{port}"), 200),
+        (format!("127.0.0.1:{port}"), 200),
+        ("[::1]".to_string(), 200),
+    ] {
+        let answer = get_naming_host(server.addr, &host, "/healthz");
+        assert_eq!(answer.status, status, "{host}: {answer:?}");
+    }
     let deadline = Instant::now() + Duration::from_secs(10);
     while !server.stderr().contains("WARN") {
         assert!(
