@@ -197,21 +197,21 @@ fn is_variable_shaped(name: &str) -> bool {
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_')
 }
 
-/// Names in the order first met, each once: a text may name hundreds of thousands of them, so
-/// whether one was met is a set lookup, not a scan of the list.
+/// Strings (names, warnings) in the order first met, each once: a text may name hundreds of
+/// thousands of variables, so whether one was met is a set lookup, not a scan of the list.
 #[derive(Default)]
 struct FirstMet {
-    names: Vec<String>,
+    list: Vec<String>,
     met: HashSet<String>,
 }
 
 impl FirstMet {
-    /// Adds `name` unless it was met before; whether it was new.
-    fn insert(&mut self, name: &str) -> bool {
-        let new = !self.met.contains(name);
+    /// Adds `item` unless it was met before; whether it was new.
+    fn insert(&mut self, item: &str) -> bool {
+        let new = !self.met.contains(item);
         if new {
-            self.met.insert(name.to_string());
-            self.names.push(name.to_string());
+            self.met.insert(item.to_string());
+            self.list.push(item.to_string());
         }
         new
     }
@@ -233,7 +233,7 @@ struct Expander<'c> {
     vars: HashMap<String, Option<Rc<Var>>>,
     /// Undefined names already warned about.
     undefined: HashSet<String>,
-    warnings: Vec<String>,
+    warnings: FirstMet,
 }
 
 /// Undefined names of one text that get suggestions (the rest get a plain warning), so a text
@@ -249,7 +249,7 @@ impl<'c> Expander<'c> {
             root: project_root(conn)?,
             vars: HashMap::new(),
             undefined: HashSet::new(),
-            warnings: Vec::new(),
+            warnings: FirstMet::default(),
         };
         if !loaded {
             expander.warn("No vars file loaded".into());
@@ -258,9 +258,8 @@ impl<'c> Expander<'c> {
     }
 
     fn warn(&mut self, message: String) {
-        if !self.warnings.contains(&message) {
-            tracing::warn!("acp_expand: {message}");
-            self.warnings.push(message);
+        if self.warnings.insert(&message) {
+            tracing::debug!("acp_expand: {message}");
         }
     }
 
@@ -625,11 +624,11 @@ pub fn acp_expand(conn: &Connection, params: &ExpandParams) -> QueryResult<Expan
     Ok(ExpandResponse {
         original: text.to_string(),
         expanded,
-        variables_found: tracking.found.names,
-        variables_resolved: tracking.resolved.names,
-        variables_unresolved: tracking.unresolved.names,
+        variables_found: tracking.found.list,
+        variables_resolved: tracking.resolved.list,
+        variables_unresolved: tracking.unresolved.list,
         expansions: tracking.expansions,
-        warnings: expander.warnings,
+        warnings: expander.warnings.list,
     })
 }
 
