@@ -309,7 +309,9 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
                     "Service Unavailable: the request ran past the server's time limit of \
-                     {limit} s (acpdb serve --request-timeout)\n"
+                     {limit} s (acpdb serve --request-timeout); it may still be carried out \
+                     (an acp_debug or acp_hack write among them): look (their status or list \
+                     action) before sending it again\n"
                 ),
             )
         }
