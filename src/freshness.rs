@@ -33,6 +33,9 @@ pub struct Recorded {
     pub vars: Option<(String, String, String)>,
     /// The project config's SHA-256, `none` or `ignored` (`none` when not recorded).
     pub config: String,
+    /// The project directory the import ran for, under which the source files' staleness is
+    /// judged.
+    pub project_dir: Option<String>,
 }
 
 /// Reads the recorded source signature from a database.
@@ -58,6 +61,7 @@ pub fn recorded(conn: &Connection) -> Result<Recorded> {
         cache: triple("source")?,
         vars: triple("vars")?,
         config: get(config::SHA256_META_KEY)?.unwrap_or_else(|| config::NO_CONFIG.to_string()),
+        project_dir: get(crate::db::PROJECT_DIR_KEY)?,
     })
 }
 
@@ -124,6 +128,14 @@ pub fn check_with(project: &Project, compare: Compare) -> Result<Freshness> {
     }
     if let Some(reason) = config_differs(project, &recorded.config)? {
         return Ok(Freshness::Stale(reason));
+    }
+    // A database served for a project copied or moved elsewhere would judge the source files'
+    // staleness in the old directory: imported again, it records the new one.
+    let served = project.root_text();
+    if let Some(dir) = recorded.project_dir.filter(|dir| *dir != served) {
+        return Ok(Freshness::Stale(format!(
+            "the database was imported for the project at {dir}, not {served}"
+        )));
     }
     Ok(Freshness::Fresh)
 }

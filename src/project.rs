@@ -38,6 +38,11 @@ pub struct Project {
 }
 
 impl Project {
+    /// The project root as an import records it (`meta.project_dir`) and freshness compares it.
+    pub fn root_text(&self) -> String {
+        self.root.display().to_string()
+    }
+
     /// Resolves the project's paths from command-line options.
     pub fn from_args(args: &ProjectArgs) -> Result<Project> {
         let root = std::path::absolute(&args.project).with_context(|| {

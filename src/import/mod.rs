@@ -741,7 +741,7 @@ impl Source<'_> {
         let mut meta: Vec<(&str, String)> = vec![
             ("acpdb_version", env!("CARGO_PKG_VERSION").to_string()),
             ("source_path", self.cache_path.display().to_string()),
-            (db::PROJECT_DIR_KEY, self.project.root.display().to_string()),
+            (db::PROJECT_DIR_KEY, self.project.root_text()),
             ("source_size", self.cache_meta.len().to_string()),
             ("source_mtime", mtime_text(self.cache_meta)),
             ("source_sha256", read.cache.sha256.clone()),

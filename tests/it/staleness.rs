@@ -475,3 +475,34 @@ async fn overviews_count_the_files_changed_on_disk() {
     );
     client.close().await;
 }
+
+/// A database copied or moved with its project would judge the source files in the directory it
+/// was imported for: outside the project served, and blind to edits in it. Its freshness says
+/// so, which has a server import it again; the import records the new directory.
+#[test]
+fn a_project_copied_elsewhere_is_imported_again_for_its_new_directory() {
+    let first = TempProject::copy_of(&fixture("demo"));
+    first.import();
+    let copy = tempfile::tempdir().unwrap();
+    crate::common::copy_tree(first.root(), copy.path());
+    let project = crate::common::project_at(copy.path());
+    match acpdb::freshness::check(&project).unwrap() {
+        acpdb::freshness::Freshness::Stale(reason) => assert_eq!(
+            reason,
+            format!(
+                "the database was imported for the project at {}, not {}",
+                first.root().display(),
+                copy.path().display()
+            )
+        ),
+        other => panic!("{other:?}"),
+    }
+    crate::common::import_in_process(copy.path(), false);
+    assert!(matches!(
+        acpdb::freshness::check(&project).unwrap(),
+        acpdb::freshness::Freshness::Fresh
+    ));
+    let conn = acpdb::db::open_read_only(&project.db).unwrap();
+    let recorded = acpdb::freshness::recorded(&conn).unwrap().project_dir;
+    assert_eq!(recorded, Some(copy.path().display().to_string()));
+}
