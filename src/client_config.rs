@@ -263,7 +263,8 @@ pub fn run(project: &crate::project::Project, args: &McpConfigArgs) -> Result<()
     let backup = match &existing {
         Some(before) => {
             let backup = PathBuf::from(format!("{}.bak", file.display()));
-            crate::replace::write(&backup, before.as_bytes())
+            // As private as the file it copies (which may hold tokens in `env`).
+            crate::replace::write_like(&backup, before.as_bytes(), &file)
                 .with_context(|| format!("cannot write {}", backup.display()))?;
             Some(backup)
         }

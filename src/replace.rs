@@ -23,8 +23,13 @@ pub fn temp_path(path: &Path) -> PathBuf {
 /// [`create_temp`]): its content is synced first and the directory after, so the new file is on
 /// disk when this returns.
 pub fn replace(temp: &Path, path: &Path) -> std::io::Result<()> {
+    replace_like(temp, path, path)
+}
+
+/// [`replace`], the new file given the permissions of `like` when there is one.
+fn replace_like(temp: &Path, path: &Path, like: &Path) -> std::io::Result<()> {
     let file = sync(temp)?;
-    if let Ok(meta) = fs::metadata(path) {
+    if let Ok(meta) = fs::metadata(like) {
         file.set_permissions(meta.permissions())?;
     }
     drop(file);
@@ -170,6 +175,12 @@ pub fn create_temp(temp: &Path, like: &Path) -> std::io::Result<File> {
 /// Replaces `path` with `bytes` (see the module documentation). Leftovers of killed writers
 /// are the callers' to [`sweep`] when they start, not on every write.
 pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_like(path, bytes, path)
+}
+
+/// [`write`], the new file given the permissions of `like` (the file it copies, say) rather
+/// than those of the file it replaces: a copy of a private file is never more readable than it.
+pub fn write_like(path: &Path, bytes: &[u8], like: &Path) -> std::io::Result<()> {
     fs::create_dir_all(parent_dir(path))?;
     let temp = temp_path(path);
     let written = (|| {
@@ -178,9 +189,9 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err),
             _ => {}
         }
-        let mut file = create_temp(&temp, path)?;
+        let mut file = create_temp(&temp, like)?;
         file.write_all(bytes)?;
-        replace(&temp, path)
+        replace_like(&temp, path, like)
     })();
     if written.is_err() {
         let _ = fs::remove_file(&temp);

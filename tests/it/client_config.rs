@@ -139,9 +139,19 @@ fn each_client_gets_an_entry_printed_or_merged_into_its_file() {
         let written = std::fs::read_to_string(&file).unwrap();
         assert_eq!(servers(&written, format), printed, "{client}");
 
-        // Merged into a file with another server: both, the rest kept, the file before saved.
+        // Merged into a file with another server: both, the rest kept, the file before saved,
+        // as private as the file (which may hold tokens), whatever a stale backup allowed.
         let before = existing_file(format);
         std::fs::write(&file, &before).unwrap();
+        let backup = PathBuf::from(format!("{}.bak", file.display()));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |mode| std::fs::Permissions::from_mode(mode);
+            std::fs::set_permissions(&file, mode(0o600)).unwrap();
+            std::fs::write(&backup, "stale").unwrap();
+            std::fs::set_permissions(&backup, mode(0o644)).unwrap();
+        }
         let out = mcp_config(
             &root,
             home.path(),
@@ -160,12 +170,18 @@ fn each_client_gets_an_entry_printed_or_merged_into_its_file() {
             merged.contains("dark") || merged.contains("# my settings"),
             "{client}: {merged}"
         );
-        let backup = PathBuf::from(format!("{}.bak", file.display()));
         assert_eq!(
             std::fs::read_to_string(&backup).unwrap(),
             before,
             "{client}"
         );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |path: &PathBuf| std::fs::metadata(path).unwrap().permissions().mode();
+            assert_eq!(mode(&backup) & 0o777, 0o600, "{client}");
+            assert_eq!(mode(&file) & 0o777, 0o600, "{client}");
+        }
 
         // A malformed file is refused, named, and left as it was.
         let broken = match format {
