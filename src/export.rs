@@ -29,19 +29,23 @@ pub struct ExportArgs {
 /// Runs `acpdb export-cache`.
 pub fn run(project: &Project, args: &ExportArgs) -> Result<()> {
     let conn = db::open_read_only(&project.db)?;
-    match &args.out {
-        Some(path) => write_to_file(path, |w| export_cache(&conn, w))?,
-        None => {
-            let stdout = io::stdout();
-            let mut out = BufWriter::new(stdout.lock());
-            export_cache(&conn, &mut out)?;
-            out.flush()?;
+    // One read transaction for the cache and the vars: an import committed meanwhile (a
+    // server's) is seen by none of it, not by the sections read after it.
+    db::in_snapshot(&conn, |conn| {
+        match &args.out {
+            Some(path) => write_to_file(path, |w| export_cache(conn, w))?,
+            None => {
+                let stdout = io::stdout();
+                let mut out = BufWriter::new(stdout.lock());
+                export_cache(conn, &mut out)?;
+                out.flush()?;
+            }
         }
-    }
-    if let Some(path) = &args.vars_out {
-        write_to_file(path, |w| export_vars(&conn, w))?;
-    }
-    Ok(())
+        if let Some(path) = &args.vars_out {
+            write_to_file(path, |w| export_vars(conn, w))?;
+        }
+        Ok(())
+    })
 }
 
 fn write_to_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
