@@ -132,7 +132,12 @@ pub fn check_with(project: &Project, compare: Compare) -> Result<Freshness> {
     // A database served for a project copied or moved elsewhere would judge the source files'
     // staleness in the old directory: imported again, it records the new one.
     let served = project.root_text();
-    if let Some(dir) = recorded.project_dir.filter(|dir| *dir != served) {
+    let elsewhere = |dir: &String| {
+        // The same directory spelled another way (through a link, with `..`) is not elsewhere.
+        *dir != served
+            && std::fs::canonicalize(dir).ok() != std::fs::canonicalize(&project.root).ok()
+    };
+    if let Some(dir) = recorded.project_dir.filter(elsewhere) {
         return Ok(Freshness::Stale(format!(
             "the database was imported for the project at {dir}, not {served}"
         )));

@@ -505,4 +505,15 @@ fn a_project_copied_elsewhere_is_imported_again_for_its_new_directory() {
     let conn = acpdb::db::open_read_only(&project.db).unwrap();
     let recorded = acpdb::freshness::recorded(&conn).unwrap().project_dir;
     assert_eq!(recorded, Some(copy.path().display().to_string()));
+    // The same directory reached through a link is not another one.
+    #[cfg(unix)]
+    {
+        let links = tempfile::tempdir().unwrap();
+        let link = links.path().join("linked");
+        std::os::unix::fs::symlink(copy.path(), &link).unwrap();
+        assert!(matches!(
+            acpdb::freshness::check(&crate::common::project_at(&link)).unwrap(),
+            acpdb::freshness::Freshness::Fresh
+        ));
+    }
 }
