@@ -115,8 +115,13 @@ fn desktop_config_dir() -> Result<PathBuf> {
     }
 }
 
+/// The members of a server's entry that say how the client reaches it: acpdb writes them, and
+/// replaces them whole. The others (`env`, `disabled`, approvals, timeouts) are the user's, and
+/// a merge keeps them.
+const LAUNCH_KEYS: [&str; 4] = ["type", "command", "args", "url"];
+
 /// The client's entry for the server, as the client's file spells it.
-fn json_entry(client: Client, launch: &Launch) -> Result<Json> {
+fn json_entry(client: Client, launch: &Launch) -> Result<Vec<(String, Json)>> {
     let text = |s: &str| Json::String(s.to_string());
     let mut entry = Vec::new();
     match launch {
@@ -143,7 +148,7 @@ fn json_entry(client: Client, launch: &Launch) -> Result<Json> {
             entry.push(("url".into(), text(url)));
         }
     }
-    Ok(Json::Object(entry))
+    Ok(entry)
 }
 
 /// The member of a JSON client's file that holds its servers.
@@ -154,8 +159,14 @@ fn servers_member(client: Client) -> &'static str {
     }
 }
 
-/// `existing` (a JSON client's file, or nothing) with the server `name` set to `entry`.
-fn merge_json(client: Client, existing: Option<&str>, name: &str, entry: Json) -> Result<String> {
+/// `existing` (a JSON client's file, or nothing) with the server `name` set to the members
+/// `entry`, and the members of its entry there that are not [`LAUNCH_KEYS`].
+fn merge_json(
+    client: Client,
+    existing: Option<&str>,
+    name: &str,
+    mut entry: Vec<(String, Json)>,
+) -> Result<String> {
     let mut root = match existing {
         Some(text) if !text.trim().is_empty() => serde_json::from_str::<Json>(text)
             .map_err(|err| anyhow::anyhow!("not valid JSON ({err})"))?,
@@ -176,13 +187,22 @@ fn merge_json(client: Client, existing: Option<&str>, name: &str, entry: Json) -
         bail!("its `{key}` is not a JSON object");
     };
     match servers.iter_mut().find(|(k, _)| k == name) {
-        Some((_, old)) => *old = entry,
-        None => servers.push((name.into(), entry)),
+        Some((_, old)) => {
+            if let Json::Object(before) = std::mem::replace(old, Json::Null) {
+                let theirs = before
+                    .into_iter()
+                    .filter(|(key, _)| !LAUNCH_KEYS.contains(&key.as_str()));
+                entry.extend(theirs);
+            }
+            *old = Json::Object(entry);
+        }
+        None => servers.push((name.into(), Json::Object(entry))),
     }
     Ok(serde_json::to_string_pretty(&root)? + "\n")
 }
 
-/// `existing` (Codex's TOML file, or nothing) with `[mcp_servers.<name>]` set for `launch`.
+/// `existing` (Codex's TOML file, or nothing) with `[mcp_servers.<name>]` set for `launch`,
+/// its keys that are not [`LAUNCH_KEYS`] kept.
 fn merge_toml(existing: Option<&str>, name: &str, launch: &Launch) -> Result<String> {
     let mut doc: toml_edit::DocumentMut = existing
         .unwrap_or_default()
@@ -197,7 +217,14 @@ fn merge_toml(existing: Option<&str>, name: &str, launch: &Launch) -> Result<Str
         })
         .as_table_mut()
         .context("its `mcp_servers` is not a table")?;
-    let mut table = toml_edit::Table::new();
+    let table = servers
+        .entry(name)
+        .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()))
+        .as_table_like_mut()
+        .with_context(|| format!("its server `{name}` is not a table"))?;
+    for key in LAUNCH_KEYS {
+        table.remove(key);
+    }
     match launch {
         Launch::Stdio { command, args } => {
             table.insert("command", toml_edit::value(command.as_str()));
@@ -208,7 +235,6 @@ fn merge_toml(existing: Option<&str>, name: &str, launch: &Launch) -> Result<Str
             table.insert("url", toml_edit::value(url.as_str()));
         }
     }
-    servers.insert(name, toml_edit::Item::Table(table));
     Ok(doc.to_string())
 }
 

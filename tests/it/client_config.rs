@@ -99,9 +99,9 @@ fn file_of(where_: &str, project: &Path, home: &Path) -> PathBuf {
 fn existing_file(format: Format) -> String {
     match format {
         Format::Json(member) => format!(
-            "{{\n  \"theme\": \"dark\",\n  \"{member}\": {{\"other\": {{\"command\": \"other-server\", \"args\": [\"--x\"]}}}}\n}}\n"
+            "{{\n  \"theme\": \"dark\",\n  \"{member}\": {{\"other\": {{\"command\": \"other-server\", \"args\": [\"--x\"]}}, \"acp-demo\": {{\"url\": \"http://old\", \"env\": {{\"TOKEN\": \"t\"}}}}}}\n}}\n"
         ),
-        Format::Toml => "# my settings\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"other-server\"\nargs = [\"--x\"]\n".into(),
+        Format::Toml => "# my settings\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"other-server\"\nargs = [\"--x\"]\n\n[mcp_servers.acp-demo]\nurl = \"http://old\"\nnote = \"mine\"\n".into(),
     }
 }
 
@@ -166,6 +166,13 @@ fn each_client_gets_an_entry_printed_or_merged_into_its_file() {
         );
         assert_eq!(all["other"]["args"], json!(["--x"]), "{client}");
         assert_eq!(all["acp-demo"]["args"], expected_args, "{client}");
+        // The entry's own keys are the user's and stay; how to reach the server is replaced.
+        let (kept, value) = match format {
+            Format::Json(_) => ("env", json!({"TOKEN": "t"})),
+            Format::Toml => ("note", json!("mine")),
+        };
+        assert_eq!(all["acp-demo"][kept], value, "{client}: {merged}");
+        assert!(all["acp-demo"].get("url").is_none(), "{client}: {merged}");
         assert!(
             merged.contains("dark") || merged.contains("# my settings"),
             "{client}: {merged}"
