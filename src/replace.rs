@@ -178,7 +178,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_like(path, bytes, path)
 }
 
-/// [`write`], the new file given the permissions of `like` (the file it copies, say) rather
+/// [`write()`], the new file given the permissions of `like` (the file it copies, say) rather
 /// than those of the file it replaces: a copy of a private file is never more readable than it.
 pub fn write_like(path: &Path, bytes: &[u8], like: &Path) -> std::io::Result<()> {
     fs::create_dir_all(parent_dir(path))?;
