@@ -99,7 +99,8 @@ impl SqlArgs {
             })?;
         Ok(QueryOptions {
             format,
-            timeout: (!timeout.is_zero()).then_some(timeout),
+            // Only 0 means no limit: a positive time too small to count is the shortest one.
+            timeout: (self.timeout != 0.0).then(|| timeout.max(Duration::from_nanos(1))),
             max_rows: self.max_rows,
         })
     }

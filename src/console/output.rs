@@ -194,10 +194,14 @@ pub(super) fn csv_text(value: &Value) -> String {
     }
 }
 
-/// Writes one CSV record ending in CRLF.
+/// Writes one CSV record ending in CRLF. A record of one empty field is written `""`: a bare
+/// line break reads as no record at all to most CSV readers (Python's, pandas).
 pub(super) fn write_csv_record<S: AsRef<str>>(out: &mut dyn Write, fields: &[S]) -> io::Result<()> {
     let fields: Vec<String> = fields.iter().map(|f| csv_field(f.as_ref())).collect();
-    write!(out, "{}\r\n", fields.join(","))
+    match fields.as_slice() {
+        [only] if only.is_empty() => write!(out, "\"\"\r\n"),
+        _ => write!(out, "{}\r\n", fields.join(",")),
+    }
 }
 
 pub(super) fn write_csv(out: &mut dyn Write, result: &ResultSet) -> io::Result<()> {

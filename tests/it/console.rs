@@ -170,6 +170,19 @@ fn csv_output() {
     );
 }
 
+/// A row of one empty value is a record of its own, not a bare line break that CSV readers
+/// (Python's `csv`, pandas) skip, miscounting the rows.
+#[test]
+fn csv_rows_of_one_empty_value_are_records() {
+    let fixture = Fixture::new();
+    let output = fixture.sql(&[
+        "--csv",
+        "SELECT NULL AS v UNION ALL SELECT '' UNION ALL SELECT 'x'",
+    ]);
+    assert_success(&output);
+    assert_eq!(stdout(&output), "v\r\n\"\"\r\n\"\"\r\nx\r\n");
+}
+
 #[test]
 fn json_and_csv_are_exclusive() {
     let fixture = Fixture::new();
@@ -319,6 +332,19 @@ fn timeout_interrupts_a_long_query() {
     );
     assert!(message.contains("--timeout"), "{message}");
     assert!(elapsed < Duration::from_secs(4), "took {elapsed:?}");
+    // A limit too small to count is the shortest one, not none (only 0 is none).
+    let output = fixture.sql(&[
+        "--timeout",
+        "1e-10",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000000) \
+         SELECT count(*) FROM c",
+    ]);
+    assert_failure(&output);
+    assert!(
+        stderr(&output).contains("query interrupted"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
