@@ -233,6 +233,9 @@ pub(crate) fn sync_from_file(tx: &Transaction<'_>, path: &Path) -> Result<(), Jo
                 path.display()
             )))
         }
+        // The journal's own export outgrows what is read whole once it holds enough file
+        // snapshots: unchanged since the journal wrote it, it has nothing to merge.
+        Err(files::FileError::TooLarge(_)) if unchanged_since_recorded(tx, path)? => return Ok(()),
         Err(err) => {
             return Err(JournalError::Internal(
                 err.describe(&path.display().to_string()),
@@ -689,7 +692,21 @@ fn build(tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<Document, JournalEr
 }
 
 fn fingerprint(bytes: &[u8]) -> String {
-    format!("{}:{}", bytes.len(), md5::hex_digest(bytes))
+    fingerprint_of(bytes.len() as u64, &md5::hex_digest(bytes))
+}
+
+/// The fingerprint of content of `length` bytes and MD5 `md5`.
+fn fingerprint_of(length: u64, md5: &str) -> String {
+    format!("{length}:{md5}")
+}
+
+/// Whether the attempts file at `path` is the one the journal last wrote or imported, by its
+/// length and MD5 read in pieces (whatever its size).
+fn unchanged_since_recorded(tx: &Transaction<'_>, path: &Path) -> Result<bool, JournalError> {
+    let now = files::length_and_md5(path)
+        .map_err(|err| JournalError::Internal(err.describe(&path.display().to_string())))?;
+    let now = now.map(|(length, md5)| fingerprint_of(length, &md5));
+    Ok(now.is_some() && now == meta_get(tx, "attempts_fingerprint")?)
 }
 
 /// Whether RFC 3339 time `a` is later than `b` (an unreadable `b` counts as earlier).

@@ -83,6 +83,38 @@ pub(crate) fn is_absent(err: &io::Error) -> bool {
 /// when nothing is there. A final symbolic link is refused ([`FileError::Link`]), not followed,
 /// and so is a database of acpdb's ([`FileError::Database`]).
 pub(crate) fn open_regular(path: &Path) -> Result<Option<GuardedFile>, FileError> {
+    let Some(file) = open_regular_of_any_size(path)? else {
+        return Ok(None);
+    };
+    let len = file.metadata()?.len();
+    if len > FILE_LIMIT {
+        return Err(FileError::TooLarge(len));
+    }
+    Ok(Some(file))
+}
+
+/// The length and the MD5 of the regular file at `path` (opened as [`open_regular`] opens,
+/// whatever its size), read in pieces; `None` when nothing is there.
+pub(crate) fn length_and_md5(path: &Path) -> Result<Option<(u64, String)>, FileError> {
+    let Some(mut file) = open_regular_of_any_size(path)? else {
+        return Ok(None);
+    };
+    let (mut md5, mut length, mut buffer) = (Md5::new(), 0u64, vec![0u8; 64 * 1024]);
+    loop {
+        match file.read(&mut buffer) {
+            Ok(0) => return Ok(Some((length, md5.finish()))),
+            Ok(n) => {
+                md5.update(&buffer[..n]);
+                length += n as u64;
+            }
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+}
+
+/// [`open_regular`] without its size limit.
+fn open_regular_of_any_size(path: &Path) -> Result<Option<GuardedFile>, FileError> {
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(err) if is_absent(&err) => return Ok(None),
@@ -104,9 +136,6 @@ pub(crate) fn open_regular(path: &Path) -> Result<Option<GuardedFile>, FileError
         return Err(FileError::Database);
     }
     check_type(&meta)?;
-    if meta.len() > FILE_LIMIT {
-        return Err(FileError::TooLarge(meta.len()));
-    }
     Ok(Some(file))
 }
 

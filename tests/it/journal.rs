@@ -419,6 +419,37 @@ fn files_that_cannot_be_read_at_a_result_are_named_in_the_answer() {
     assert!(answer.get("unread_files").is_none(), "{answer}");
 }
 
+/// The attempts file the journal writes outgrows what it reads whole (64 MiB) once it holds
+/// enough snapshots: unchanged since written, it is known by its length and MD5, read in pieces,
+/// and the journal keeps working; changed by someone else, it is refused as too large.
+#[test]
+fn an_attempts_file_the_journal_grew_past_the_read_limit_keeps_it_working() {
+    let f = Fixture::new();
+    // An attempt of acp-cli's whose snapshot takes the file to just under the limit.
+    let mut document: Value = serde_json::from_str(WITH_HISTORY_SAMPLE).unwrap();
+    let filler = "x".repeat(FILE_LIMIT as usize - 60_000);
+    document["attempts"]["attempt-001"]["files"][0]["original_content"] = json!(filler);
+    fs::write(attempts_path(f.root()), document.to_string()).unwrap();
+    // The journal's own attempt adds a snapshot of 99,000 bytes: its export passes the limit.
+    fs::write(f.root().join("src/big.ts"), "y".repeat(99_000)).unwrap();
+    let session = f.start();
+    f.debug_ok(json!({"action": "attempt", "data": {
+        "session_id": session, "description": "big", "files": ["src/big.ts"]}}));
+    let size = fs::metadata(attempts_path(f.root())).unwrap().len();
+    assert!(size > FILE_LIMIT, "{size}");
+    drop(open(f.root()).unwrap_or_else(|err| panic!("{}", err.message())));
+    // Changed by another writer, it would have to be read whole: refused, and named.
+    let mut bytes = fs::read(attempts_path(f.root())).unwrap();
+    let at = bytes.iter().rposition(|&b| b == b'x').unwrap();
+    bytes[at] = b'z';
+    fs::write(attempts_path(f.root()), bytes).unwrap();
+    let message = match open(f.root()) {
+        Ok(_) => panic!("a file too large to merge is refused"),
+        Err(err) => err.message().to_owned(),
+    };
+    assert!(message.contains("File too large"), "{message}");
+}
+
 #[test]
 fn full_session_lifecycle() {
     let f = Fixture::new();
