@@ -851,18 +851,6 @@ fn no_client_sets_the_log_level_of_a_shared_server() {
     let call = tool_call(2, "acp_query", json!({"type": "stats"}));
     let answer = post_naming_host(server.addr, "evil.example", &call, &[version]);
     assert_eq!(answer.status, 403, "{answer:?}");
-    // So is it for the health report, which names the project's path and commits.
-    let port = server.addr.port();
-    for (host, status) in [
-        (format!("evil.example:{port}"), 403),
-        (format!("localhost.evil.example:{port}"), 403),
-        (format!("localhost:{port}"), 200),
-        (format!("127.0.0.1:{port}"), 200),
-        ("[::1]".to_string(), 200),
-    ] {
-        let answer = get_naming_host(server.addr, &host, "/healthz");
-        assert_eq!(answer.status, status, "{host}: {answer:?}");
-    }
     let deadline = Instant::now() + Duration::from_secs(10);
     while !server.stderr().contains("WARN") {
         assert!(
