@@ -118,6 +118,21 @@ pub struct DiskState {
     pub mtime_ns: i64,
 }
 
+impl DiskState {
+    /// The state `meta` describes (from `lstat`, or `fstat` on a handle).
+    pub fn of(meta: &fs::Metadata) -> io::Result<DiskState> {
+        let modified = meta.modified()?;
+        let mtime_ns = match modified.duration_since(UNIX_EPOCH) {
+            Ok(after) => i64::try_from(after.as_nanos()).unwrap_or(i64::MAX),
+            Err(before) => i64::try_from(before.duration().as_nanos()).map_or(i64::MIN, |n| -n),
+        };
+        Ok(DiskState {
+            size: meta.len(),
+            mtime_ns,
+        })
+    }
+}
+
 /// A project directory whose files are looked at without leaving it: a path that is absolute
 /// or climbs out (`..`) is refused ([`under_root`]), and so is one that passes through a
 /// symbolic link anywhere below the directory (a linked directory could lead outside it).
@@ -172,7 +187,7 @@ impl Beneath {
                     if meta.file_type().is_symlink() {
                         return Err(refused());
                     }
-                    return disk_state_of(meta).map(Some);
+                    return DiskState::of(&meta).map(Some);
                 }
                 Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
                 Err(err) if err.raw_os_error() == Some(libc::ELOOP) => return Err(refused()),
@@ -228,7 +243,7 @@ impl Beneath {
         }
         match fs::symlink_metadata(path) {
             Ok(meta) if meta.file_type().is_symlink() => Err(Walked::Refused),
-            Ok(meta) => disk_state_of(meta).map(Some).map_err(Walked::Failed),
+            Ok(meta) => DiskState::of(&meta).map(Some).map_err(Walked::Failed),
             Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(err) => Err(Walked::Failed(err)),
         }
@@ -273,19 +288,6 @@ fn open_beneath(dir: &File, relative: &str, flags: libc::c_int) -> io::Result<Fi
     }
     // SAFETY: the kernel returned a new descriptor that nothing else owns.
     Ok(unsafe { File::from_raw_fd(fd as i32) })
-}
-
-/// A [`DiskState`] from what `lstat` (or `fstat` on a path handle) found.
-fn disk_state_of(meta: fs::Metadata) -> io::Result<DiskState> {
-    let modified = meta.modified()?;
-    let mtime_ns = match modified.duration_since(UNIX_EPOCH) {
-        Ok(after) => i64::try_from(after.as_nanos()).unwrap_or(i64::MAX),
-        Err(before) => i64::try_from(before.duration().as_nanos()).map_or(i64::MIN, |n| -n),
-    };
-    Ok(DiskState {
-        size: meta.len(),
-        mtime_ns,
-    })
 }
 
 /// What a file of this kind is called in messages: "regular file", "directory", "symbolic

@@ -156,7 +156,7 @@ pub fn read_document_with(
             _ => format!("cannot open: {e}"),
         },
     })?;
-    let opened = file.metadata().ok();
+    let opened = disk_state(&file);
     let mut reader = Reader {
         scan: Scanner {
             file,
@@ -191,11 +191,14 @@ pub fn read_document_with(
     match reader.document() {
         Ok(()) => {
             reader.flush().map_err(|f| f.into_error(path))?;
-            if let Some(message) = opened.and_then(|opened| rewritten(&reader.scan.file, &opened)) {
+            // A writer that rewrote the file in place while it was read (its size or time
+            // moved) may have mixed two versions into what was read; one that replaced it by a
+            // rename left the file opened whole.
+            if opened.is_some() && disk_state(&reader.scan.file) != opened {
                 return Err(ReadError {
                     file: path.to_path_buf(),
                     json_path: None,
-                    message,
+                    message: REWRITTEN.to_string(),
                 });
             }
             let read = reader.scan.base + reader.scan.buf.len() as u64;
@@ -213,17 +216,16 @@ pub fn read_document_with(
     }
 }
 
-/// Why what was read of `file` may mix two versions of it: its size or modification time
-/// differ from `opened`'s, taken when it was opened, so a writer rewrote it in place while it
-/// was read. A file replaced by a rename is not: the one opened stays whole.
-fn rewritten(file: &std::fs::File, opened: &std::fs::Metadata) -> Option<String> {
-    let now = file.metadata().ok()?;
-    let changed = now.len() != opened.len() || now.modified().ok() != opened.modified().ok();
-    changed.then(|| {
-        "changed while it was read (rewritten in place, not replaced): import it again once \
-         its writer is done"
-            .to_string()
-    })
+/// The error of a reading whose file was rewritten in place while it was read.
+const REWRITTEN: &str =
+    "changed while it was read (rewritten in place, not replaced): import it again once its \
+     writer is done";
+
+/// The size and modification time of the open `file`, when they can be read.
+fn disk_state(file: &std::fs::File) -> Option<crate::regular_file::DiskState> {
+    file.metadata()
+        .and_then(|meta| crate::regular_file::DiskState::of(&meta))
+        .ok()
 }
 
 /// An empty list with room for the names in `rest` (the buffer from a list's next name) up to
