@@ -23,31 +23,46 @@ pub fn temp_path(path: &Path) -> PathBuf {
 /// [`create_temp`]): its content is synced first and the directory after, so the new file is on
 /// disk when this returns.
 pub fn replace(temp: &Path, path: &Path) -> std::io::Result<()> {
-    replace_like(temp, path, path)
+    sync(temp)?.replace(path)
 }
 
-/// [`replace`], the new file given the permissions of `like` when there is one.
-fn replace_like(temp: &Path, path: &Path, like: &Path) -> std::io::Result<()> {
-    let file = sync(temp)?;
-    if let Ok(meta) = fs::metadata(like) {
-        file.set_permissions(meta.permissions())?;
-    }
-    drop(file);
-    fs::rename(temp, path)?;
-    // Syncing a directory is not possible everywhere; the rename itself has happened.
-    if let Ok(dir) = File::open(parent_dir(path)) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
-}
-
-/// Makes the temporary file `temp` durable (the slow part of [`replace`], which finds little
-/// left to write after it) and returns it open. Anything but a regular file there, such as a
-/// FIFO that would hang the open, is refused.
-pub fn sync(temp: &Path) -> std::io::Result<File> {
+/// Makes the temporary file `temp` durable, the slow part of [`replace`], for [`Synced::replace`]
+/// to finish. Anything but a regular file there, such as a FIFO that would hang the open, is
+/// refused.
+pub fn sync(temp: &Path) -> std::io::Result<Synced> {
     let file = crate::regular_file::open_own(temp, fs::OpenOptions::new().read(true))?;
     file.sync_all()?;
-    Ok(file)
+    Ok(Synced {
+        file,
+        temp: temp.to_path_buf(),
+    })
+}
+
+/// A temporary file made durable ([`sync`]), open, ready to be moved over its target.
+pub struct Synced {
+    file: File,
+    temp: PathBuf,
+}
+
+impl Synced {
+    /// Moves the file over `path`, which keeps its permissions, and syncs the directory.
+    pub fn replace(self, path: &Path) -> std::io::Result<()> {
+        self.replace_like(path, path)
+    }
+
+    /// [`Synced::replace`], the file given the permissions of `like` when there is one.
+    fn replace_like(self, path: &Path, like: &Path) -> std::io::Result<()> {
+        if let Ok(meta) = fs::metadata(like) {
+            self.file.set_permissions(meta.permissions())?;
+        }
+        drop(self.file);
+        fs::rename(&self.temp, path)?;
+        // Syncing a directory is not possible everywhere; the rename itself has happened.
+        if let Ok(dir) = File::open(parent_dir(path)) {
+            let _ = dir.sync_all();
+        }
+        Ok(())
+    }
 }
 
 /// How often [`Writeback::start`] starts writing out what was written since.
@@ -191,7 +206,7 @@ pub fn write_like(path: &Path, bytes: &[u8], like: &Path) -> std::io::Result<()>
         }
         let mut file = create_temp(&temp, like)?;
         file.write_all(bytes)?;
-        replace_like(&temp, path, like)
+        sync(&temp)?.replace_like(path, like)
     })();
     if written.is_err() {
         let _ = fs::remove_file(&temp);

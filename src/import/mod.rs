@@ -935,9 +935,9 @@ fn in_use(path: &Path) -> bool {
 /// read it through the new file's WAL.
 fn place(tmp: &Path, db: &Path) -> Result<()> {
     if !in_use(db) {
-        crate::replace::sync(tmp)?;
+        let synced = crate::replace::sync(tmp)?;
         if !in_use(db) {
-            return Ok(crate::replace::replace(tmp, db)?);
+            return Ok(synced.replace(db)?);
         }
     }
     copy_into_place(tmp, db)
