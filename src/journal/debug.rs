@@ -10,7 +10,7 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::action::{limited, optional, required, stamp, JournalError};
+use super::action::{limited, optional, required, stamp, JournalError, FILE_LIMIT};
 use super::attempts::{self, HistoryEntry, Status};
 use super::store::{Journal, Response, Written};
 use super::{files, md5};
@@ -773,7 +773,7 @@ impl Snapshot {
                 content: None,
             });
         };
-        let digest = files::digest(file, keep).map_err(|err| err.into_error(path))?;
+        let digest = files::digest(file, keep, FILE_LIMIT).map_err(|err| err.into_error(path))?;
         Ok(Snapshot {
             hash: digest.hash,
             content: digest.text,

@@ -96,21 +96,11 @@ pub(crate) fn open_regular(path: &Path) -> Result<Option<GuardedFile>, FileError
 /// The length and the MD5 of the regular file at `path` (opened as [`open_regular`] opens,
 /// whatever its size), read in pieces; `None` when nothing is there.
 pub(crate) fn length_and_md5(path: &Path) -> Result<Option<(u64, String)>, FileError> {
-    let Some(mut file) = open_regular_of_any_size(path)? else {
+    let Some(file) = open_regular_of_any_size(path)? else {
         return Ok(None);
     };
-    let (mut md5, mut length, mut buffer) = (Md5::new(), 0u64, vec![0u8; 64 * 1024]);
-    loop {
-        match file.read(&mut buffer) {
-            Ok(0) => return Ok(Some((length, md5.finish()))),
-            Ok(n) => {
-                md5.update(&buffer[..n]);
-                length += n as u64;
-            }
-            Err(err) if err.kind() == ErrorKind::Interrupted => {}
-            Err(err) => return Err(err.into()),
-        }
-    }
+    let read = digest(file, 0, u64::MAX)?;
+    Ok(Some((read.length, read.hash)))
 }
 
 /// [`open_regular`] without its size limit.
@@ -229,6 +219,8 @@ fn check_type(meta: &fs::Metadata) -> Result<(), FileError> {
 
 /// What [`digest`] read: the MD5 and, when the file is UTF-8 of at most the asked size, its text.
 pub(crate) struct Digest {
+    /// Bytes read.
+    pub(crate) length: u64,
     /// Lower-case hex MD5.
     pub(crate) hash: String,
     /// The content, when kept.
@@ -236,13 +228,14 @@ pub(crate) struct Digest {
 }
 
 /// Reads `file` to its end in pieces, hashing it and keeping its text when it has at most
-/// `keep` bytes; more than [`FILE_LIMIT`] bytes (a file growing while read) is an error.
-pub(crate) fn digest(file: impl Read, keep: usize) -> Result<Digest, FileError> {
+/// `keep` bytes; more than `limit` bytes ([`FILE_LIMIT`] for a file read as a snapshot: one
+/// growing while read) is an error.
+pub(crate) fn digest(file: impl Read, keep: usize, limit: u64) -> Result<Digest, FileError> {
     let mut md5 = Md5::new();
     let mut kept = Vec::new();
     let mut total: u64 = 0;
     let mut buffer = vec![0u8; 64 * 1024];
-    let mut reader = file.take(FILE_LIMIT + 1);
+    let mut reader = file.take(limit.saturating_add(1));
     loop {
         let n = match reader.read(&mut buffer) {
             Ok(0) => break,
@@ -251,7 +244,7 @@ pub(crate) fn digest(file: impl Read, keep: usize) -> Result<Digest, FileError> 
             Err(err) => return Err(err.into()),
         };
         total += n as u64;
-        if total > FILE_LIMIT {
+        if total > limit {
             return Err(FileError::TooLarge(total));
         }
         md5.update(&buffer[..n]);
@@ -263,6 +256,7 @@ pub(crate) fn digest(file: impl Read, keep: usize) -> Result<Digest, FileError> 
         .then(|| String::from_utf8(kept).ok())
         .flatten();
     Ok(Digest {
+        length: total,
         hash: md5.finish(),
         text,
     })
