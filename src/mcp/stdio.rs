@@ -240,8 +240,9 @@ impl StdioTransport {
                     if let Some(id) = in_flight {
                         self.cancelled.push_back(id.clone());
                         if self.cancelled.len() > RETIRED_IDS {
-                            let oldest = self.cancelled.pop_front();
-                            oldest.map(|oldest| lock(&self.in_flight).remove(&oldest));
+                            if let Some(oldest) = self.cancelled.pop_front() {
+                                lock(&self.in_flight).remove(&oldest);
+                            }
                         }
                     }
                 }

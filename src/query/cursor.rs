@@ -181,9 +181,9 @@ pub fn page_info(
     })
 }
 
-/// The page `limit` (default [`DEFAULT_PAGE_SIZE`], at most [`MAX_PAGE_SIZE`]) and `cursor` select in list `kind` of
-/// `name` (walked to `depth`, for a walk). Cursors come from [`next_cursor`] and must belong to
-/// the same list, name, depth and import.
+/// The page `limit` (default [`DEFAULT_PAGE_SIZE`], at most [`MAX_PAGE_SIZE`]) and `cursor`
+/// select in list `kind` of `name` (walked to `depth`, for a walk). Cursors come from
+/// [`next_cursor`] and must belong to the same list, name, depth and import.
 pub(crate) fn requested_page(
     conn: &Connection,
     kind: &str,
